@@ -1,0 +1,217 @@
+"""The linear IR a kernel is lowered to: a list of `UOp`s in execution order, and its rewrite rules.
+
+This is the whole contract between core's code generator and a plugin's renderer. Meaning of each op:
+
+| op            | dtype              | src                                  | arg                                   |
+| ------------- | ------------------ | ------------------------------------ | ------------------------------------- |
+| DEFINE_GLOBAL | PtrDType           | ()                                   | (param index, name, written?)         |
+| DEFINE_VAR    | int32              | ()                                   | (name, min, max) symbolic size        |
+| DEFINE_LOCAL  | PtrDType           | ()                                   | (name, element count)                 |
+| DEFINE_ACC    | scalar/vector      | ()                                   | initial value (a mutable variable)    |
+| CONST         | scalar             | ()                                   | Python value                          |
+| SPECIAL       | int32              | ()                                   | (name "gidxN"/"lidxN", size) thread id |
+| RANGE         | int32              | (start, end)                         | (axis, is_reduce) loop start          |
+| ENDRANGE      | None               | (range,)                             | None: closes the loop                 |
+| LOAD          | element            | (buf, idx) or (buf, idx, gate, alt)  | None: gated -> gate ? buf[idx] : alt  |
+| STORE         | None               | (buf, idx, val) or (.., val, gate)   | None                                  |
+| ALU           | result             | operands                             | an `Ops` ALU member                   |
+| CAST/BITCAST  | target             | (x,)                                 | None                                  |
+| VECTORIZE     | vector             | scalars, one per lane                | None                                  |
+| GEP           | scalar             | (vector,)                            | lane                                  |
+| ASSIGN        | acc's              | (acc, value)                         | None: acc = value                     |
+| IF / ENDIF    | None               | (cond,) / (if,)                      | None                                  |
+| BARRIER       | None               | ()                                   | None: local-memory barrier            |
+
+Kernel parameters are the DEFINE_GLOBALs by index, then the DEFINE_VARs in list order. A LOAD/STORE of a
+vector dtype through a scalar pointer accesses `count` consecutive elements starting at `idx`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Any, Callable
+
+from lazy.dtype import DType, PtrDType, dtypes
+from lazy.ops import GroupOp, Ops, exec_alu
+
+
+class UOps(Enum):
+    DEFINE_GLOBAL = auto(); DEFINE_VAR = auto(); DEFINE_LOCAL = auto(); DEFINE_ACC = auto()  # noqa: E702
+    CONST = auto(); SPECIAL = auto(); RANGE = auto(); ENDRANGE = auto()  # noqa: E702
+    LOAD = auto(); STORE = auto(); ALU = auto(); CAST = auto(); BITCAST = auto()  # noqa: E702
+    VECTORIZE = auto(); GEP = auto(); ASSIGN = auto(); IF = auto(); ENDIF = auto(); BARRIER = auto()  # noqa: E702
+
+    def __repr__(self) -> str:
+        return f"UOps.{self.name}"
+
+
+@dataclass(eq=False)
+class UOp:
+    """One instruction. Identity is the object; `key` is the structure, used for common-subexpression reuse."""
+
+    op: UOps
+    dtype: DType | None = None
+    src: tuple[UOp, ...] = ()
+    arg: Any = None
+
+    def __repr__(self) -> str:
+        srcs = ", ".join(f"%{id(s) % 10000}" for s in self.src)
+        return f"%{id(self) % 10000} = {self.op.name} {self.dtype} [{srcs}] {self.arg!r}"
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.op, self.dtype, tuple(id(s) for s in self.src), self.arg)
+
+
+def pretty(uops: list[UOp]) -> str:
+    """A numbered listing of a UOp list (LAZY_DEBUG>=5)."""
+    index = {id(u): i for i, u in enumerate(uops)}
+    lines = []
+    for i, u in enumerate(uops):
+        srcs = [index.get(id(s), "?") for s in u.src]
+        lines.append(f"{i:4d} {u.op.name:14s} {str(u.dtype):24s} {str(srcs):20s} {u.arg!r}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# rewrite rules: a pattern and a small function, applied as the IR is built
+
+
+@dataclass(frozen=True)
+class UPat:
+    """Matches a UOp: `op`/`arg`/`dtype` when given, `src` patterns in order, binding `name` for the rule."""
+
+    op: UOps | None = None
+    arg: Any = None
+    src: tuple[UPat, ...] | None = None
+    name: str | None = None
+    const: Any = None  # for CONST: match this value
+
+    def match(self, uop: UOp, bound: dict[str, UOp]) -> bool:
+        if self.op is not None and uop.op is not self.op:
+            return False
+        if self.arg is not None and uop.arg != self.arg:
+            return False
+        if self.const is not None and not (uop.op is UOps.CONST and uop.arg == self.const):
+            return False
+        if self.name is not None:
+            if self.name in bound and bound[self.name] is not uop:
+                return False
+            bound[self.name] = uop
+        if self.src is None:
+            return True
+        return len(self.src) == len(uop.src) and all(p.match(s, bound) for p, s in zip(self.src, uop.src))
+
+
+def alu(op: Ops, *src: UPat) -> UPat:
+    return UPat(UOps.ALU, arg=op, src=src)
+
+
+def var(name: str) -> UPat:
+    return UPat(name=name)
+
+
+def cnst(value: Any = None, name: str | None = None) -> UPat:
+    return UPat(UOps.CONST, const=value, name=name)
+
+
+class PatternMatcher:
+    """An ordered table of (pattern, rewrite). `rewrite(uop)` returns the first non-None result, else None."""
+
+    def __init__(self, rules: list[tuple[UPat, Callable[..., UOp | None]]]):
+        self.by_op: dict[Any, list[tuple[UPat, Callable[..., UOp | None]]]] = {}
+        for pat, fn in rules:
+            self.by_op.setdefault((pat.op, pat.arg), []).append((pat, fn))
+
+    def rewrite(self, uop: UOp, ctx: Any) -> UOp | None:
+        for pat, fn in self.by_op.get((uop.op, uop.arg), []):
+            bound: dict[str, UOp] = {}
+            if pat.match(uop, bound) and (ret := fn(ctx, **bound)) is not None:
+                return ret
+        return None
+
+
+def _fold(ctx: Any, x: UOp) -> UOp | None:
+    """ALU of constants -> constant."""
+    if all(s.op is UOps.CONST for s in x.src) and x.dtype is not None and x.dtype.count == 1:
+        if x.arg is Ops.IDIV and x.src[1].arg == 0:
+            return None
+        return ctx.const(exec_alu(x.arg, x.dtype, [s.arg for s in x.src]), x.dtype)
+    return None
+
+
+SIMPLIFY = PatternMatcher([
+    (alu(Ops.ADD, var("x"), cnst(0)), lambda ctx, x: x),  # x+0 -> x
+    (alu(Ops.ADD, cnst(0), var("x")), lambda ctx, x: x),  # 0+x -> x
+    (alu(Ops.MUL, var("x"), cnst(1)), lambda ctx, x: x),  # x*1 -> x
+    (alu(Ops.MUL, cnst(1), var("x")), lambda ctx, x: x),  # 1*x -> x
+    (alu(Ops.IDIV, var("x"), cnst(1)), lambda ctx, x: x),  # x//1 -> x
+    (alu(Ops.WHERE, cnst(True), var("x"), var("y")), lambda ctx, x, y: x),  # where(True, x, y) -> x
+    (alu(Ops.WHERE, cnst(False), var("x"), var("y")), lambda ctx, x, y: y),  # where(False, x, y) -> y
+    (alu(Ops.WHERE, var("c"), var("x"), var("x")), lambda ctx, c, x: x),  # where(c, x, x) -> x
+    (alu(Ops.AND, var("x"), cnst(True)), lambda ctx, x: x),  # x&True -> x (bool)
+])
+FOLDABLE = frozenset(GroupOp.ALU)
+
+
+class UOpBuilder:
+    """Appends UOps in execution order, reusing identical pure instructions and applying `SIMPLIFY`."""
+
+    PURE = frozenset({UOps.CONST, UOps.ALU, UOps.CAST, UOps.BITCAST, UOps.VECTORIZE, UOps.GEP, UOps.DEFINE_GLOBAL,
+                      UOps.DEFINE_VAR, UOps.SPECIAL})  # fmt: skip
+
+    def __init__(self) -> None:
+        self.uops: list[UOp] = []
+        self.cache: dict[tuple[Any, ...], UOp] = {}
+        self.scopes: list[list[tuple[Any, ...]]] = [[]]  # cache keys made inside each open loop/if
+
+    def open_scope(self) -> None:
+        self.scopes.append([])
+
+    def close_scope(self) -> None:
+        """Values made inside a closed loop or if are out of scope for what follows: forget them."""
+        for key in self.scopes.pop():
+            self.cache.pop(key, None)
+
+    def add(self, op: UOps, dtype: DType | None = None, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
+        uop = UOp(op, dtype, src, arg)
+        if op in self.PURE:
+            if (hit := self.cache.get(uop.key)) is not None:
+                return hit
+            if op is UOps.ALU and (better := SIMPLIFY.rewrite(uop, self) or _fold(self, uop)) is not None:
+                return better
+            self.cache[uop.key] = uop
+            if op not in (UOps.CONST, UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR):
+                self.scopes[-1].append(uop.key)
+        self.uops.append(uop)
+        return uop
+
+    def const(self, value: Any, dtype: DType) -> UOp:
+        if isinstance(value, float) and math.isnan(value):
+            value = math.nan  # one canonical NaN so the cache key matches
+        return self.add(UOps.CONST, dtype, (), dtypes.as_const(value, dtype) if dtype.count == 1 else value)
+
+    def alu(self, op: Ops, *src: UOp) -> UOp:
+        dtype = dtypes.bool if op in GroupOp.Comparison else src[-1].dtype
+        if op is Ops.WHERE:
+            dtype = src[1].dtype
+        return self.add(UOps.ALU, dtype, src, op)
+
+    def invalidate(self) -> None:
+        """Forget reusable loads and values (after a barrier or a store that later loads may observe)."""
+        self.cache = {k: v for k, v in self.cache.items() if v.op in (UOps.CONST, UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR)}
+
+
+def global_params(uops: list[UOp]) -> list[UOp]:
+    return sorted((u for u in uops if u.op is UOps.DEFINE_GLOBAL), key=lambda u: u.arg[0])
+
+
+def var_params(uops: list[UOp]) -> list[UOp]:
+    return [u for u in uops if u.op is UOps.DEFINE_VAR]
+
+
+def buffer_dtype(uop: UOp) -> DType:
+    assert isinstance(uop.dtype, PtrDType)
+    return uop.dtype.base()

@@ -1,0 +1,348 @@
+"""Device-side parts every plugin builds on: `Buffer`, `Allocator`/`LRUAllocator`, `Compiler` (with the on-disk
+cache), `Program`, `ProgramSpec` and `Compiled`, the object a plugin's `DeviceSpec.open` returns."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+import numpy as np
+
+from lazy.dtype import DType, dtypes, to_np_dtype
+from lazy.helpers import DEBUG, GlobalCounters, cache_dir
+
+if TYPE_CHECKING:
+    from lazy.codegen.uops import UOp
+    from lazy.hcq import HWQueue, Signal
+    from lazy.renderer import Renderer
+
+
+# Buffers name their device; `lazy.plugins` (a higher layer) installs the function that opens a device by name, so
+# this module never imports upward.
+_device_opener: Callable[[str], Compiled] | None = None
+opened_devices: dict[str, Compiled] = {}
+
+
+def set_device_opener(opener: Callable[[str], Compiled]) -> None:
+    global _device_opener
+    _device_opener = opener
+
+
+def get_device(name: str) -> Compiled:
+    """The opened device called `name` (canonical, e.g. "CPU:0" is "CPU"), opening it on first use."""
+    if (dev := opened_devices.get(name)) is not None:
+        return dev
+    if _device_opener is None:
+        raise DeviceError("no device registry is installed: `import lazy` (it installs lazy.plugins) before using a Buffer")
+    return _device_opener(name)
+
+
+class DeviceError(RuntimeError):
+    """A device could not be found, opened or used; the message says why and what to do."""
+
+
+class CompileError(RuntimeError):
+    """A kernel failed to compile: carries the generated source and the compiler's message."""
+
+    def __init__(self, device: str, src: str, message: str):
+        self.device, self.src, self.message = device, src, message
+        numbered = "\n".join(f"{i + 1:4d}  {line}" for i, line in enumerate(src.splitlines()))
+        super().__init__(f"{device}: kernel failed to compile:\n{message}\n--- generated source ---\n{numbered}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# memory
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """How a buffer is allocated. `host`: page-locked/host memory a copy queue can reach."""
+
+    host: bool = False
+    nolru: bool = False
+
+
+class Allocator:
+    """Device memory. A plugin implements the `_` methods; core calls the public ones.
+
+    Required: `_alloc(size, spec) -> opaque`, `_free(opaque, size, spec)`, `_copyin(dest, src: memoryview)`,
+    `_copyout(dest: memoryview, src)`. Optional (declare by overriding): `_as_buffer(src) -> memoryview` for a
+    zero-copy host view, `_offset(buf, size, offset) -> opaque` for sub-buffers, `_transfer(dest, src, size,
+    src_dev, dest_dev)` for copies between two devices of the same plugin.
+    """
+
+    def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
+        if size < 0:
+            raise ValueError(f"cannot allocate a buffer of {size} bytes")
+        return self._alloc(size, spec or BufferSpec())
+
+    def free(self, opaque: Any, size: int, spec: BufferSpec | None = None) -> None:
+        self._free(opaque, size, spec or BufferSpec())
+
+    def _alloc(self, size: int, spec: BufferSpec) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement _alloc")
+
+    def _free(self, opaque: Any, size: int, spec: BufferSpec) -> None:
+        pass
+
+    def _copyin(self, dest: Any, src: memoryview) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _copyin")
+
+    def _copyout(self, dest: memoryview, src: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _copyout")
+
+    # optional capabilities: core checks `supports(...)` before using them
+    _as_buffer: Callable[[Any], memoryview] | None = None
+    _offset: Callable[[Any, int, int], Any] | None = None
+    _transfer: Callable[[Any, Any, int, Any, Any], None] | None = None
+
+    def supports(self, capability: str) -> bool:
+        return getattr(self, f"_{capability}", None) is not None
+
+
+class LRUAllocator(Allocator):
+    """Keeps freed buffers by (size, spec) and hands them out again: allocation is the slow part on most devices."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple[int, BufferSpec], list[Any]] = defaultdict(list)
+
+    def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
+        spec = spec or BufferSpec()
+        if cached := self.cache.get((size, spec)):
+            return cached.pop()
+        try:
+            return super().alloc(size, spec)
+        except (MemoryError, DeviceError):
+            self.free_cache()  # out of memory: give back what we hold and try once more
+            return super().alloc(size, spec)
+
+    def free(self, opaque: Any, size: int, spec: BufferSpec | None = None) -> None:
+        spec = spec or BufferSpec()
+        if spec.nolru:
+            super().free(opaque, size, spec)
+        else:
+            self.cache[(size, spec)].append(opaque)
+
+    def free_cache(self) -> None:
+        for (size, spec), opaques in self.cache.items():
+            for opaque in opaques:
+                super().free(opaque, size, spec)
+        self.cache.clear()
+
+
+class Buffer:
+    """`size` elements of `dtype` on `device`. Allocated on first use; a view (`base` set) shares its base's memory."""
+
+    def __init__(self, device: str, size: int, dtype: DType, opaque: Any = None, spec: BufferSpec | None = None,
+                 base: Buffer | None = None, offset: int = 0):  # fmt: skip
+        if dtype.count != 1 or dtype.is_ptr:
+            raise TypeError(f"a Buffer holds scalar elements, not {dtype}")
+        self.device, self.size, self.dtype, self.spec = device, size, dtype, spec or BufferSpec()
+        self.base, self.offset = base, offset  # offset in bytes into base
+        self._opaque = opaque
+        self.allocated_here = False
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"<Buffer {self.device} {self.size} {self.dtype}{' view' if self.base else ''}>"
+
+    @property
+    def is_allocated(self) -> bool:
+        return self._opaque is not None
+
+    @property
+    def allocator(self) -> Allocator:
+        return get_device(self.device).allocator
+
+    def ensure_allocated(self) -> Buffer:
+        return self if self._opaque is not None else self.allocate()
+
+    def allocate(self, opaque: Any = None) -> Buffer:
+        assert self._opaque is None, "buffer already allocated"
+        if self.base is not None:
+            self.base.ensure_allocated()
+            if not self.allocator.supports("offset"):
+                raise DeviceError(f"{self.device} does not support sub-buffers (Allocator._offset)")
+            self._opaque = self.allocator._offset(self.base._opaque, self.nbytes, self.offset)  # type: ignore[misc]
+        else:
+            self._opaque = opaque if opaque is not None else self.allocator.alloc(self.nbytes, self.spec)
+            self.allocated_here = opaque is None
+            GlobalCounters.mem_used += self.nbytes
+        return self
+
+    @property
+    def opaque(self) -> Any:
+        return self.ensure_allocated()._opaque
+
+    def deallocate(self) -> None:
+        if self._opaque is None:
+            return
+        if self.base is None:
+            GlobalCounters.mem_used -= self.nbytes
+            if self.allocated_here:
+                self.allocator.free(self._opaque, self.nbytes, self.spec)
+        self._opaque = None
+
+    def __del__(self) -> None:
+        try:
+            if self._opaque is not None and self.base is None and self.allocated_here:
+                dev = opened_devices.get(self.device)
+                if dev is not None:
+                    dev.synchronize_if_pending()
+                    self.deallocate()
+        except Exception:  # interpreter shutdown: modules may already be gone
+            pass
+
+    def view(self, size: int, dtype: DType, offset: int) -> Buffer:
+        """A buffer of `size` `dtype` elements starting `offset` bytes into this one, sharing its memory."""
+        if offset + size * dtype.itemsize > self.nbytes:
+            raise ValueError(f"view of {size} {dtype} at byte {offset} does not fit in {self}")
+        base = self.base if self.base is not None else self
+        return Buffer(self.device, size, dtype, base=base, offset=self.offset + offset)
+
+    def copyin(self, src: memoryview | bytes) -> Buffer:
+        mv = memoryview(src).cast("B")
+        if mv.nbytes != self.nbytes:
+            raise ValueError(f"copyin of {mv.nbytes} bytes into {self} of {self.nbytes} bytes")
+        get_device(self.device).synchronize_if_pending()  # a queued kernel may still read this memory
+        self.allocator._copyin(self.opaque, mv)
+        return self
+
+    def copyout(self, dest: memoryview) -> memoryview:
+        mv = dest.cast("B") if dest.format != "B" or dest.ndim != 1 else dest
+        if mv.nbytes != self.nbytes:
+            raise ValueError(f"copyout of {self} ({self.nbytes} bytes) into {mv.nbytes} bytes")
+        get_device(self.device).synchronize()
+        self.allocator._copyout(mv, self.opaque)
+        return dest
+
+    def as_buffer(self, allow_zero_copy: bool = True) -> memoryview:
+        """The contents as host memory: a zero-copy view where the allocator offers one, else a copy."""
+        if allow_zero_copy and self.allocator.supports("as_buffer"):
+            get_device(self.device).synchronize()
+            return self.allocator._as_buffer(self.opaque)  # type: ignore[misc]
+        return self.copyout(memoryview(bytearray(self.nbytes)))
+
+    def numpy(self) -> np.ndarray:
+        raw = np.frombuffer(self.as_buffer(allow_zero_copy=False), dtype=to_np_dtype(self.dtype))
+        if self.dtype == dtypes.bfloat16:
+            return (raw.astype(np.uint32) << 16).view(np.float32)
+        return raw
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# compilation
+
+
+class Compiler:
+    """Turns rendered source into a binary. `cachekey` names the compiler and its flags (None: never cache)."""
+
+    def __init__(self, cachekey: str | None = None):
+        self.cachekey = cachekey
+
+    def compile(self, src: str) -> bytes:
+        raise NotImplementedError(f"{type(self).__name__} must implement compile")
+
+    def compile_cached(self, src: str) -> bytes:
+        path = None
+        if self.cachekey is not None and (root := cache_dir()) is not None:
+            digest = hashlib.sha256(f"{self.cachekey}\0{src}".encode()).hexdigest()
+            path = root / "compile" / digest[:2] / digest
+            try:
+                return path.read_bytes()
+            except OSError:
+                pass
+        lib = self.compile(src)
+        if path is not None:
+            try:  # write atomically: a crash never leaves a truncated cache entry behind
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(lib)
+                os.replace(tmp, path)
+            except OSError as e:
+                if DEBUG >= 1:
+                    print(f"compile cache not written ({e}); set LAZY_CACHE_DIR to a writable directory")
+        return lib
+
+
+@dataclass
+class ProgramSpec:
+    """A rendered kernel: its source and how to launch it."""
+
+    name: str
+    src: str
+    device: str
+    global_size: list[int] | None = None  # None: the kernel loops over its global range itself
+    local_size: list[int] | None = None
+    vars: list[Any] = field(default_factory=list)  # symbolic Variables, in parameter order
+    outs: list[int] = field(default_factory=list)
+    ins: list[int] = field(default_factory=list)
+    op_estimate: Any = 0
+    mem_estimate: Any = 0
+    core_split: int = 0  # >0: last two int params are [lo, hi) of the outermost loop, which has this many iterations
+    uops: list[UOp] | None = None
+
+    def launch_dims(self, var_vals: dict[Any, int]) -> tuple[list[int] | None, list[int] | None]:
+        from lazy.symbolic import sym_infer
+
+        gs = [sym_infer(g, var_vals) for g in self.global_size] if self.global_size is not None else None
+        ls = [sym_infer(x, var_vals) for x in self.local_size] if self.local_size is not None else None
+        return gs, ls
+
+
+class Program(Protocol):
+    """A loaded kernel. Simple tier: calling it runs the kernel synchronously.
+
+    `bufs` are allocator opaques, `vals` the int values of the symbolic vars (then lo/hi when core_split).
+    With `wait=True` it returns the kernel's run time in seconds.
+    """
+
+    def __call__(self, *bufs: Any, global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None,
+                 vals: tuple[int, ...] = (), wait: bool = False) -> float | None: ...  # fmt: skip
+
+
+class Compiled:
+    """An opened device: the parts a plugin wrote, plus queue types (core's synchronous adapter when None)."""
+
+    def __init__(self, device: str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
+                 runtime: Callable[[str, bytes], Any], signal_t: type[Signal] | None = None,
+                 compute_queue_t: type[HWQueue] | None = None, copy_queue_t: type[HWQueue] | None = None):  # fmt: skip
+        from lazy.hcq import SyncQueue, SyncSignal
+
+        self.device, self.allocator, self.renderer, self.compiler, self.runtime = device, allocator, renderer, compiler, runtime
+        self.hcq = compute_queue_t is not None
+        self.signal_t: type[Signal] = signal_t or SyncSignal
+        self.compute_queue_t: type[HWQueue] = compute_queue_t or SyncQueue
+        self.copy_queue_t: type[HWQueue] | None = copy_queue_t
+        self.timeline_signal: Signal = self.signal_t(0)
+        self.timeline_value = 1  # the value the next submitted piece of work sets
+
+    def next_value(self) -> int:
+        self.timeline_value += 1
+        return self.timeline_value - 1
+
+    @property
+    def pending(self) -> bool:
+        return self.timeline_signal.value < self.timeline_value - 1
+
+    def synchronize(self) -> None:
+        """Wait until everything submitted to this device has finished."""
+        self.timeline_signal.wait(self.timeline_value - 1)
+
+    def synchronize_if_pending(self) -> None:
+        if self.pending:
+            self.synchronize()
+
+    def close(self) -> None:
+        """Release device resources (called at exit and by tests that reopen a device)."""
+        self.synchronize()
+        if isinstance(self.allocator, LRUAllocator):
+            self.allocator.free_cache()

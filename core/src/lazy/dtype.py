@@ -1,0 +1,232 @@
+"""Data types: `DType`, the `dtypes` namespace, the promotion lattice (PyTorch's rules) and the numpy mapping."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, Final, Union
+
+import numpy as np
+
+ConstType = Union[float, int, bool]
+
+
+@dataclass(frozen=True, order=True)
+class DType:
+    """A scalar or vector element type. `count > 1` is a vector of `count` scalars (used inside kernels only)."""
+
+    priority: int
+    itemsize: int
+    name: str
+    fmt: str | None  # struct module format character; None for types numpy/struct cannot hold (bfloat16)
+    count: int = 1
+
+    def __repr__(self) -> str:
+        return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
+
+    def vec(self, count: int) -> DType:
+        if self.count != 1:
+            raise ValueError(f"cannot make a vector of the vector type {self}")
+        if count == 1:
+            return self
+        return DType(self.priority, self.itemsize * count, f"{self.name}{count}", None, count)
+
+    def scalar(self) -> DType:
+        return DTYPES_DICT[self.name[: -len(str(self.count))]] if self.count > 1 else self
+
+    def ptr(self) -> PtrDType:
+        return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count)
+
+    @property
+    def is_ptr(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True, order=True)
+class PtrDType(DType):
+    """A pointer to elements of a base dtype: the type of a kernel's buffer arguments."""
+
+    def __repr__(self) -> str:
+        return f"{self.base()!r}.ptr()"
+
+    def base(self) -> DType:
+        return DType(self.priority, self.itemsize, self.name, self.fmt, self.count)
+
+    @property
+    def is_ptr(self) -> bool:
+        return True
+
+
+class dtypes:
+    """Every dtype, with predicates and helpers (`dtypes.float32`, `dtypes.is_float(d)`...)."""
+
+    bool: Final[DType] = DType(0, 1, "bool", "?")
+    int8: Final[DType] = DType(1, 1, "char", "b")
+    uint8: Final[DType] = DType(2, 1, "uchar", "B")
+    int16: Final[DType] = DType(3, 2, "short", "h")
+    uint16: Final[DType] = DType(4, 2, "ushort", "H")
+    int32: Final[DType] = DType(5, 4, "int", "i")
+    uint32: Final[DType] = DType(6, 4, "uint", "I")
+    int64: Final[DType] = DType(7, 8, "long", "q")
+    uint64: Final[DType] = DType(8, 8, "ulong", "Q")
+    float16: Final[DType] = DType(9, 2, "half", "e")
+    bfloat16: Final[DType] = DType(10, 2, "bfloat16", None)
+    float32: Final[DType] = DType(11, 4, "float", "f")
+    float64: Final[DType] = DType(12, 8, "double", "d")
+
+    # aliases
+    half = float16
+    float = float32
+    double = float64
+    uchar = uint8
+    ushort = uint16
+    uint = uint32
+    ulong = uint64
+    char = int8
+    short = int16
+    int = int32
+    long = int64
+
+    default_float: DType = float32
+    default_int: DType = int32
+
+    @staticmethod
+    def is_float(x: DType) -> bool:
+        return x.scalar() in FLOATS
+
+    @staticmethod
+    def is_int(x: DType) -> bool:
+        return x.scalar() in INTS
+
+    @staticmethod
+    def is_unsigned(x: DType) -> bool:
+        return x.scalar() in UINTS
+
+    @staticmethod
+    def is_bool(x: DType) -> bool:
+        return x.scalar() == dtypes.bool
+
+    @staticmethod
+    def from_py(x: Any) -> DType:
+        """The dtype a Python value (or nested list of values) becomes."""
+        if isinstance(x, (list, tuple)):
+            return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
+        if isinstance(x, bool):
+            return dtypes.bool
+        if isinstance(x, int):
+            return dtypes.default_int
+        if isinstance(x, float):
+            return dtypes.default_float
+        raise TypeError(f"cannot make a tensor element from {type(x).__name__} {x!r}; use bool, int or float")
+
+    @staticmethod
+    def from_np(x: Any) -> DType:
+        np_dtype = np.dtype(x)
+        if np_dtype not in NP_TO_DTYPE:
+            raise TypeError(f"numpy dtype {np_dtype} has no lazy dtype; cast the array to one of {list(NP_TO_DTYPE)}")
+        return NP_TO_DTYPE[np_dtype]
+
+    @staticmethod
+    def min(dtype: DType) -> ConstType:
+        if dtypes.is_int(dtype):
+            return 0 if dtypes.is_unsigned(dtype) else -(2 ** (dtype.itemsize * 8 - 1))
+        return False if dtype == dtypes.bool else -math.inf
+
+    @staticmethod
+    def max(dtype: DType) -> ConstType:
+        if dtypes.is_int(dtype):
+            return 2 ** (dtype.itemsize * 8 - (0 if dtypes.is_unsigned(dtype) else 1)) - 1
+        return True if dtype == dtypes.bool else math.inf
+
+    @staticmethod
+    def as_const(val: Any, dtype: DType) -> ConstType:
+        """`val` as the Python value a constant of `dtype` holds (ints wrap like the hardware does)."""
+        if dtypes.is_float(dtype):
+            return float(val)
+        if dtypes.is_int(dtype):
+            bits = dtype.itemsize * 8
+            iv = int(val) if not (isinstance(val, float) and not math.isfinite(val)) else 0
+            iv &= (1 << bits) - 1
+            return iv - (1 << bits) if not dtypes.is_unsigned(dtype) and iv >= 1 << (bits - 1) else iv
+        return bool(val)
+
+    @staticmethod
+    def fields() -> dict[str, DType]:
+        return DTYPES_DICT
+
+
+DTYPES_DICT: dict[str, DType] = {
+    d.name: d
+    for d in (
+        dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
+        dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64,
+    )
+}  # fmt: skip
+ALL_DTYPES: tuple[DType, ...] = tuple(DTYPES_DICT.values())
+FLOATS = frozenset({dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64})
+UINTS = frozenset({dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64})
+INTS = UINTS | frozenset({dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64})
+
+NP_TO_DTYPE: dict[np.dtype, DType] = {np.dtype(d.fmt): d for d in ALL_DTYPES if d.fmt is not None}
+
+
+def to_np_dtype(dtype: DType) -> np.dtype:
+    """The numpy dtype that holds `dtype`'s bytes (bfloat16 is held as uint16: numpy has no bfloat16)."""
+    if dtype == dtypes.bfloat16:
+        return np.dtype(np.uint16)
+    if dtype.fmt is None:
+        raise TypeError(f"{dtype} has no numpy equivalent")
+    return np.dtype(dtype.fmt)
+
+
+# promotion: each dtype's direct parents in the lattice; the result of mixing two dtypes is their least upper bound.
+# This reproduces PyTorch's table: int8+uint8 -> int16, int64+float16 -> float16, float16+bfloat16 -> float32.
+PROMO_LATTICE: dict[DType, tuple[DType, ...]] = {
+    dtypes.bool: (dtypes.int8, dtypes.uint8),
+    dtypes.int8: (dtypes.int16,),
+    dtypes.int16: (dtypes.int32,),
+    dtypes.int32: (dtypes.int64,),
+    dtypes.int64: (dtypes.float16, dtypes.bfloat16),
+    dtypes.uint8: (dtypes.int16, dtypes.uint16),
+    dtypes.uint16: (dtypes.int32, dtypes.uint32),
+    dtypes.uint32: (dtypes.int64, dtypes.uint64),
+    dtypes.uint64: (dtypes.float16, dtypes.bfloat16),
+    dtypes.float16: (dtypes.float32,),
+    dtypes.bfloat16: (dtypes.float32,),
+    dtypes.float32: (dtypes.float64,),
+    dtypes.float64: (),
+}
+
+
+@functools.cache
+def _ancestors(dtype: DType) -> frozenset[DType]:
+    return frozenset({dtype}).union(*(_ancestors(p) for p in PROMO_LATTICE[dtype]))
+
+
+def least_upper_dtype(*ds: DType) -> DType:
+    """The smallest dtype every one of `ds` promotes to (PyTorch's type promotion)."""
+    common = frozenset.intersection(*(_ancestors(d.scalar()) for d in ds))
+    return min(common, key=lambda d: d.priority)
+
+
+def least_upper_float(dtype: DType) -> DType:
+    """`dtype` if it is a float, else the default float: the result type of `exp`, `/` and friends."""
+    return dtype if dtypes.is_float(dtype) else least_upper_dtype(dtype, dtypes.default_float)
+
+
+def sum_acc_dtype(dtype: DType) -> DType:
+    """The dtype a sum of `dtype` is accumulated and returned in (PyTorch: ints sum to int64, bool too)."""
+    if dtypes.is_unsigned(dtype):
+        return least_upper_dtype(dtype, dtypes.uint64)
+    if dtypes.is_int(dtype) or dtype == dtypes.bool:
+        return least_upper_dtype(dtype, dtypes.int64)
+    return least_upper_dtype(dtype, dtypes.float32)  # half and bfloat16 accumulate in float32
+
+
+def to_dtype(x: DType | str) -> DType:
+    if isinstance(x, DType):
+        return x
+    if x not in DTYPES_DICT and getattr(dtypes, x, None) is None:
+        raise ValueError(f"unknown dtype {x!r}; known: {sorted(DTYPES_DICT)}")
+    return DTYPES_DICT.get(x) or getattr(dtypes, x)

@@ -1,0 +1,215 @@
+"""Small shared helpers and every `LAZY_` setting: the only module that reads `os.environ`.
+
+Settings are declared once here; code reads `DEBUG.value`, tests change them with `with Context(DEBUG=2):`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import math
+import operator
+import os
+import pathlib
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
+
+# ---------------------------------------------------------------------------------------------------------------------
+# settings
+
+
+class Setting:
+    """One `LAZY_<NAME>` environment setting: read once at import, overridable in code with `Context`."""
+
+    registry: dict[str, Setting] = {}
+
+    def __init__(self, name: str, default: Any, doc: str):
+        self.name, self.default, self.doc = name, default, doc
+        raw = os.environ.get(f"LAZY_{name}")
+        self.value: Any = default if raw is None else self.parse(raw)
+        Setting.registry[name] = self
+
+    def parse(self, raw: str) -> Any:
+        if isinstance(self.default, bool):
+            return raw.strip().lower() not in ("", "0", "false", "no")
+        if isinstance(self.default, int):
+            try:
+                return int(raw)
+            except ValueError:
+                raise ValueError(f"LAZY_{self.name}={raw!r} is not an integer; set it to a number, e.g. LAZY_{self.name}=1") from None
+        return raw
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __ge__(self, other: int) -> bool:
+        return int(self.value) >= other
+
+    def __gt__(self, other: int) -> bool:
+        return int(self.value) > other
+
+    def __le__(self, other: int) -> bool:
+        return int(self.value) <= other
+
+    def __lt__(self, other: int) -> bool:
+        return int(self.value) < other
+
+    def __repr__(self) -> str:
+        return f"LAZY_{self.name}={self.value!r}"
+
+
+DEBUG = Setting("DEBUG", 0, "0-6: 1 device choice and plugin problems, 2 kernel timings, 3 schedule, 4 source, 5 UOps, 6 all")
+BEAM = Setting("BEAM", 0, "beam width for kernel optimisation search (0: heuristics only)")
+NOOPT = Setting("NOOPT", False, "1: switch off kernel optimisations (upcast, unroll, locals)")
+JIT = Setting("JIT", 1, "0: `jit` functions run eagerly; 1: capture and replay kernels")
+DEVICE = Setting("DEVICE", "", "default device, e.g. CPU, LLVM, PYTHON, CL (default: highest-priority usable plugin)")
+PLUGINS = Setting("PLUGINS", "", "comma-separated allow-list of plugin names (entry-point names); empty: all")
+CACHE_DIR = Setting("CACHE_DIR", "", "directory for the compile cache (default: ~/.cache/lazy); 'off' disables it")
+THREADS = Setting("THREADS", 0, "CPU worker threads for one kernel (0: one per core)")
+
+
+class Context(contextlib.ContextDecorator):
+    """Temporarily change settings: `with Context(DEBUG=2, NOOPT=1): ...`."""
+
+    def __init__(self, **kwargs: Any):
+        unknown = [k for k in kwargs if k not in Setting.registry]
+        if unknown:
+            raise KeyError(f"unknown setting(s) {unknown}; known: {sorted(Setting.registry)}")
+        self.kwargs = kwargs
+        self.saved: list[dict[str, Any]] = []
+
+    def __enter__(self) -> Context:
+        self.saved.append({k: Setting.registry[k].value for k in self.kwargs})
+        for k, v in self.kwargs.items():
+            Setting.registry[k].value = v
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for k, v in self.saved.pop().items():
+            Setting.registry[k].value = v
+
+
+def cache_dir() -> pathlib.Path | None:
+    """The compile cache directory, or None when `LAZY_CACHE_DIR=off`."""
+    if CACHE_DIR.value == "off":
+        return None
+    if CACHE_DIR.value:
+        return pathlib.Path(CACHE_DIR.value)
+    base = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
+    return pathlib.Path(base) / "lazy"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# counters
+
+
+class GlobalCounters:
+    """Process-wide counts of what ran: kernels, operations, memory moved, device time."""
+
+    global_ops: int = 0
+    global_mem: int = 0
+    time_sum_s: float = 0.0
+    kernel_count: int = 0
+    mem_used: int = 0
+
+    @staticmethod
+    def reset() -> None:
+        GlobalCounters.global_ops, GlobalCounters.global_mem = 0, 0
+        GlobalCounters.time_sum_s, GlobalCounters.kernel_count = 0.0, 0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# small functions
+
+
+def prod(xs: Iterable[Any], start: Any = 1) -> Any:
+    return functools.reduce(operator.mul, xs, start)
+
+
+def dedup(xs: Iterable[T]) -> list[T]:
+    return list(dict.fromkeys(xs))
+
+
+def all_same(xs: Sequence[Any]) -> bool:
+    return all(x == xs[0] for x in xs)
+
+
+def all_int(xs: Iterable[Any]) -> bool:
+    return all(isinstance(x, int) for x in xs)
+
+
+def flatten(xss: Iterable[Iterable[T]]) -> list[T]:
+    return [x for xs in xss for x in xs]
+
+
+def argsort(xs: Sequence[Any]) -> list[int]:
+    return sorted(range(len(xs)), key=xs.__getitem__)
+
+
+def argfix(*x: Any) -> tuple[Any, ...]:
+    """Accept both `f(1, 2)` and `f((1, 2))`."""
+    if x and x[0].__class__ in (tuple, list):
+        if len(x) != 1:
+            raise ValueError(f"bad arguments {x}: pass either a sequence or separate values, not both")
+        return tuple(x[0])
+    return x
+
+
+def make_pair(x: int | tuple[int, ...], cnt: int = 2) -> tuple[int, ...]:
+    return (x,) * cnt if isinstance(x, int) else x
+
+
+def round_up(num: int, amt: int) -> int:
+    return (num + amt - 1) // amt * amt
+
+
+def ceildiv(num: int, amt: int) -> int:
+    return -(-num // amt)
+
+
+def partition(xs: Iterable[T], pred: Callable[[T], bool]) -> tuple[list[T], list[T]]:
+    yes: list[T] = []
+    no: list[T] = []
+    for x in xs:
+        (yes if pred(x) else no).append(x)
+    return yes, no
+
+
+def colored(text: str, color: str | None) -> str:
+    codes = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36, "white": 37}
+    return f"\x1b[{codes[color]}m{text}\x1b[0m" if color else text
+
+
+def to_function_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def pairwise(xs: Iterable[T]) -> Iterator[tuple[T, T]]:
+    return itertools.pairwise(xs)
+
+
+def is_close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+
+class Timing(contextlib.ContextDecorator):
+    """`with Timing("load: "): ...` prints the elapsed time when DEBUG>=1 or `always`."""
+
+    def __init__(self, prefix: str = "", always: bool = False):
+        self.prefix, self.always = prefix, always
+
+    def __enter__(self) -> Timing:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.elapsed = time.perf_counter() - self.start
+        if self.always or DEBUG >= 1:
+            print(f"{self.prefix}{self.elapsed * 1e3:.2f} ms")

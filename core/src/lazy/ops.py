@@ -1,0 +1,219 @@
+"""The primitive op set (closed: every Tensor method decomposes into these) and `LazyOp`, the kernel AST node.
+
+Also the reference semantics of every ALU op in Python (`exec_alu`), used for constant folding and by the
+`PYTHON` reference device, so a plugin author can read exactly what each op must compute.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Any, Callable
+
+from lazy.dtype import ConstType, DType, dtypes
+from lazy.shape import ShapeTracker
+
+
+class Ops(Enum):
+    """Every primitive. Groups below say which are unary/binary/ternary ALU ops, reductions and meta ops."""
+
+    # unary
+    EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto()  # noqa: E702
+    # binary
+    ADD = auto(); MUL = auto(); IDIV = auto(); MOD = auto(); MAX = auto()  # noqa: E702
+    CMPLT = auto(); CMPNE = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
+    # ternary
+    WHERE = auto(); MULACC = auto()  # noqa: E702
+    # reductions (arg: the reduced axes)
+    SUM = auto(); RMAX = auto()  # noqa: E702
+    # type changes
+    CAST = auto(); BITCAST = auto()  # noqa: E702
+    # buffer access inside a kernel AST
+    LOAD = auto(); CONST = auto(); STORE = auto(); SINK = auto()  # noqa: E702
+    # meta ops: how a LazyBuffer comes to exist without (or besides) a kernel
+    EMPTY = auto(); COPY = auto(); CONTIGUOUS = auto(); ASSIGN = auto(); CUSTOM = auto(); VIEW = auto()  # noqa: E702
+
+    def __repr__(self) -> str:
+        return f"Ops.{self.name}"
+
+
+class GroupOp:
+    Unary = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG})
+    Binary = frozenset({Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE,
+                        Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})  # fmt: skip
+    Ternary = frozenset({Ops.WHERE, Ops.MULACC})
+    ALU = Unary | Binary | Ternary
+    Elementwise = ALU | frozenset({Ops.CAST, Ops.BITCAST})
+    Reduce = frozenset({Ops.SUM, Ops.RMAX})
+    Buffer = frozenset({Ops.LOAD, Ops.CONST, Ops.STORE})
+    Meta = frozenset({Ops.EMPTY, Ops.CONST, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN, Ops.CUSTOM, Ops.VIEW})
+    Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
+    Comparison = frozenset({Ops.CMPLT, Ops.CMPNE})
+    # ops where f(0, ...) may be non-zero: a padded (masked) input to them is not zero after the op
+    UnsafePad = frozenset({Ops.RECIP, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.CMPNE, Ops.CMPLT})
+
+
+# the reduction's identity and its ALU op
+REDUCE_ALU: dict[Ops, Ops] = {Ops.SUM: Ops.ADD, Ops.RMAX: Ops.MAX}
+
+
+def identity_element(op: Ops, dtype: DType) -> ConstType:
+    return dtypes.as_const({Ops.SUM: 0, Ops.ADD: 0, Ops.RMAX: dtypes.min(dtype), Ops.MAX: dtypes.min(dtype)}[op], dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the kernel AST
+
+
+@dataclass(frozen=True)
+class MemBuffer:
+    """Argument of LOAD/STORE: kernel buffer number `idx`, its element dtype, and the view it is accessed through."""
+
+    idx: int
+    dtype: DType
+    st: ShapeTracker
+
+
+@dataclass(frozen=True)
+class ConstBuffer:
+    """Argument of CONST: a constant `val` broadcast through `st` (a masked st makes it zero outside the mask)."""
+
+    val: ConstType | Any  # Any: a bound symbolic Variable
+    dtype: DType
+    st: ShapeTracker
+
+
+@dataclass(frozen=True)
+class LazyOp:
+    """A node of a kernel's AST. Hashable and compared by structure, so equal kernels share a compile cache entry."""
+
+    op: Ops
+    src: tuple[LazyOp, ...] = ()
+    arg: Any = None
+
+    def __repr__(self) -> str:
+        return f"LazyOp({self.op}, {self.arg!r}, src={self.src!r})"
+
+    def toposort(self) -> list[LazyOp]:
+        seen: dict[LazyOp, None] = {}
+
+        def visit(node: LazyOp) -> None:
+            if node in seen:
+                return
+            for s in node.src:
+                visit(s)
+            seen[node] = None
+
+        visit(self)
+        return list(seen)
+
+    @property
+    def dtype(self) -> DType:
+        if self.op in (Ops.LOAD, Ops.CONST, Ops.STORE):
+            return self.arg.dtype
+        if self.op in (Ops.CAST, Ops.BITCAST):
+            return self.arg[0] if isinstance(self.arg, tuple) else self.arg
+        if self.op in GroupOp.Comparison:
+            return dtypes.bool
+        if self.op is Ops.WHERE:
+            return self.src[1].dtype
+        if self.op in GroupOp.Reduce:
+            return self.src[0].dtype
+        return self.src[-1].dtype
+
+    def lazyops(self) -> list[LazyOp]:
+        return self.toposort()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# reference semantics of the ALU ops
+
+
+def _idiv(x: int, y: int) -> int:  # C semantics: truncate toward zero; x // 0 is 0 by convention here
+    return abs(x) // abs(y) * (1 if x * y >= 0 else -1) if y != 0 else 0
+
+
+def _mod(x: int, y: int) -> int:  # C semantics: sign of the dividend
+    return x - _idiv(x, y) * y if y != 0 else 0
+
+
+def _safe(fxn: Callable[[float], float]) -> Callable[[float], float]:
+    def run(x: float) -> float:
+        try:
+            return fxn(x)
+        except (ValueError, OverflowError):
+            return math.nan
+
+    return run
+
+
+def _exp2(x: float) -> float:
+    try:
+        return 2.0**x
+    except OverflowError:
+        return math.inf
+
+
+def _log2(x: float) -> float:
+    if x > 0:
+        return math.log2(x) if not math.isinf(x) else math.inf
+    return -math.inf if x == 0 else math.nan
+
+
+def _recip(x: float) -> float:
+    if x == 0:
+        return math.copysign(math.inf, x) if isinstance(x, float) else math.inf
+    return 1.0 / x
+
+
+PYTHON_ALU: dict[Ops, Callable[..., Any]] = {
+    Ops.EXP2: _exp2,
+    Ops.LOG2: _log2,
+    Ops.SIN: _safe(lambda x: math.sin(x) if not math.isinf(x) else math.nan),
+    Ops.SQRT: lambda x: math.sqrt(x) if x >= 0 else math.nan,
+    Ops.RECIP: _recip,
+    Ops.NEG: lambda x: (not x) if isinstance(x, bool) else -x,
+    Ops.ADD: lambda x, y: x + y,
+    Ops.MUL: lambda x, y: x * y,
+    Ops.IDIV: _idiv,
+    Ops.MOD: _mod,
+    Ops.MAX: lambda x, y: x if x >= y or x != x else y,  # NaN propagates from either side
+    Ops.CMPLT: lambda x, y: x < y,
+    Ops.CMPNE: lambda x, y: x != y,
+    Ops.AND: lambda x, y: x & y,
+    Ops.OR: lambda x, y: x | y,
+    Ops.XOR: lambda x, y: x ^ y,
+    Ops.SHL: lambda x, y: x << y,
+    Ops.SHR: lambda x, y: x >> y,
+    Ops.WHERE: lambda c, x, y: x if c else y,
+    Ops.MULACC: lambda x, y, z: x * y + z,
+}
+
+
+def truncate(value: Any, dtype: DType) -> Any:
+    """`value` as `dtype` holds it: ints wrap, float32/16 round, bool is bool."""
+    if dtypes.is_int(dtype):
+        if isinstance(value, float):
+            value = int(value) if math.isfinite(value) else 0
+        return dtypes.as_const(value, dtype)
+    if dtype == dtypes.bool:
+        return bool(value)
+    if dtype in (dtypes.float32, dtypes.float16):
+        fmt = "f" if dtype == dtypes.float32 else "e"
+        try:
+            return struct.unpack(fmt, struct.pack(fmt, value))[0]
+        except OverflowError:
+            return math.copysign(math.inf, value)
+    if dtype == dtypes.bfloat16:
+        bits = struct.unpack("I", struct.pack("f", truncate(value, dtypes.float32)))[0]
+        if not math.isnan(value):
+            bits += 0x7FFF + ((bits >> 16) & 1)  # round to nearest even
+        return struct.unpack("f", struct.pack("I", (bits >> 16 << 16) & 0xFFFFFFFF))[0]
+    return float(value)
+
+
+def exec_alu(op: Ops, dtype: DType, operands: list[Any]) -> Any:
+    """Compute one ALU op on Python scalars exactly as a device must, result truncated to `dtype`."""
+    return truncate(PYTHON_ALU[op](*operands), dtype)

@@ -1,0 +1,42 @@
+"""`Renderer`: a device's capabilities (which drive code generation and which conformance tests apply) and
+`render(name, uops) -> str`, turning the linear IR into the device's source language."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lazy.dtype import ALL_DTYPES, DType
+
+if TYPE_CHECKING:
+    from lazy.codegen.uops import UOp
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a device's code generator may use. One object drives both codegen and the conformance suite."""
+
+    has_threads: bool = False  # GPU-style launch: global dims are thread ids (SPECIAL); else the kernel loops itself
+    has_local: bool = False  # local (shared) memory, barriers and local thread ids
+    global_max: tuple[int, ...] | None = None  # per-dimension launch limits (None: unlimited)
+    local_max: tuple[int, ...] | None = None
+    local_size_max: int = 0  # most threads in one work group
+    shared_max: int = 0  # bytes of local memory per work group
+    vector_widths: tuple[int, ...] = ()  # float vector widths the renderer can emit (e.g. (4, 8))
+    dtypes: frozenset[DType] = frozenset(ALL_DTYPES)  # element types the device can compute in
+    core_split: bool = False  # CPU: the kernel takes [lo, hi) of its outermost loop so a runtime can split it over cores
+    upcast_max: int = 64  # most accumulator registers an upcast may create
+    unsupported: tuple[tuple[str, str], ...] = ()  # (conformance feature, reason) a device declares it lacks
+
+    def supports(self, dtype: DType) -> bool:
+        return dtype.scalar() in self.dtypes
+
+
+class Renderer:
+    """Base class of every renderer. Subclasses set `device`, `caps` and implement `render`."""
+
+    device: str = ""
+    caps: Capabilities = Capabilities()
+
+    def render(self, name: str, uops: list[UOp]) -> str:
+        raise NotImplementedError(f"{type(self).__name__} must implement render(name, uops)")
