@@ -1,0 +1,109 @@
+"""`python -m lazy devices [--json] [-v]` (also the `lazy` console script): list every discovered device plugin, its
+version, its devices and why any of them is unusable, and which device is the default."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+USAGE = """usage: python -m lazy devices [--json] [-v]
+
+commands:
+  devices     list device plugins, their devices, why any is unusable, and the default device
+              --json: the same as JSON; -v: tracebacks of plugin problems
+"""
+
+
+def collect_report() -> dict[str, Any]:
+    """What `devices` shows, as plain data (the `--json` output)."""
+    from lazy.device import DeviceError
+    from lazy.helpers import DEVICE
+    from lazy.hookspecs import PLUGIN_API_VERSION
+    from lazy.plugins import Device, core_version
+
+    try:
+        default, default_reason = Device.DEFAULT, "LAZY_DEVICE" if DEVICE.value else "highest-priority usable device"
+    except DeviceError as e:
+        default, default_reason = None, str(e)
+    plugins = []
+    for info in Device.plugins():
+        devices = []
+        for spec in info.devices:
+            usable, reason = Device.probe(spec.name) if info.status != "disabled" else (False, "plugin disabled")
+            devices.append({"name": spec.name, "priority": spec.priority, "usable": usable, "reason": reason,
+                            "default_ok": spec.default_ok, "description": spec.description})  # fmt: skip
+        plugins.append({"name": info.name, "distribution": info.distribution, "version": info.version,
+                        "module": info.module, "status": info.status, "reason": info.reason,
+                        "devices": devices})  # fmt: skip
+    return {
+        "core_version": core_version(),
+        "api_version": f"{PLUGIN_API_VERSION[0]}.{PLUGIN_API_VERSION[1]}",
+        "default": default,
+        "default_reason": default_reason,
+        "plugins": plugins,
+        "problems": [{"plugin": p.plugin, "reason": p.reason, "detail": p.detail} for p in Device.problems()],
+    }
+
+
+def _device_state(device: dict[str, Any], default: str | None, plugin_reason: str) -> str:
+    if not device["usable"]:  # a collision's reason is already the plugin's reason, printed under it
+        return "unusable (see below)" if device["reason"] in plugin_reason else f"unusable: {device['reason']}"
+    flags = (("default", device["name"] == default), ("by name only", not device["default_ok"]))
+    notes = [note for note, on in flags if on]
+    state = "usable" + (f" ({', '.join(notes)})" if notes else "")
+    return state + (f": {device['reason']}" if device["reason"] else "")
+
+
+def format_report(report: dict[str, Any], verbose: bool = False) -> str:
+    """The report as a table: one row per device, then the plugin's problem (if any) on an indented line."""
+    header = ("PLUGIN", "DISTRIBUTION", "STATUS", "DEVICE", "PRIORITY", "STATE")
+    rows: list[tuple[str, ...] | str] = []  # a str is a full-width line under its plugin
+    for plugin in report["plugins"]:
+        first = (plugin["name"], f"{plugin['distribution']} {plugin['version']}".strip() or "-", plugin["status"])
+        if not plugin["devices"]:
+            rows.append((*first, "-", "", ""))
+        for i, device in enumerate(plugin["devices"]):
+            state = _device_state(device, report["default"], plugin["reason"])
+            rows.append((*(first if i == 0 else ("", "", "")), device["name"], str(device["priority"]), state))
+        if plugin["reason"]:
+            rows.append(f"    {plugin['reason']}")
+    table = [header, *(row for row in rows if isinstance(row, tuple))]
+    widths = [max(len(row[col]) for row in table) for col in range(len(header) - 1)]
+    lines = [f"lazy-core {report['core_version']}, plugin API {report['api_version']}", ""]
+    for row in [header, *rows] if rows else []:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths)] if isinstance(row, tuple) else [row]
+        lines.append("  ".join([*cells, row[-1]] if isinstance(row, tuple) else cells).rstrip())
+    if not rows:
+        lines.append("no device plugins found")
+    lines.append("")
+    if report["default"] is not None:
+        lines.append(f"default device: {report['default']} ({report['default_reason']})")
+    else:
+        lines.append(f"default device: none: {report['default_reason']}")
+    for problem in report["problems"] if verbose else []:
+        lines += ["", f"plugin {problem['plugin']!r}: {problem['reason']}", problem["detail"].rstrip()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m lazy` and the `lazy` script. Returns the exit status (0 even if a plugin is broken)."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0 if args else 2
+    if args[0] != "devices":
+        print(f"unknown command {args[0]!r}\n\n{USAGE}", end="", file=sys.stderr)
+        return 2
+    parser = argparse.ArgumentParser(prog="python -m lazy devices", description="list device plugins and devices")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks of plugin problems")
+    opts = parser.parse_args(args[1:])
+    report = collect_report()
+    print(json.dumps(report, indent=2) if opts.json else format_report(report, opts.verbose))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

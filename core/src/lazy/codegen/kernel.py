@@ -1,0 +1,222 @@
+"""`Kernel`: one kernel AST seen as a loop nest over a common shape, plus the optimisation choices (`Opt`s) that
+reshape it: upcast (unroll an output axis into registers), unroll (a reduce axis) and local (GPU work groups).
+
+Axes are kept in this order: output axes that become loops or thread ids, then reduce axes, then the upcast and
+unrolled axes (the `kinds` list says which is which). Every buffer's ShapeTracker is reshaped/permuted in lockstep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Any
+
+from lazy.dtype import DType
+from lazy.helpers import prod
+from lazy.ops import ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
+from lazy.renderer import Capabilities
+from lazy.shape import ShapeTracker
+from lazy.symbolic import sint
+
+
+class Axis(Enum):
+    GLOBAL = auto()  # an output axis: a loop (CPU) or a thread id (GPU)
+    LOCAL = auto()  # an output axis inside a GPU work group
+    REDUCE = auto()  # a reduce loop
+    UPCAST = auto()  # an output axis unrolled into registers
+    UNROLL = auto()  # a reduce axis unrolled into registers
+
+
+class OptOps(Enum):
+    UPCAST = auto()
+    UNROLL = auto()
+    LOCAL = auto()
+
+
+@dataclass(frozen=True, order=True)
+class Opt:
+    op: OptOps
+    axis: int
+    amount: int
+
+    def __repr__(self) -> str:
+        return f"Opt({self.op.name}, {self.axis}, {self.amount})"
+
+
+class KernelOptError(ValueError):
+    """An optimisation that does not apply to this kernel (searches try the next one)."""
+
+
+class Kernel:
+    """A kernel's loop structure. `apply_opt` changes it; `lazy.codegen.lowerer` turns it into UOps."""
+
+    def __init__(self, ast: LazyOp, caps: Capabilities):
+        assert ast.op is Ops.SINK and len(ast.src) == 1 and ast.src[0].op is Ops.STORE, "one STORE per kernel"
+        self.ast, self.caps = ast, caps
+        nodes = ast.toposort()
+        self.reduceops = [n for n in nodes if n.op in GroupOp.Reduce]
+        self.bufs: list[Any] = [n.arg for n in nodes if n.op in GroupOp.Buffer]
+        self.bufs.sort(key=lambda b: (not isinstance(b, MemBuffer), b.idx if isinstance(b, MemBuffer) else 0))
+        self.bufs = list(dict.fromkeys(self.bufs))
+        self.sts: list[ShapeTracker] = [b.st for b in self.bufs]
+        self.output_shape: tuple[sint, ...] = ast.src[0].arg.st.shape
+        reduce_shape = self._reduce_input_shape() if self.reduceops else self.output_shape
+        self.full_shape_initial = reduce_shape
+        self.kinds: list[Axis] = [Axis.REDUCE if o != f else Axis.GLOBAL for o, f in zip(self.output_shape, reduce_shape)]
+        self.applied_opts: list[Opt] = []
+        self.local_dims = 0
+        self._reorder_reduce_last()
+        self._merge_adjacent()
+
+    def _reduce_input_shape(self) -> tuple[sint, ...]:
+        under = [n for n in self.reduceops[0].toposort() if n.op in (Ops.LOAD, Ops.CONST)]
+        assert under, "a reduce reads at least one buffer or constant"
+        return under[0].arg.st.shape
+
+    # -- shape bookkeeping -------------------------------------------------------------------------------------------
+
+    @property
+    def full_shape(self) -> tuple[sint, ...]:
+        return tuple(max(st.shape[i] for st in self.sts) if all(isinstance(st.shape[i], int) for st in self.sts)
+                     else self._sym_dim(i) for i in range(len(self.kinds)))  # fmt: skip
+
+    def _sym_dim(self, i: int) -> sint:
+        return next(st.shape[i] for st in self.sts if not (isinstance(st.shape[i], int) and st.shape[i] == 1))
+
+    @property
+    def shape_len(self) -> int:
+        return len(self.kinds)
+
+    def axes(self, *kinds: Axis) -> list[int]:
+        return [i for i, k in enumerate(self.kinds) if k in kinds]
+
+    def is_output_axis(self, st: ShapeTracker, i: int) -> bool:
+        return self.kinds[i] in (Axis.GLOBAL, Axis.LOCAL, Axis.UPCAST)
+
+    def _reshape_all(self, fn: Any) -> None:
+        self.sts = [fn(st) for st in self.sts]
+
+    def _permute(self, order: list[int]) -> None:
+        self.sts = [st.permute(tuple(order)) for st in self.sts]
+        self.kinds = [self.kinds[i] for i in order]
+
+    def _reorder_reduce_last(self) -> None:
+        order = self.axes(Axis.GLOBAL) + self.axes(Axis.REDUCE)
+        if order != list(range(self.shape_len)):
+            self._permute(order)
+
+    def _merge_adjacent(self) -> None:
+        """Drop size-1 axes and merge neighbours of one kind that every buffer can see as one axis."""
+        keep = [i for i in range(self.shape_len) if self.full_shape[i] != 1]
+        if len(keep) != self.shape_len:
+            self.sts = [st.reshape(tuple(st.shape[i] for i in keep)) for st in self.sts]
+            self.kinds = [self.kinds[i] for i in keep]
+        i = 0
+        while i < self.shape_len - 1:
+            if self.kinds[i] == self.kinds[i + 1] and self._can_merge(i):
+                self.sts = [self._merged(st, i) for st in self.sts]
+                del self.kinds[i + 1]
+            else:
+                i += 1
+
+    @staticmethod
+    def _merged(st: ShapeTracker, i: int) -> ShapeTracker:
+        return st.reshape(st.shape[:i] + (st.shape[i] * st.shape[i + 1],) + st.shape[i + 2 :])
+
+    def _can_merge(self, i: int) -> bool:
+        for st in self.sts:
+            if not all(isinstance(s, int) for s in st.shape[i : i + 2]):
+                return False
+            if (st.shape[i] == 1) != (st.shape[i + 1] == 1) and self.kinds[i] is Axis.REDUCE:
+                return False
+            merged = self._merged(st, i)
+            if len(merged.views) != len(st.views):
+                return False
+            if st.shape[i] != self.full_shape[i] or st.shape[i + 1] != self.full_shape[i + 1]:
+                return False  # a buffer broadcast along only one of the two axes
+        return True
+
+    def _split(self, axis: int, amount: int) -> int:
+        """Split `axis` into (size/amount, amount); returns the index of the new inner axis."""
+        size = self.full_shape[axis]
+        if not isinstance(size, int) or size % amount != 0 or amount <= 1:
+            raise KernelOptError(f"cannot split axis {axis} of size {size} by {amount}")
+        new_sts = []
+        for st in self.sts:
+            dim = st.shape[axis]
+            parts = (dim // amount, amount) if dim != 1 else (1, 1)
+            new_sts.append(st.reshape(st.shape[:axis] + parts + st.shape[axis + 1 :]))
+        self.sts = new_sts
+        self.kinds.insert(axis + 1, self.kinds[axis])
+        return axis + 1
+
+    def _move_to_end(self, axis: int, kind: Axis) -> None:
+        order = [i for i in range(self.shape_len) if i != axis] + [axis]
+        self._permute(order)
+        self.kinds[-1] = kind
+
+    # -- optimisations -----------------------------------------------------------------------------------------------
+
+    def apply_opt(self, opt: Opt) -> None:
+        if opt.op is OptOps.UPCAST:
+            if self.kinds[opt.axis] is not Axis.GLOBAL:
+                raise KernelOptError(f"{opt}: axis {opt.axis} is {self.kinds[opt.axis].name}, not an output axis")
+            target = Axis.UPCAST
+        elif opt.op is OptOps.UNROLL:
+            if self.kinds[opt.axis] is not Axis.REDUCE:
+                raise KernelOptError(f"{opt}: axis {opt.axis} is not a reduce axis")
+            target = Axis.UNROLL
+        else:
+            if not self.caps.has_local or self.kinds[opt.axis] is not Axis.GLOBAL:
+                raise KernelOptError(f"{opt}: locals need a device with local memory and an output axis")
+            target = Axis.LOCAL
+        size = self.full_shape[opt.axis]
+        amount = opt.amount if opt.amount != 0 else size
+        if not isinstance(size, int):
+            raise KernelOptError(f"{opt}: axis {opt.axis} has a symbolic size")
+        if amount == size:  # the whole axis: no split needed
+            self._move_to_end(opt.axis, target)
+        else:
+            inner = self._split(opt.axis, amount)
+            self._move_to_end(inner, target)
+        if target is Axis.LOCAL:
+            self._place_locals()
+        if self.upcast_size() > self.caps.upcast_max * 4:
+            raise KernelOptError(f"{opt}: {self.upcast_size()} registers is too many")
+        self.applied_opts.append(opt)
+
+    def _place_locals(self) -> None:
+        order = self.axes(Axis.GLOBAL) + self.axes(Axis.LOCAL) + self.axes(Axis.REDUCE) + self.axes(Axis.UNROLL, Axis.UPCAST)
+        self._permute(order)
+
+    def upcast_size(self) -> int:
+        return prod(self.full_shape[i] for i in self.axes(Axis.UPCAST, Axis.UNROLL))
+
+    def output_upcast_size(self) -> int:
+        return prod(self.full_shape[i] for i in self.axes(Axis.UPCAST))
+
+    @property
+    def membufs(self) -> list[MemBuffer]:
+        return [b for b in self.bufs if isinstance(b, MemBuffer)]
+
+    def st_of(self, buf: MemBuffer | ConstBuffer) -> ShapeTracker:
+        return self.sts[self.bufs.index(buf)]
+
+    def stride_of(self, buf: MemBuffer | ConstBuffer, axis: int) -> sint | None:
+        return self.st_of(buf).real_strides()[axis]
+
+    def output_dtype(self) -> DType:
+        return self.ast.src[0].arg.dtype
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.ast, tuple(self.applied_opts))
+
+    def copy(self) -> Kernel:
+        new = Kernel.__new__(Kernel)
+        new.__dict__.update(self.__dict__)
+        new.sts, new.kinds, new.applied_opts = list(self.sts), list(self.kinds), list(self.applied_opts)
+        return new
+
+    def __repr__(self) -> str:
+        dims = ", ".join(f"{s}{k.name[0].lower()}" for s, k in zip(self.full_shape, self.kinds))
+        return f"<Kernel ({dims}) opts={self.applied_opts}>"

@@ -1,0 +1,264 @@
+"""Lower a `Kernel` (AST + loop structure) to the linear `UOp` IR.
+
+Loops and thread ids come from the kernel's axes; upcast and unrolled axes are expanded: every value is computed once
+per combination of their indices ("lane"), which gives independent accumulators and straight-line code. When the
+innermost upcast axis is contiguous in the output and its size is a vector width the renderer declares, its lanes
+become one vector value (vector loads, vector ALU, vector stores).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from lazy.codegen.kernel import Axis, Kernel
+from lazy.codegen.uops import UOp, UOpBuilder, UOps
+from lazy.dtype import DType, dtypes
+from lazy.helpers import prod
+from lazy.ops import REDUCE_ALU, ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops, identity_element
+from lazy.shape import ShapeTracker
+from lazy.symbolic import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumNode, SumNode, Variable, sint
+
+INDEX = dtypes.int32
+Lane = tuple[int, ...]
+
+
+def _render_ops() -> dict[type, Any]:
+    def binary(op: Ops) -> Any:
+        return lambda node, ops, ctx: ctx.b.alu(op, node.a.render(ops, ctx), ctx.b.const(node.b, INDEX))
+
+    def chain(op: Ops) -> Any:
+        def fn(node: Any, ops: Any, ctx: Any) -> UOp:
+            parts = [n.render(ops, ctx) for n in node.nodes]
+            out = parts[0]
+            for p in parts[1:]:
+                out = ctx.b.alu(op, out, p)
+            return out
+
+        return fn
+
+    return {
+        Variable: lambda node, ops, ctx: ctx.var_uops[node],
+        NumNode: lambda node, ops, ctx: ctx.b.const(node.b, INDEX),
+        MulNode: binary(Ops.MUL),
+        DivNode: binary(Ops.IDIV),
+        ModNode: binary(Ops.MOD),
+        SumNode: chain(Ops.ADD),
+        AndNode: chain(Ops.AND),
+        LtNode: lambda node, ops, ctx: ctx.b.alu(Ops.CMPLT, node.a.render(ops, ctx), _as_uop(node.b, ops, ctx)),
+    }
+
+
+def _as_uop(x: sint, ops: Any, ctx: Any) -> UOp:
+    return x.render(ops, ctx) if isinstance(x, Node) else ctx.b.const(x, INDEX)
+
+
+RENDER_OPS = _render_ops()
+
+
+class Lowerer:
+    def __init__(self, k: Kernel):
+        self.k, self.b = k, UOpBuilder()
+        self.var_uops: dict[Variable, UOp] = {}
+        self.full_shape = k.full_shape
+        self.lane_axes = k.axes(Axis.UPCAST, Axis.UNROLL)
+        self.axis_vars: dict[int, Variable] = {}
+        self.index_cache: dict[tuple[int, Lane], tuple[Node, Node]] = {}
+        self.values: dict[tuple[int, Lane], UOp] = {}
+        self.global_size: list[int] | None = None
+        self.core_split = 0
+        self.symbolic_vars: list[Variable] = []
+
+    def node(self, x: sint) -> UOp:
+        return _as_uop(x, RENDER_OPS, self)
+
+    # -- parameters and loops ----------------------------------------------------------------------------------------
+
+    def define_params(self) -> None:
+        for buf in sorted(self.k.membufs, key=lambda m: m.idx):
+            self.bufs_uop[buf.idx] = self.b.add(UOps.DEFINE_GLOBAL, buf.dtype.ptr(), (), (buf.idx, f"data{buf.idx}", buf.idx == 0))
+        found: dict[Variable, None] = {}
+        for st in self.k.sts:
+            for v in sorted(st.vars(), key=lambda v: v.expr):
+                found[v.unbind()[0] if hasattr(v, "unbind") else v] = None
+        for dim in self.full_shape:
+            if isinstance(dim, Node):
+                for v in sorted(dim.vars(), key=lambda v: v.expr):
+                    found[v.unbind()[0] if hasattr(v, "unbind") else v] = None
+        self.symbolic_vars = sorted(found, key=lambda v: v.expr)
+        for v in self.symbolic_vars:
+            self.var_uops[v] = self.b.add(UOps.DEFINE_VAR, INDEX, (), (v.expr, v.min, v.max))
+
+    def open_loops(self, axes: list[int], prefix: str) -> list[UOp]:
+        ranges = []
+        for i in axes:
+            size = self.full_shape[i]
+            var = self.axis_vars[i]
+            if prefix == "gidx" and self.core_split == 0 and self.k.caps.core_split and isinstance(size, int) and not ranges:
+                self.core_split = size
+                lo = self.b.add(UOps.DEFINE_VAR, INDEX, (), ("core_lo", 0, size))
+                hi = self.b.add(UOps.DEFINE_VAR, INDEX, (), ("core_hi", 0, size))
+                start, end = lo, hi
+            else:
+                start, end = self.b.const(0, INDEX), self.node(size)
+            rng = self.b.add(UOps.RANGE, INDEX, (start, end), (i, prefix == "ridx"))
+            self.b.open_scope()
+            self.var_uops[var] = rng
+            ranges.append(rng)
+        return ranges
+
+    def close_loops(self, ranges: list[UOp]) -> None:
+        for rng in reversed(ranges):
+            self.b.add(UOps.ENDRANGE, None, (rng,))
+            self.b.close_scope()
+
+    def make_axis_vars(self) -> None:
+        for i, (size, kind) in enumerate(zip(self.full_shape, self.k.kinds)):
+            prefix = {Axis.GLOBAL: "gidx", Axis.LOCAL: "lidx", Axis.REDUCE: "ridx"}.get(kind, "up")
+            vmax = (size.max if isinstance(size, Node) else size) - 1
+            self.axis_vars[i] = Variable(f"{prefix}{i}", 0, max(vmax, 0))
+
+    def define_specials(self, axes: list[int]) -> list[int]:
+        """GPU: the innermost (up to) three output axes become thread ids; returns the axes left to loop over."""
+        thread_axes = axes[-3:]
+        self.global_size = [1, 1, 1]
+        for dim, i in enumerate(reversed(thread_axes)):
+            size = self.full_shape[i]
+            if not isinstance(size, int):
+                return axes  # symbolic launch sizes: keep loops (simple and always correct)
+        for dim, i in enumerate(reversed(thread_axes)):
+            size = self.full_shape[i]
+            assert isinstance(size, int)
+            self.global_size[dim] = size
+            self.var_uops[self.axis_vars[i]] = self.b.add(UOps.SPECIAL, INDEX, (), (f"gidx{dim}", size))
+        return axes[:-3]
+
+    # -- values --------------------------------------------------------------------------------------------------------
+
+    def lane_nodes(self, lane: Lane) -> dict[Variable, Node]:
+        return {self.axis_vars[a]: NumNode(v) for a, v in zip(self.lane_axes, lane)}
+
+    def index_of(self, buf: MemBuffer | ConstBuffer, lane: Lane) -> tuple[Node, Node]:
+        key = (id(buf), lane)
+        if key not in self.index_cache:
+            st: ShapeTracker = self.k.st_of(buf)
+            idxs: list[Node] = []
+            for i, dim in enumerate(st.shape):
+                if isinstance(dim, int) and dim == 1:
+                    idxs.append(NumNode(0))
+                elif i in self.lane_axes:
+                    idxs.append(NumNode(lane[self.lane_axes.index(i)]))
+                else:
+                    idxs.append(self.axis_vars[i])
+            idx, valid = st.expr_idxs(idxs)
+            self.index_cache[key] = (idx, valid)
+        return self.index_cache[key]
+
+    def load(self, buf: MemBuffer, lane: Lane) -> UOp:
+        idx, valid = self.index_of(buf, lane)
+        zero = self.b.const(0, buf.dtype)
+        if isinstance(valid, NumNode) and valid.b == 0:
+            return zero
+        src: tuple[UOp, ...] = (self.bufs_uop[buf.idx], self.node(idx))
+        if not (isinstance(valid, NumNode) and valid.b == 1):
+            src += (self.node(valid), zero)
+        return self.b.add(UOps.LOAD, buf.dtype, src)
+
+    def const(self, buf: ConstBuffer, lane: Lane) -> UOp:
+        if isinstance(buf.val, Node):
+            var = buf.val.unbind()[0] if hasattr(buf.val, "unbind") else buf.val
+            value = self.var_uops[var] if var in self.var_uops else self.node(buf.val)
+            value = self.b.add(UOps.CAST, buf.dtype, (value,)) if buf.dtype != INDEX else value
+        else:
+            value = self.b.const(buf.val, buf.dtype)
+        _, valid = self.index_of(buf, lane)
+        if isinstance(valid, NumNode) and valid.b == 1:
+            return value
+        if isinstance(valid, NumNode) and valid.b == 0:
+            return self.b.const(0, buf.dtype)
+        return self.b.alu(Ops.WHERE, self.node(valid), value, self.b.const(0, buf.dtype))
+
+    def value(self, node: LazyOp, lane: Lane) -> UOp:
+        key = (id(node), lane)
+        if key in self.values:
+            return self.values[key]
+        if node.op is Ops.LOAD:
+            out = self.load(node.arg, lane)
+        elif node.op is Ops.CONST:
+            out = self.const(node.arg, lane)
+        elif node.op in GroupOp.Reduce:
+            out = self.reduce_results[id(node)][self.output_lane(lane)]
+        elif node.op is Ops.CAST:
+            out = self.b.add(UOps.CAST, node.dtype, (self.value(node.src[0], lane),))
+        elif node.op is Ops.BITCAST:
+            out = self.b.add(UOps.BITCAST, node.dtype, (self.value(node.src[0], lane),))
+        elif node.op in GroupOp.ALU:
+            out = self.b.alu(node.op, *(self.value(s, lane) for s in node.src))
+        else:
+            raise NotImplementedError(f"cannot lower {node.op} inside a kernel")
+        self.values[key] = out
+        return out
+
+    # -- lanes ---------------------------------------------------------------------------------------------------------
+
+    def lanes(self, kinds: tuple[Axis, ...]) -> list[Lane]:
+        """Every lane where only axes of `kinds` vary (the others fixed at 0)."""
+        ranges = [range(self.full_shape[a]) if self.k.kinds[a] in kinds else range(1) for a in self.lane_axes]  # type: ignore[arg-type]
+        return list(itertools.product(*ranges))
+
+    def output_lane(self, lane: Lane) -> Lane:
+        return tuple(v if self.k.kinds[a] is Axis.UPCAST else 0 for a, v in zip(self.lane_axes, lane))
+
+    # -- the kernel ----------------------------------------------------------------------------------------------------
+
+    def reduce(self, rop: LazyOp) -> None:
+        dtype = rop.dtype
+        accs = {lane: self.b.add(UOps.DEFINE_ACC, dtype, (), identity_element(rop.op, dtype)) for lane in self.lanes((Axis.UPCAST,))}
+        loops = self.open_loops(self.k.axes(Axis.REDUCE), "ridx")
+        current = dict(accs)
+        for lane in self.lanes((Axis.UPCAST, Axis.UNROLL)):
+            out_lane = self.output_lane(lane)
+            val = self.value(rop.src[0], lane)
+            new = self.b.alu(REDUCE_ALU[rop.op], current[out_lane], val)
+            current[out_lane] = self.b.add(UOps.ASSIGN, dtype, (accs[out_lane], new))
+        self.close_loops(loops)
+        self.values.clear()  # values made inside the reduce loop are out of scope now
+        self.reduce_results[id(rop)] = accs
+
+    def lower(self) -> list[UOp]:
+        k = self.k
+        self.bufs_uop: dict[int, UOp] = {}
+        self.reduce_results: dict[int, dict[Lane, UOp]] = {}
+        self.make_axis_vars()
+        self.define_params()
+        out_axes = k.axes(Axis.GLOBAL)
+        if k.caps.has_threads:
+            out_axes = self.define_specials(out_axes)
+        outer = self.open_loops(out_axes, "gidx")
+        for rop in k.reduceops:
+            self.reduce(rop)
+        store = k.ast.src[0]
+        out_buf: MemBuffer = store.arg
+        for lane in self.lanes((Axis.UPCAST,)):
+            val = self.value(store.src[0], lane)
+            idx, valid = self.index_of(out_buf, lane)
+            src: tuple[UOp, ...] = (self.bufs_uop[0], self.node(idx), val)
+            if not (isinstance(valid, NumNode) and valid.b == 1):
+                src += (self.node(valid),)
+            self.b.add(UOps.STORE, None, src)
+        self.close_loops(outer)
+        return self.b.uops
+
+
+def lower_kernel(k: Kernel) -> tuple[list[UOp], Lowerer]:
+    lowerer = Lowerer(k)
+    return lowerer.lower(), lowerer
+
+
+def estimate_ops(ast: LazyOp, full_shape: tuple[sint, ...]) -> sint:
+    alu_count = sum(1 for n in ast.toposort() if n.op in GroupOp.ALU or n.op in GroupOp.Reduce)
+    return prod(full_shape) * max(alu_count, 1)
+
+
+def buffer_dtype_of(ast: LazyOp, idx: int) -> DType:
+    return next(n.arg.dtype for n in ast.toposort() if n.op in (Ops.LOAD, Ops.STORE) and n.arg.idx == idx)

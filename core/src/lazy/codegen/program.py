@@ -1,0 +1,85 @@
+"""From a kernel AST to a `ProgramSpec`: choose optimisations (heuristics, or BEAM search when `LAZY_BEAM`),
+lower to UOps and render with the device's renderer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
+from lazy.codegen.lowerer import estimate_ops, lower_kernel
+from lazy.codegen.uops import pretty
+from lazy.device import ProgramSpec
+from lazy.helpers import DEBUG, NOOPT, prod, to_function_name
+from lazy.ops import LazyOp
+from lazy.symbolic import Variable
+
+if TYPE_CHECKING:
+    from lazy.renderer import Renderer
+
+
+def hand_coded_optimizations(k: Kernel) -> Kernel:
+    """Cheap heuristics: register-tile matmul-like kernels, unroll short inner reductions."""
+    if not k.reduceops:
+        return k
+    full = k.full_shape
+    # axes where some input is broadcast (stride 0): upcasting them reuses loaded values (matmul, conv)
+    candidates = []
+    for axis in k.axes(Axis.GLOBAL):
+        if not isinstance(full[axis], int):
+            continue
+        if any(k.st_of(b).real_strides()[axis] == 0 for b in k.membufs[1:]):
+            candidates.append(axis)
+    for axis in reversed(candidates[-2:]):
+        for amount in (4, 2):
+            if full[axis] % amount == 0:
+                try:
+                    trial = k.copy()
+                    trial.apply_opt(Opt(OptOps.UPCAST, axis, amount))
+                    k = trial
+                    break
+                except KernelOptError:
+                    pass
+    reduce_axes = k.axes(Axis.REDUCE)
+    if reduce_axes:
+        axis = reduce_axes[-1]
+        size = k.full_shape[axis]
+        if isinstance(size, int) and size <= 8 and k.upcast_size() * size <= 64:
+            k.apply_opt(Opt(OptOps.UNROLL, axis, 0))  # a short reduction: unroll it entirely
+        elif isinstance(size, int) and size % 4 == 0 and k.upcast_size() <= 16:
+            k.apply_opt(Opt(OptOps.UNROLL, axis, 4))
+    return k
+
+
+def build_kernel(ast: LazyOp, renderer: Renderer, opts: list[Opt] | None = None) -> Kernel:
+    k = Kernel(ast, renderer.caps)
+    if opts is not None:
+        for opt in opts:
+            k.apply_opt(opt)
+        return k
+    if NOOPT:
+        return k
+    return hand_coded_optimizations(k)
+
+
+def kernel_name(k: Kernel) -> str:
+    prefix = "r" if k.reduceops else "E"
+    return to_function_name(f"{prefix}_" + "_".join(str(s) if isinstance(s, int) else "v" for s in k.full_shape))
+
+
+def get_program(ast: LazyOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
+    """Lower and render one kernel AST for `renderer`'s device."""
+    k = build_kernel(ast, renderer, opts)
+    uops, lowerer = lower_kernel(k)
+    name = kernel_name(k)
+    if DEBUG >= 5:
+        print(pretty(uops))
+    src = renderer.render(name, uops)
+    if DEBUG >= 4:
+        print(src)
+    membufs = k.membufs
+    mem = sum(prod(st.shape) * b.dtype.itemsize for b, st in zip(k.bufs, k.sts) if b in membufs)
+    vars_: list[Variable] = lowerer.symbolic_vars
+    return ProgramSpec(name=name, src=src, device=renderer.device, global_size=lowerer.global_size,
+                       local_size=[1, 1, 1] if lowerer.global_size is not None else None, vars=vars_, outs=[0],
+                       ins=[b.idx for b in membufs if b.idx != 0], op_estimate=estimate_ops(ast, k.full_shape),
+                       mem_estimate=mem, core_split=lowerer.core_split, uops=uops)  # fmt: skip

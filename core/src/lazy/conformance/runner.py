@@ -1,0 +1,246 @@
+"""Runs the conformance suite in-process with pytest against one device, applies the device's known failures, and
+writes the reports (a Markdown table of layer x outcome, and JSON with versions, counts and every test)."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import pathlib
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pytest
+
+from lazy.conformance import LAYERS
+
+SUITE_DIR = pathlib.Path(__file__).parent
+OUTCOMES = ("passed", "failed", "skipped", "known_failures")
+_LAYER_OF_MODULE = re.compile(r"test_\d+_(\w+)")
+
+
+@dataclass
+class TestRecord:
+    __test__ = False  # not a pytest test class
+
+    id: str  # pytest node id relative to the suite, e.g. "test_20_kernels.py::test_alu[ADD-float]"
+    layer: str
+    outcome: str = "passed"  # one of OUTCOMES
+    message: str = ""  # the failure, skip reason, or the known-failure entry that matched
+
+
+def layer_of(nodeid: str) -> str:
+    stem = pathlib.PurePosixPath(nodeid.split("::")[0]).stem
+    return m.group(1) if (m := _LAYER_OF_MODULE.fullmatch(stem)) else stem
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+class ConformancePlugin:
+    """The pytest plugin object: gives the suite its device (fixtures), marks known failures, records outcomes."""
+
+    def __init__(self, device: str, known_failures: list[str]):
+        self.device_name_value = device
+        self.known_failures = list(known_failures)
+        self.matched: set[str] = set()
+        self.records: dict[str, TestRecord] = {}
+
+    # ---- fixtures the suite uses -------------------------------------------------------------------------------------
+
+    @pytest.fixture(scope="session")
+    def device_name(self) -> str:
+        return self.device_name_value
+
+    @pytest.fixture(scope="session")
+    def device(self, device_name: str) -> Any:
+        from lazy.plugins import Device
+
+        return Device[device_name]
+
+    @pytest.fixture(scope="session")
+    def caps(self, device: Any) -> Any:
+        return device.renderer.caps
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "other_device" in metafunc.fixturenames:
+            others = usable_other_devices(self.device_name_value)
+            metafunc.parametrize("other_device", others or [None], ids=others or ["no-other-device"])
+
+    # ---- known failures and recording ------------------------------------------------------------------------------
+
+    def known_entry(self, nodeid: str) -> str | None:
+        for entry in self.known_failures:
+            if entry == nodeid or fnmatch.fnmatchcase(nodeid, entry):
+                self.matched.add(entry)
+                return entry
+        return None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        entry = self.known_entry(report.nodeid)
+        if entry is not None and report.when in ("setup", "call"):
+            if report.failed:
+                report.outcome = "skipped"
+                report.wasxfail = f"known failure (entry {entry!r}): {report.longreprtext.strip().splitlines()[-1:]}"
+                report.known_failure_text = report.longreprtext
+            elif report.passed and report.when == "call":
+                report.outcome = "failed"
+                report.longrepr = (f"stale known-failure entry {entry!r}: this test passes on {self.device_name_value}; "
+                                   f"remove the entry from the plugin's lazy_known_failures")  # fmt: skip
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = self.records.setdefault(report.nodeid, TestRecord(report.nodeid, layer_of(report.nodeid)))
+        if record.outcome == "failed":
+            return
+        if report.skipped and hasattr(report, "wasxfail"):
+            record.outcome = "known_failures"
+            record.message = getattr(report, "known_failure_text", "") or str(report.wasxfail)
+        elif report.failed:
+            record.outcome, record.message = "failed", report.longreprtext
+        elif report.skipped and record.outcome != "known_failures":
+            record.outcome, record.message = "skipped", _skip_reason(report)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # a layer that cannot even be imported: its tests are failures, not a crash of the run
+            self.records[report.nodeid] = TestRecord(report.nodeid, layer_of(report.nodeid), "failed",
+                                                     "collecting this layer failed:\n" + report.longreprtext)  # fmt: skip
+        elif report.skipped and report.nodeid:
+            self.records[report.nodeid] = TestRecord(report.nodeid, layer_of(report.nodeid), "skipped",
+                                                     _skip_reason(report))  # fmt: skip
+
+
+def usable_other_devices(device: str) -> list[str]:
+    """Every device other than `device` whose probe says it is usable (for the copies layer)."""
+    from lazy.plugins import Device
+
+    base = Device.canonicalize(device).partition(":")[0]
+    return [name for name in sorted(Device.specs()) if name != base and Device.probe(name)[0]]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the result and its reports
+
+
+@dataclass
+class ConformanceResult:
+    device: str
+    versions: dict[str, str]
+    tests: list[TestRecord]
+    pytest_exit: int
+    notes: list[str] = field(default_factory=list)
+
+    def counts(self, layer: str | None = None) -> dict[str, int]:
+        tests = [t for t in self.tests if layer is None or t.layer == layer]
+        return {outcome: sum(t.outcome == outcome for t in tests) for outcome in OUTCOMES}
+
+    def layers(self) -> list[str]:
+        seen = {t.layer for t in self.tests}
+        return [layer for layer in LAYERS if layer in seen] + sorted(seen - set(LAYERS))
+
+    @property
+    def exit_code(self) -> int:
+        if self.counts()["failed"]:
+            return 1
+        if self.pytest_exit in (2, 3, 4, 5):  # interrupted, internal error, usage error, no tests collected
+            return int(self.pytest_exit)
+        return 0
+
+    def summary_line(self) -> str:
+        c = self.counts()
+        return (f"{self.device}: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped, "
+                f"{c['known_failures']} known failures")  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return {"device": self.device, "versions": self.versions, "summary": self.counts(),
+                "layers": {layer: self.counts(layer) for layer in self.layers()},
+                "tests": [asdict(t) for t in self.tests], "notes": self.notes}  # fmt: skip
+
+    def to_markdown(self) -> str:
+        lines = [f"# lazy conformance: {self.device}", ""]
+        lines += ["versions: " + ", ".join(f"{k} {v}" for k, v in self.versions.items()), ""]
+        lines += ["| layer | passed | failed | skipped | known failures |", "| --- | ---: | ---: | ---: | ---: |"]
+        for layer in self.layers():
+            c = self.counts(layer)
+            lines.append(f"| {layer} | {c['passed']} | {c['failed']} | {c['skipped']} | {c['known_failures']} |")
+        c = self.counts()
+        lines += [f"| **total** | {c['passed']} | {c['failed']} | {c['skipped']} | {c['known_failures']} |", ""]
+        lines += [f"> {note}" for note in self.notes]
+        sections = (("failed", "Failures"), ("known_failures", "Known failures"), ("skipped", "Skips"))
+        for outcome, title in sections:
+            tests = [t for t in self.tests if t.outcome == outcome]
+            if not tests:
+                continue
+            lines += [f"## {title}", ""]
+            for t in tests:
+                if outcome == "skipped":
+                    lines.append(f"- `{t.id}`: {t.message}")
+                else:
+                    lines += [f"### `{t.id}`", "", "```text", _tail(t.message), "```", ""]
+            lines.append("")
+        return "\n".join(lines)
+
+
+def _tail(text: str, max_lines: int = 40) -> str:
+    lines = text.strip().splitlines()
+    return "\n".join(lines if len(lines) <= max_lines else ["...", *lines[-max_lines:]])
+
+
+def device_versions(device: str) -> dict[str, str]:
+    """lazy-core's version and that of the distribution that provides `device`."""
+    from lazy.plugins import Device, core_version
+
+    versions = {"lazy-core": core_version()}
+    base = Device.canonicalize(device).partition(":")[0]
+    for info in Device.plugins():
+        if any(spec.name == base for spec in info.devices) and info.distribution:
+            versions[info.distribution] = info.version or "unknown"
+    return versions
+
+
+def run_conformance(device: str, *, report: str | os.PathLike[str] | None = None,
+                    json_path: str | os.PathLike[str] | None = None, keyword: str | None = None, exitfirst: bool = False,
+                    extra_args: list[str] | tuple[str, ...] = (), known_failures: list[str] | None = None,
+                    suite_dir: str | os.PathLike[str] | None = None) -> ConformanceResult:  # fmt: skip
+    """Run the suite (or the test modules in `suite_dir`) against `device` and write the reports asked for.
+
+    `known_failures`: defaults to what the plugins answer through the `lazy_known_failures` hook.
+    """
+    from lazy.plugins import Device
+
+    notes: list[str] = []
+    try:
+        device = Device.canonicalize(device)
+        if known_failures is None:
+            known_failures = Device.known_failures(device)
+        versions = device_versions(device)
+    except Exception as e:  # an unknown device still gets a report: discovery will fail and say why
+        notes.append(f"device lookup: {type(e).__name__}: {e}")
+        known_failures, versions = known_failures or [], {"lazy-core": "unknown"}
+    suite = pathlib.Path(suite_dir) if suite_dir is not None else SUITE_DIR
+    plugin = ConformancePlugin(device, known_failures)
+    args = [str(suite), "--rootdir", str(suite), "-c", os.devnull, "-p", "no:cacheprovider", "--import-mode=importlib",
+            "--continue-on-collection-errors", "-q", "-rs"]  # fmt: skip
+    if keyword:
+        args += ["-k", keyword]
+    if exitfirst:
+        args.append("-x")
+    exit_code = pytest.main([*args, *extra_args], plugins=[plugin])
+    tests = list(plugin.records.values())
+    if not (keyword or exitfirst or extra_args):  # a full run: an entry that matched nothing is stale too
+        for entry in plugin.known_failures:
+            if entry not in plugin.matched:
+                message = f"stale known-failure entry {entry!r}: it matches no test of the suite; remove it"
+                tests.append(TestRecord(entry, layer_of(entry), "failed", message))
+    result = ConformanceResult(device, versions, tests, int(exit_code), notes)
+    if report is not None:
+        pathlib.Path(report).write_text(result.to_markdown())
+    if json_path is not None:
+        pathlib.Path(json_path).write_text(json.dumps(result.to_json(), indent=2))
+    return result

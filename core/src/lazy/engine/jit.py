@@ -1,0 +1,148 @@
+"""`jit` (exported as `TinyJit` too): capture the kernels a function runs on its second call, replay them on later
+calls with the new input buffers swapped in. On a device with queues the whole capture is one recorded queue."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Generic, TypeVar
+
+from lazy.device import Buffer, get_device
+from lazy.engine.realize import CompiledRunner, ExecItem, capturing
+from lazy.hcq import HCQGraph
+from lazy.helpers import JIT
+from lazy.symbolic import Node, Variable
+
+R = TypeVar("R")
+
+
+class JitError(RuntimeError):
+    """A jitted function was called in a way its captured kernels cannot replay."""
+
+
+def _tensors_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    from lazy.tensor import Tensor
+
+    return [v for v in (*args, *kwargs.values()) if isinstance(v, Tensor)]
+
+
+def _var_vals(args: tuple[Any, ...], kwargs: dict[str, Any], tensors: list[Any]) -> dict[Variable, int]:
+    found: dict[Variable, int] = {}
+    for v in (*args, *kwargs.values()):
+        if isinstance(v, Variable):
+            unbound, val = v.unbind()
+            found[unbound] = val
+    for t in tensors:
+        for dim in t.shape:
+            if isinstance(dim, Node):
+                for var in dim.vars():
+                    unbound, val = var.unbind()
+                    found[unbound] = val
+    return found
+
+
+class TinyJit(Generic[R]):
+    """Decorate a function whose tensor inputs keep their shapes and dtypes from call to call."""
+
+    def __init__(self, fxn: Callable[..., R]):
+        self.fxn = fxn
+        self.cnt = 0
+        self.jit_cache: list[ExecItem] = []
+        self.input_replace: dict[tuple[int, int], int] = {}
+        self.signature: list[tuple[Any, Any, str]] = []
+        self.graph: HCQGraph | None = None
+        self.ret: Any = None
+        functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
+
+    def reset(self) -> None:
+        self.cnt, self.jit_cache, self.input_replace, self.graph, self.ret = 0, [], {}, None, None
+
+    def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Buffer], list[Any]]:
+        from lazy.tensor import Tensor
+
+        tensors = _tensors_in(args, kwargs)
+        if tensors:
+            Tensor.realize(*[t.contiguous() if not t.lazydata.st.contiguous else t for t in tensors])
+        buffers = []
+        for t in tensors:
+            if t.lazydata.base.realized is None or not t.lazydata.st.contiguous:
+                t.replace(t.contiguous().realize())
+            buf = t.lazydata.base.realized
+            assert buf is not None
+            buffers.append(buf)
+        return buffers, tensors
+
+    def _check_signature(self, tensors: list[Any]) -> None:
+        sig = [(tuple(d if isinstance(d, int) else "sym" for d in t.shape), t.dtype, t.device) for t in tensors]
+        if self.cnt >= 2 and sig != self.signature:
+            raise JitError(f"jit: inputs changed from {self.signature} to {sig}; a jitted function needs the same "
+                           "shapes (except symbolic dimensions), dtypes and devices on every call — call .reset()")
+        self.signature = sig
+
+    def __call__(self, *args: Any, **kwargs: Any) -> R:
+        if not JIT:
+            return self.fxn(*args, **kwargs)
+        input_buffers, tensors = self._inputs(args, kwargs)
+        self._check_signature(tensors)
+        var_vals = _var_vals(args, kwargs, tensors)
+        if self.cnt == 0:
+            self.ret = self.fxn(*args, **kwargs)
+        elif self.cnt == 1:
+            self._capture(args, kwargs, input_buffers)
+        else:
+            self._replay(input_buffers, var_vals)
+        self.cnt += 1
+        return self.ret
+
+    def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], input_buffers: list[Buffer]) -> None:
+        captured: list[ExecItem] = []
+        capturing.append(captured.append)
+        try:
+            self.ret = self.fxn(*args, **kwargs)
+            from lazy.tensor import Tensor
+
+            outs = [r for r in (self.ret if isinstance(self.ret, (tuple, list)) else (self.ret,)) if isinstance(r, Tensor)]
+            if outs:
+                Tensor.realize(*outs)
+        finally:
+            capturing.remove(captured.append)
+        self.jit_cache = [ExecItem(ei.runner, list(ei.bufs), dict(ei.var_vals)) for ei in captured]
+        for i, ei in enumerate(self.jit_cache):
+            for j, buf in enumerate(ei.bufs):
+                for k, inp in enumerate(input_buffers):
+                    if buf is inp:
+                        self.input_replace[(i, j)] = k
+        self._build_graph()
+
+    def _build_graph(self) -> None:
+        runners = [ei.runner for ei in self.jit_cache]
+        if len(runners) < 2 or not all(isinstance(r, CompiledRunner) for r in runners):
+            return
+        devices = {r.device for r in runners}
+        if len(devices) != 1:
+            return
+        launches = [ei.runner.launch_args(ei.bufs, ei.var_vals) for ei in self.jit_cache]  # type: ignore[attr-defined]
+        self.graph = HCQGraph(get_device(devices.pop()), launches)
+
+    def _replay(self, input_buffers: list[Buffer], var_vals: dict[Variable, int]) -> None:
+        touched: set[int] = set()
+        for (i, j), k in self.input_replace.items():
+            self.jit_cache[i].bufs[j] = input_buffers[k]
+            touched.add(i)
+        if self.graph is not None:
+            updates = {}
+            for i, ei in enumerate(self.jit_cache):
+                if i in touched or var_vals:
+                    _, bufs, vals, _, _ = ei.runner.launch_args(ei.bufs, {**ei.var_vals, **var_vals})  # type: ignore[attr-defined]
+                    updates[i] = (bufs, vals)
+            for ei in self.jit_cache:
+                for buf in ei.bufs:
+                    buf.ensure_allocated()
+            self.graph.replay(updates)
+            return
+        for ei in self.jit_cache:
+            ei.run(var_vals)
+
+
+def jit(fxn: Callable[..., R]) -> TinyJit[R]:
+    """Capture and replay the kernels of `fxn` (LAZY_JIT=0 turns it off)."""
+    return TinyJit(fxn)

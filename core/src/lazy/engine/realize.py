@@ -1,0 +1,160 @@
+"""Run a schedule: lower each item to a runner (compiled kernel, copy, allocation), cached by kernel structure so
+the second time the same kernel shape is seen costs a dict lookup, then launch it through the device's queue."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from lazy.codegen.kernel import Opt
+from lazy.codegen.program import get_program
+from lazy.device import Buffer, Compiled, ProgramSpec, get_device
+from lazy.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored
+from lazy.lazy import forget_graph
+from lazy.ops import LazyOp, Ops
+from lazy.symbolic import Variable, sym_infer
+
+from .schedule import ScheduleItem
+
+
+class Runner:
+    """Something that runs on buffers: a compiled kernel, a copy, an allocation."""
+
+    name: str = ""
+    device: str = ""
+    op_estimate: Any = 0
+    mem_estimate: Any = 0
+
+    def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
+        raise NotImplementedError
+
+
+class CompiledRunner(Runner):
+    """A kernel compiled for one device, launched through the device's compute queue."""
+
+    def __init__(self, spec: ProgramSpec, dev: Compiled):
+        self.spec, self.dev, self.name, self.device = spec, dev, spec.name, spec.device
+        self.op_estimate, self.mem_estimate = spec.op_estimate, spec.mem_estimate
+        self.lib = dev.compiler.compile_cached(spec.src)
+        self.program = dev.runtime(spec.name, self.lib, spec)
+        self.static_dims = spec.launch_dims({}) if not spec.vars else None
+
+    def launch_args(self, bufs: list[Buffer], var_vals: dict[Variable, int]) -> tuple[Any, ...]:
+        vals = tuple(var_vals[v] for v in self.spec.vars)
+        gs, ls = self.static_dims if self.static_dims is not None else self.spec.launch_dims(var_vals)
+        return (self.program, tuple(b.opaque for b in bufs), vals, tuple(gs) if gs else None, tuple(ls) if ls else None)
+
+    def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
+        dev = self.dev
+        queue = dev.compute_queue_t()
+        if wait:
+            start, end = dev.signal_t(0), dev.signal_t(0)
+            queue.timestamp(start)
+        queue.exec(*self.launch_args(bufs, var_vals))
+        if wait:
+            queue.timestamp(end)
+        queue.signal(dev.timeline_signal, dev.next_value()).submit(dev)
+        if wait:
+            dev.synchronize()
+            return end.timestamp - start.timestamp
+        return None
+
+
+class BufferCopy(Runner):
+    """A copy between two devices through the best path their allocators offer."""
+
+    def __init__(self, nbytes: int, dest_device: str, src_device: str):
+        self.name, self.device, self.mem_estimate = f"copy {nbytes:8d} {src_device} -> {dest_device}", dest_device, nbytes
+
+    def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
+        dest, src = bufs[0], bufs[1]
+        start = time.perf_counter()
+        dest_dev, src_dev = get_device(dest.device), get_device(src.device)
+        same_family = type(dest_dev.allocator) is type(src_dev.allocator) and dest.allocator.supports("transfer")
+        if same_family:
+            src_dev.synchronize()
+            dest_dev.synchronize()
+            dest.allocator._transfer(dest.opaque, src.opaque, dest.nbytes, src_dev, dest_dev)  # type: ignore[misc]
+        elif dest.allocator.supports("as_buffer") and src.allocator.supports("as_buffer") is False:
+            src.copyout(dest.as_buffer())
+        else:
+            dest.copyin(src.as_buffer())
+        return time.perf_counter() - start if wait else None
+
+
+class EmptyRunner(Runner):
+    name = "empty"
+
+    def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
+        return None
+
+
+# kernels are cached by (device, ast, optimisation settings): the AST is compared by structure, not object identity
+method_cache: dict[tuple[Any, ...], CompiledRunner] = {}
+
+
+def get_runner(device: str, ast: LazyOp, opts: list[Opt] | None = None) -> CompiledRunner:
+    key = (device, ast, BEAM.value, NOOPT.value, tuple(opts) if opts is not None else None)
+    if (hit := method_cache.get(key)) is not None:
+        return hit
+    dev = get_device(device)
+    if opts is None and BEAM >= 1:
+        from lazy.codegen.search import beam_search
+
+        opts = beam_search(ast, dev, BEAM.value)
+    spec = get_program(ast, dev.renderer, opts)
+    runner = CompiledRunner(spec, dev)
+    method_cache[key] = runner
+    return runner
+
+
+@dataclass
+class ExecItem:
+    runner: Runner
+    bufs: list[Buffer]
+    var_vals: dict[Variable, int] = field(default_factory=dict)
+
+    def run(self, var_vals: dict[Variable, int] | None = None, wait: bool = False) -> float | None:
+        vals = self.var_vals if var_vals is None else {**self.var_vals, **var_vals}
+        for buf in self.bufs:
+            buf.ensure_allocated()
+        timed = wait or DEBUG >= 2
+        elapsed = self.runner(self.bufs, vals, wait=timed)
+        ops = sym_infer(self.runner.op_estimate, vals) if self.runner.op_estimate else 0
+        mem = sym_infer(self.runner.mem_estimate, vals) if self.runner.mem_estimate else 0
+        GlobalCounters.kernel_count += isinstance(self.runner, CompiledRunner)
+        GlobalCounters.global_ops += ops
+        GlobalCounters.global_mem += mem
+        if elapsed is not None:
+            GlobalCounters.time_sum_s += elapsed
+        if DEBUG >= 2:
+            ms = (elapsed or 0) * 1e3
+            gflops = ops / (elapsed * 1e9) if elapsed else 0
+            print(f"{colored(self.runner.device, 'cyan'):>16s} {self.runner.name:40s} {ms:9.3f} ms {gflops:9.2f} GFLOP/s")
+        return elapsed
+
+
+def lower_schedule_item(si: ScheduleItem) -> ExecItem:
+    if si.ast.op is Ops.SINK:
+        return ExecItem(get_runner(si.bufs[0].device, si.ast), list(si.bufs), dict(si.var_vals))
+    if si.ast.op is Ops.COPY:
+        return ExecItem(BufferCopy(si.bufs[0].nbytes, si.bufs[0].device, si.bufs[1].device), list(si.bufs))
+    if si.ast.op is Ops.EMPTY:
+        return ExecItem(EmptyRunner(), list(si.bufs))
+    raise RuntimeError(f"don't know how to run a {si.ast.op} schedule item")
+
+
+# the jit listens here while capturing: each ExecItem that runs is passed to these callbacks
+capturing: list[Callable[[ExecItem], None]] = []
+
+
+def run_schedule(schedule: list[ScheduleItem], var_vals: dict[Variable, int] | None = None) -> None:
+    for si in schedule:
+        ei = lower_schedule_item(si)
+        ei.run(var_vals)
+        for cb in capturing:
+            cb(ei)
+        for out in si.outputs:
+            out.done = True
+            forget_graph(out)

@@ -1,0 +1,111 @@
+"""The plugin contract: pluggy markers, `DeviceSpec` and the hook specifications a device plugin implements.
+
+A plugin's entry-point module (group `lazy.devices`) holds `@hookimpl` functions; `lazy.plugins` discovers and calls
+them. This module stays light: it imports no device code at run time, so a plugin's entry module can import it cheaply.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from lazy.device import Compiled
+
+PROJECT_NAME = "lazy"
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+# A plugin states the version it was built against in each DeviceSpec. Core refuses a different major, or a minor newer
+# than its own. Bump the minor when a hook or DeviceSpec field is added (old plugins keep working), the major when one
+# changes meaning or goes away.
+PLUGIN_API_VERSION: tuple[int, int] = (1, 0)
+
+_DEVICE_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One device a plugin provides, as returned by its `lazy_devices` hook.
+
+    name: the device family, upper case (`"CUDA"`); instances are `"CUDA"` (ordinal 0), `"CUDA:1"`, ...
+    api_version: `PLUGIN_API_VERSION` of the lazy-core the plugin was built against.
+    priority: default selection picks the usable device with the highest priority (CPU ~ 100, GPUs above that).
+    probe: `() -> (usable, reason)`. Must be cheap and without side effects: no device context, no compilation, no
+        allocation; checking that a library imports or a driver file exists is fine. Called at most once per process.
+    open: `(instance_name) -> Compiled`, e.g. `open("CUDA:1")`. Builds the device on first use; this is where the heavy
+        third-party import belongs. Raise with a message saying what is missing and how to get it.
+    description: one line shown by `python -m lazy devices`.
+    default_ok: False for devices that must only be used when asked for by name (the PYTHON reference interpreter).
+    """
+
+    name: str
+    api_version: tuple[int, int]
+    priority: int
+    probe: Callable[[], tuple[bool, str]]
+    open: Callable[[str], Compiled]
+    description: str = ""
+    default_ok: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _DEVICE_NAME.fullmatch(self.name):
+            raise ValueError(
+                f"DeviceSpec name {self.name!r} is invalid: use upper-case letters, digits and '_', starting with a "
+                f"letter (e.g. 'CUDA'); instances like 'CUDA:1' are made by core"
+            )
+        version = self.api_version
+        if not (isinstance(version, tuple) and len(version) == 2 and all(type(v) is int for v in version)):
+            raise ValueError(f"DeviceSpec {self.name}: api_version must be (major, minor) ints, e.g. "
+                             f"lazy.hookspecs.PLUGIN_API_VERSION, not {version!r}")  # fmt: skip
+        if type(self.priority) is not int:
+            raise ValueError(f"DeviceSpec {self.name}: priority must be an int, not {self.priority!r}")
+        for field_name in ("probe", "open"):
+            if not callable(getattr(self, field_name)):
+                raise TypeError(f"DeviceSpec {self.name}: {field_name} must be callable")
+
+
+def api_incompatibility(version: tuple[int, int]) -> str | None:
+    """Why core cannot use a plugin built for plugin API `version`, or None when it can."""
+    core_major, core_minor = PLUGIN_API_VERSION
+    major, minor = version
+    core, theirs = f"{core_major}.{core_minor}", f"{major}.{minor}"
+    if major != core_major:
+        return f"built for plugin API {theirs}, but this lazy-core speaks plugin API {core} (major versions differ)"
+    if minor > core_minor:
+        return f"built for plugin API {theirs}, newer than this lazy-core's plugin API {core}: upgrade lazy-core"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# hook specifications
+
+
+@hookspec
+def lazy_devices() -> list[DeviceSpec]:  # type: ignore[empty-body]
+    """The devices this plugin provides.
+
+    Called by `lazy.plugins` once per process, the first time anything asks the device registry a question
+    (`Device[...]`, `Device.DEFAULT`, `python -m lazy devices`), and again only after `Device.reset()`. Each plugin's
+    implementation is called on its own, so one that raises is reported without hiding the others.
+
+    Return a list of `DeviceSpec`; an empty list is fine (e.g. a platform the plugin does not support). Must not import
+    the heavy third-party library, touch hardware, probe or open devices: put those in `DeviceSpec.probe` (cheap checks)
+    and `DeviceSpec.open` (everything else). Device names must not collide with another plugin's; a collision makes the
+    name unusable and is reported naming both plugins.
+    """
+
+
+@hookspec
+def lazy_known_failures(device: str) -> list[str]:  # type: ignore[empty-body]
+    """Conformance-suite test node ids this plugin expects to fail on `device` (a canonical name, e.g. "CL").
+
+    Called by the conformance suite (`python -m lazy.conformance --device NAME`, through `Device.known_failures`) once
+    per run, after the device's plugin has been loaded; every loaded plugin is asked, so answer `[]` for devices that
+    are not yours. Each listed test must still fail: one that passes is reported as a stale entry, and known failures
+    are counted separately, never as passes. Must not open or probe the device, and must be cheap (read a bundled file
+    or return a literal list).
+    """

@@ -1,0 +1,1203 @@
+"""`Tensor`: the user-facing array with autograd. Every method decomposes into `lazy.function` Functions, which use
+only the primitive ops; nothing runs until `.realize()` (or `.numpy()`, `.item()`, `.tolist()`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from contextlib import ContextDecorator
+from typing import Any, ClassVar, Union
+
+import numpy as np
+
+from lazy import function as F
+from lazy.device import Buffer
+from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype, to_np_dtype
+from lazy.engine.realize import run_schedule
+from lazy.engine.schedule import ScheduleItem, create_schedule
+from lazy.helpers import all_int, argfix, make_pair, prod
+from lazy.lazy import LazyBuffer
+from lazy.ops import Ops
+from lazy.plugins import Device
+from lazy.symbolic import Node, Variable, sint
+
+TensorLike = Union["Tensor", ConstType]
+
+
+def _broadcast_shape(op: str, *shapes: tuple[sint, ...]) -> tuple[sint, ...]:
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out: list[sint] = []
+    for dims in zip(*padded):
+        non_one = {d for d in dims if not (isinstance(d, int) and d == 1)}
+        if len(non_one) > 1:
+            raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
+        out.append(non_one.pop() if non_one else 1)
+    return tuple(out)
+
+
+def _from_np(data: np.ndarray, device: str) -> LazyBuffer:
+    dtype = dtypes.from_np(data.dtype)
+    lb = LazyBuffer.metaop(Ops.EMPTY, data.shape, dtype, device)
+    if data.size:
+        lb.buffer.allocate().copyin(np.ascontiguousarray(data).data)
+    else:
+        lb.buffer.allocate()
+    lb.done = True
+    return lb
+
+
+class Tensor:
+    """A lazily evaluated n-dimensional array on a device, with reverse-mode autograd."""
+
+    __slots__ = ("lazydata", "requires_grad", "grad", "_ctx", "__weakref__")
+    training: ClassVar[bool] = False
+    no_grad: ClassVar[bool] = False
+    _seed: ClassVar[int] = 0
+    _rng_counter: ClassVar[int] = 0
+
+    def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
+                 requires_grad: bool | None = None):  # fmt: skip
+        dtype = to_dtype(dtype) if dtype is not None else None
+        device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+        self.grad: Tensor | None = None
+        self.requires_grad: bool | None = requires_grad
+        self._ctx: F.Function | None = None
+        if isinstance(data, LazyBuffer):
+            lb = data if dtype is None or dtype == data.dtype else data.cast(dtype)
+        elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
+            lb = LazyBuffer.const_like(data, dtype or dtypes.from_py(data), device, ())
+        elif isinstance(data, Variable):
+            lb = LazyBuffer.const_like(data, dtype or dtypes.int32, device, ())
+        elif isinstance(data, bytes):
+            lb = _from_np(np.frombuffer(data, dtype=np.uint8), device)
+        elif isinstance(data, (list, tuple)):
+            target = dtype or dtypes.from_py(data)
+            arr = np.array(data, dtype=to_np_dtype(target) if target != dtypes.bfloat16 else np.float32)
+            lb = _from_np(arr, device) if target != dtypes.bfloat16 else _from_np(arr, device).cast(target)
+        elif isinstance(data, (np.ndarray, np.generic)):
+            arr = np.asarray(data)
+            lb = _from_np(arr, device)
+            if dtype is not None and dtype != lb.dtype:
+                lb = lb.cast(dtype)
+        elif data is None:
+            lb = LazyBuffer.metaop(Ops.EMPTY, (0,), dtype or dtypes.default_float, device)
+        else:
+            raise TypeError(f"cannot make a Tensor from {type(data).__name__}; pass a list, number, numpy array or bytes")
+        self.lazydata: LazyBuffer = lb if lb.device == device else lb.copy_to_device(device)
+
+    # -- basics ---------------------------------------------------------------------------------------------------------
+
+    @property
+    def device(self) -> str:
+        return self.lazydata.device
+
+    @property
+    def shape(self) -> tuple[sint, ...]:
+        return self.lazydata.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.lazydata.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> sint:
+        return prod(self.shape)
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def nbytes(self) -> int:
+        return int(self.numel()) * self.element_size()
+
+    def __repr__(self) -> str:
+        return f"<Tensor {self.lazydata!r} on {self.device} with grad {self.grad.lazydata if self.grad else None!r}>"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __bool__(self) -> bool:
+        raise TypeError("the truth value of a Tensor is ambiguous; use .item() for one element, or .any()/.all()")
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return int(self.shape[0])
+
+    class train(ContextDecorator):
+        def __init__(self, mode: bool = True):
+            self.mode = mode
+
+        def __enter__(self) -> None:
+            self.prev, Tensor.training = Tensor.training, self.mode
+
+        def __exit__(self, *exc: object) -> None:
+            Tensor.training = self.prev
+
+    class test(train):
+        def __init__(self, mode: bool = False):
+            super().__init__(mode)
+
+    class inference_mode(ContextDecorator):
+        """No gradients are recorded inside (`Tensor.no_grad` is set)."""
+
+        def __init__(self, mode: bool = True):
+            self.mode = mode
+
+        def __enter__(self) -> None:
+            self.prev, Tensor.no_grad = Tensor.no_grad, self.mode
+
+        def __exit__(self, *exc: object) -> None:
+            Tensor.no_grad = self.prev
+
+    # -- realization ----------------------------------------------------------------------------------------------------
+
+    def schedule(self, *others: Tensor) -> list[ScheduleItem]:
+        """The kernels and copies that realizing these tensors would run (nothing runs)."""
+        return create_schedule([t.lazydata for t in (self,) + others])
+
+    def realize(self, *others: Tensor) -> Tensor:
+        run_schedule(self.schedule(*others))
+        return self
+
+    def replace(self, x: Tensor) -> Tensor:
+        if x.shape != self.shape:
+            raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
+        self.lazydata = x.lazydata
+        return self
+
+    def assign(self, x: TensorLike) -> Tensor:
+        """Write `x` into this tensor's memory (keeps the same buffer: what optimizers and `jit` rely on)."""
+        if not isinstance(x, Tensor):
+            x = Tensor(x, device=self.device, dtype=self.dtype)
+        if x.shape != self.shape:
+            raise ValueError(f"assign: shape {x.shape} does not match {self.shape}")
+        if x.device != self.device:
+            x = x.to(self.device)
+        x = x.cast(self.dtype) if x.dtype != self.dtype else x
+        base = self.lazydata
+        if base.base is base and base.st.contiguous and base.realized is not None and base.op is not Ops.CONST:
+            self.lazydata = base.assign(x.lazydata)
+        else:
+            self.lazydata = x.lazydata
+        return self
+
+    def detach(self) -> Tensor:
+        return Tensor(self.lazydata, device=self.device, requires_grad=False)
+
+    def _buffer(self) -> Buffer:
+        t = self.cast(self.dtype.scalar()).contiguous().realize()
+        buf = t.lazydata.base.realized
+        assert buf is not None
+        return buf if t.lazydata.st.contiguous else buf
+
+    def numpy(self) -> np.ndarray:
+        """The values as a numpy array (copies them to the host)."""
+        if not all_int(self.shape):
+            raise ValueError(f"numpy() needs a concrete shape, not {self.shape}")
+        if prod(self.shape) == 0:
+            return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)
+        t = self if self.dtype != dtypes.bfloat16 else self.cast(dtypes.float32)
+        t = t.contiguous().realize()
+        buf = t.lazydata.base.realized
+        assert buf is not None
+        return buf.numpy()[: prod(self.shape)].reshape(self.shape).copy()
+
+    def data(self) -> memoryview:
+        return memoryview(self.numpy())
+
+    def item(self) -> ConstType:
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a tensor with one element, not shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def to(self, device: str | None) -> Tensor:
+        device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+        if device == self.device:
+            return self
+        ret = Tensor(self.lazydata.copy_to_device(device), device, requires_grad=self.requires_grad)
+        if self.grad is not None:
+            ret.grad = self.grad.to(device)
+        return ret
+
+    def to_(self, device: str | None) -> Tensor:
+        moved = self.to(device)
+        self.lazydata, self.grad = moved.lazydata, moved.grad
+        return self
+
+    def clone(self) -> Tensor:
+        return Tensor(self.lazydata.contiguous() if self.lazydata.base is not self.lazydata else self.lazydata.e(Ops.ADD, self.lazydata.const(0)).contiguous(), self.device, requires_grad=self.requires_grad)
+
+    # -- creation -------------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def empty(*shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
+        dtype = to_dtype(dtype) if dtype is not None else dtypes.default_float
+        dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
+        return Tensor(LazyBuffer.metaop(Ops.EMPTY, argfix(*shape), dtype, dev), dev, dtype, **kwargs)
+
+    @staticmethod
+    def full(shape: tuple[sint, ...] | sint, fill_value: ConstType, device: str | None = None,
+             dtype: DType | str | None = None, **kwargs: Any) -> Tensor:  # fmt: skip
+        shape = argfix(shape) if not isinstance(shape, tuple) else shape
+        dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
+        return Tensor(fill_value, device=device, dtype=dt, **kwargs).reshape((1,) * len(shape)).expand(shape)
+
+    @staticmethod
+    def zeros(*shape: Any, **kwargs: Any) -> Tensor:
+        return Tensor.full(argfix(*shape), 0.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
+
+    @staticmethod
+    def ones(*shape: Any, **kwargs: Any) -> Tensor:
+        return Tensor.full(argfix(*shape), 1.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
+
+    def full_like(self, fill_value: ConstType, **kwargs: Any) -> Tensor:
+        return Tensor.full(self.shape, fill_value, dtype=kwargs.pop("dtype", self.dtype), device=kwargs.pop("device", self.device), **kwargs)
+
+    def zeros_like(self, **kwargs: Any) -> Tensor:
+        return self.full_like(0, **kwargs)
+
+    def ones_like(self, **kwargs: Any) -> Tensor:
+        return self.full_like(1, **kwargs)
+
+    @staticmethod
+    def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
+        if stop is None:
+            start, stop = 0, start
+        count = max(math.ceil((stop - start) / step), 0)
+        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.default_int))
+        idx = Tensor._index_ramp(count, kwargs.pop("device", None))
+        return (idx.cast(dtype) * step + start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
+
+    @staticmethod
+    def _index_ramp(count: int, device: str | None) -> Tensor:
+        """0, 1, ..., count-1 as int32, built from masked constants (one per bit), so no host data is needed."""
+        if count <= 1:
+            return Tensor.zeros(count, dtype=dtypes.int32, device=device)
+        bits = max(1, (count - 1).bit_length())
+        total: Tensor | None = None
+        for axis in range(bits):
+            weight = 1 << (bits - 1 - axis)
+            bit = Tensor.full((1,), weight, dtype=dtypes.int32, device=device).pad(((1, 0),))  # [0, weight]
+            shape = [1] * bits
+            shape[axis] = 2
+            term = bit.reshape(tuple(shape)).expand((2,) * bits)
+            total = term if total is None else total + term
+        assert total is not None
+        return total.reshape(1 << bits).shrink(((0, count),))
+
+    @staticmethod
+    def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
+        m = n if m is None else m
+        dtype = kwargs.pop("dtype", dtypes.default_float)
+        device = kwargs.pop("device", None)
+        rows = Tensor._index_ramp(n, device).reshape(n, 1)
+        cols = Tensor._index_ramp(m, device).reshape(1, m)
+        return (rows == cols).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
+
+    @staticmethod
+    def manual_seed(seed: int = 0) -> None:
+        Tensor._seed, Tensor._rng_counter = seed, 0
+
+    @staticmethod
+    def _threefry_bits(count: int, device: str | None) -> Tensor:
+        """`count` random uint32 from Threefry-2x32 (20 rounds) over a counter: the same bits on every device."""
+        Tensor._rng_counter += 1
+        u32 = dtypes.uint32
+        ctr = Tensor._index_ramp(count, device).cast(u32)
+        k0, k1 = Tensor._seed & 0xFFFFFFFF, Tensor._rng_counter & 0xFFFFFFFF
+        ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)
+        x0 = ctr + ks[0]
+        x1 = Tensor.full((count,), ks[1], dtype=u32, device=device) if count else ctr
+        rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
+        for i in range(5):
+            for r in rotations[i % 2]:
+                x0 = x0 + x1
+                x1 = (x1 << r) | (x1 >> (32 - r))
+                x1 = x1 ^ x0
+            x0 = x0 + ks[(i + 1) % 3]
+            x1 = x1 + ((ks[(i + 2) % 3] + i + 1) & 0xFFFFFFFF)
+        return x0
+
+    @staticmethod
+    def rand(*shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
+        """Uniform in [0, 1)."""
+        shape = argfix(*shape)
+        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+        bits = Tensor._threefry_bits(prod(shape), device)
+        # 23 random mantissa bits under exponent 0 give a float in [1, 2)
+        one_to_two = ((bits >> 9) | 0x3F800000).bitcast(dtypes.float32)
+        return (one_to_two - 1.0).cast(dt).reshape(shape).requires_grad_(kwargs.get("requires_grad"))
+
+    @staticmethod
+    def randn(*shape: Any, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
+        """Standard normal (Box-Muller)."""
+        shape = argfix(*shape)
+        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+        src = Tensor.rand((2, *shape), **{k: v for k, v in kwargs.items() if k != "requires_grad"})
+        out = src[0].mul(2 * math.pi).cos().mul((1 - src[1]).log().mul(-2).sqrt())
+        return out.cast(dt).requires_grad_(kwargs.get("requires_grad"))
+
+    @staticmethod
+    def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
+        dtype = kwargs.pop("dtype", dtypes.default_float)
+        rg = kwargs.pop("requires_grad", None)
+        return ((high - low) * Tensor.rand(*shape, **kwargs) + low).cast(dtype).requires_grad_(rg)
+
+    @staticmethod
+    def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+        return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5)
+
+    @staticmethod
+    def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+        shape = argfix(*shape)
+        bound = (6 / (shape[0] + prod(shape[1:]))) ** 0.5
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+        shape = argfix(*shape)
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+    # -- autograd -------------------------------------------------------------------------------------------------------
+
+    def _deepwalk(self) -> list[Tensor]:
+        order: list[Tensor] = []
+        visited: set[int] = set()
+        stack: list[tuple[Tensor, bool]] = [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in visited or node._ctx is None:
+                continue
+            visited.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node._ctx.parents if id(p) not in visited)
+        return order
+
+    def backward(self, gradient: Tensor | None = None) -> Tensor:
+        """Accumulate d(self)/d(leaf) into every leaf's `.grad` that has `requires_grad`."""
+        if gradient is None:
+            if self.shape != () and prod(self.shape) != 1:
+                raise ValueError(f"backward() without a gradient needs a scalar output, not shape {self.shape}")
+            gradient = Tensor(1.0, device=self.device, dtype=self.dtype, requires_grad=False).reshape(self.shape)
+        if gradient.shape != self.shape:
+            raise ValueError(f"backward: gradient shape {gradient.shape} does not match output shape {self.shape}")
+        self.grad = gradient
+        for t0 in reversed(self._deepwalk()):
+            if t0.grad is None:
+                continue
+            assert t0._ctx is not None
+            grads = t0._ctx.backward(t0.grad.lazydata)
+            grads_t = [Tensor(g, device=self.device, requires_grad=False) if g is not None else None
+                       for g in (grads if isinstance(grads, tuple) else (grads,))]  # fmt: skip
+            for parent, g in zip(t0._ctx.parents, grads_t):
+                if g is None or not parent.requires_grad:
+                    continue
+                assert g.shape == parent.shape, f"grad shape {g.shape} != {parent.shape} in {type(t0._ctx).__name__}"
+                parent.grad = g if parent.grad is None else parent.grad + g
+            del t0._ctx
+            t0._ctx = None
+        return self
+
+    def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+        """d(self)/d(target) for each target, without touching `.grad`."""
+        saved = [(t, t.grad, t.requires_grad) for t in targets]
+        for t in targets:
+            t.grad, t.requires_grad = None, True
+        self.backward(gradient)
+        out = [t.grad if t.grad is not None else t.zeros_like() for t in targets]
+        for t, g, rg in saved:
+            t.grad, t.requires_grad = g, rg
+        return out
+
+    # -- movement -------------------------------------------------------------------------------------------------------
+
+    def _resolve_shape(self, shape: tuple[Any, ...]) -> tuple[sint, ...]:
+        shape = tuple(int(s) if isinstance(s, (np.integer,)) else s for s in shape)
+        if sum(1 for s in shape if isinstance(s, int) and s == -1) > 1:
+            raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+        if -1 in shape:
+            known = prod(s for s in shape if not (isinstance(s, int) and s == -1))
+            if known == 0 or self.numel() % known != 0:
+                raise ValueError(f"reshape: cannot reshape {self.shape} to {shape}")
+            shape = tuple(self.numel() // known if isinstance(s, int) and s == -1 else s for s in shape)
+        return shape
+
+    def reshape(self, shape: Any, *args: Any) -> Tensor:
+        new_shape = self._resolve_shape(argfix(shape, *args))
+        if prod(new_shape) != self.numel():
+            raise ValueError(f"reshape: cannot reshape {self.shape} ({self.numel()} elements) to {new_shape}")
+        return self if new_shape == self.shape else F.Reshape.apply(self, shape=new_shape)
+
+    def view(self, *shape: Any) -> Tensor:
+        return self.reshape(argfix(*shape))
+
+    def expand(self, shape: Any, *args: Any) -> Tensor:
+        new_shape = argfix(shape, *args)
+        if len(new_shape) < self.ndim:
+            raise ValueError(f"expand: cannot expand {self.shape} to fewer dimensions {new_shape}")
+        padded = (1,) * (len(new_shape) - self.ndim) + self.shape
+        target = tuple(p if isinstance(s, int) and s == -1 else s for s, p in zip(new_shape, padded))
+        for p, s in zip(padded, target):
+            if p != s and not (isinstance(p, int) and p == 1):
+                raise ValueError(f"expand: cannot expand {self.shape} to {new_shape}")
+        x = self.reshape(padded) if padded != self.shape else self
+        return x if target == x.shape else F.Expand.apply(x, shape=target)
+
+    def _resolve_axis(self, axis: int, ndim: int | None = None) -> int:
+        n = self.ndim if ndim is None else ndim
+        if not -max(n, 1) <= axis < max(n, 1):
+            raise IndexError(f"axis {axis} is out of range for a tensor with {n} dimensions (shape {self.shape})")
+        return axis + n if axis < 0 else axis
+
+    def permute(self, order: Any, *args: Any) -> Tensor:
+        order = tuple(self._resolve_axis(a) for a in argfix(order, *args))
+        if sorted(order) != list(range(self.ndim)):
+            raise ValueError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
+        return F.Permute.apply(self, order=order)
+
+    def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+        order = list(range(self.ndim))
+        a, b = self._resolve_axis(dim0), self._resolve_axis(dim1)
+        order[a], order[b] = order[b], order[a]
+        return self.permute(tuple(order))
+
+    @property
+    def T(self) -> Tensor:
+        return self.transpose()
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        start, end = self._resolve_axis(start_dim), self._resolve_axis(end_dim)
+        return self.reshape(self.shape[:start] + (prod(self.shape[start : end + 1]),) + self.shape[end + 1 :])
+
+    def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Tensor:
+        dim = self._resolve_axis(dim)
+        return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1 :])
+
+    def squeeze(self, dim: int | None = None) -> Tensor:
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        dim = self._resolve_axis(dim)
+        return self if self.shape[dim] != 1 else self.reshape(self.shape[:dim] + self.shape[dim + 1 :])
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        dim = self._resolve_axis(dim, self.ndim + 1)
+        return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
+
+    def pad(self, padding: Sequence[Any], value: float = 0.0) -> Tensor:
+        """`padding`: ((before, after), ...) per axis, or a flat torch-style tuple for the last axes (last axis first)."""
+        if padding and not isinstance(padding[0], (tuple, list)) and padding[0] is not None:
+            flat = list(padding)
+            if len(flat) % 2:
+                raise ValueError(f"pad: flat padding needs an even number of values, got {flat}")
+            pairs = [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)][::-1]
+            arg = [(0, 0)] * (self.ndim - len(pairs)) + pairs
+        else:
+            arg = [(0, 0) if p is None else tuple(p) for p in padding]
+        if len(arg) != self.ndim:
+            raise ValueError(f"pad: padding {padding} does not match the {self.ndim} axes of {self.shape}")
+        if any(b < 0 or a < 0 for b, a in arg):
+            shrink_arg = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(arg, self.shape))
+            x = self.shrink(shrink_arg)
+            return x.pad(tuple((max(b, 0), max(a, 0)) for b, a in arg), value)
+        if all(b == 0 and a == 0 for b, a in arg):
+            return self
+        out = F.Pad.apply(self, arg=tuple(arg))
+        if value != 0:
+            mask = F.Pad.apply(Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device), arg=tuple(arg))
+            out = mask.where(out, value)
+        return out
+
+    def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
+        full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
+        if len(full) != self.ndim:
+            raise ValueError(f"shrink: {arg} does not match the {self.ndim} axes of {self.shape}")
+        for (b, e), s in zip(full, self.shape):
+            if isinstance(b, int) and isinstance(e, int) and isinstance(s, int) and not 0 <= b <= e <= s:
+                raise ValueError(f"shrink: range {(b, e)} is outside an axis of size {s} (shape {self.shape})")
+        if all(b == 0 and e == s for (b, e), s in zip(full, self.shape)):
+            return self
+        return F.Shrink.apply(self, arg=full)
+
+    def flip(self, axis: Any, *args: Any) -> Tensor:
+        axes = tuple(self._resolve_axis(a) for a in argfix(axis, *args))
+        return F.Flip.apply(self, axis=axes)
+
+    def _stride(self, axis: int, step: int) -> Tensor:
+        """Every `step`-th element along `axis` (step > 0)."""
+        if step == 1:
+            return self
+        n = self.shape[axis]
+        assert isinstance(n, int)
+        count = math.ceil(n / step)
+        padded = self.pad(tuple((0, count * step - n) if i == axis else (0, 0) for i in range(self.ndim)))
+        shape = self.shape[:axis] + (count, step) + self.shape[axis + 1 :]
+        picked = padded.reshape(shape).shrink(tuple((0, 1) if i == axis + 1 else (0, s) for i, s in enumerate(shape)))
+        return picked.reshape(self.shape[:axis] + (count,) + self.shape[axis + 1 :])
+
+    def __getitem__(self, indices: Any) -> Tensor:
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        if any(isinstance(i, (Tensor, list)) for i in indices):
+            raise NotImplementedError("indexing with tensors or lists (fancy indexing) is not supported yet")
+        n_ellipsis = sum(1 for i in indices if i is Ellipsis)
+        if n_ellipsis > 1:
+            raise IndexError("an index can only have a single ellipsis")
+        consumed = sum(1 for i in indices if i is not None and i is not Ellipsis)
+        if consumed > self.ndim:
+            raise IndexError(f"too many indices ({consumed}) for a tensor of shape {self.shape}")
+        if n_ellipsis:
+            pos = indices.index(Ellipsis)
+            indices = indices[:pos] + (slice(None),) * (self.ndim - consumed) + indices[pos + 1 :]
+        else:
+            indices = indices + (slice(None),) * (self.ndim - consumed)
+        x, out_shape, axis = self, [], 0
+        for idx in indices:
+            if idx is None:
+                out_shape.append(1)
+                continue
+            size = x.shape[axis]
+            if isinstance(idx, (int, np.integer)):
+                i = int(idx)
+                if not -size <= i < size:
+                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
+                i += size if i < 0 else 0
+                x = x.shrink(tuple((i, i + 1) if a == axis else None for a in range(x.ndim)))
+            elif isinstance(idx, slice):
+                start, stop, step = idx.indices(size)
+                if step > 0:
+                    x = x.shrink(tuple((start, max(start, stop)) if a == axis else None for a in range(x.ndim)))
+                    x = x._stride(axis, step)
+                else:
+                    lo = stop + 1
+                    x = x.shrink(tuple((lo, max(lo, start + 1)) if a == axis else None for a in range(x.ndim)))
+                    x = x.flip(axis)._stride(axis, -step)
+                out_shape.append(x.shape[axis])
+            else:
+                raise TypeError(f"cannot index a tensor with {type(idx).__name__} {idx!r}")
+            axis += 1
+        return x.reshape(tuple(out_shape))
+
+    def __setitem__(self, indices: Any, value: TensorLike) -> None:
+        raise NotImplementedError("item assignment is not supported yet; build the tensor with where/pad/cat")
+
+    def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
+        dim = self._resolve_axis(dim)
+        tensors = (self,) + others
+        for t in others:
+            if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != dim):
+                raise ValueError(f"cat: shapes {self.shape} and {t.shape} differ outside dimension {dim}")
+        dtype = least_upper_dtype(*(t.dtype for t in tensors))
+        total = sum(t.shape[dim] for t in tensors)
+        out: Tensor | None = None
+        offset = 0
+        for t in tensors:
+            size = t.shape[dim]
+            padded = t.cast(dtype).pad(tuple((offset, total - offset - size) if i == dim else (0, 0) for i in range(self.ndim)))
+            out = padded if out is None else out + padded
+            offset += size
+        assert out is not None
+        return out
+
+    @staticmethod
+    def stack(*tensors: Tensor, dim: int = 0) -> Tensor:
+        tensors = argfix(*tensors)
+        first = tensors[0]
+        for t in tensors[1:]:
+            if t.shape != first.shape:
+                raise ValueError(f"stack: shapes {first.shape} and {t.shape} differ")
+        dim = first._resolve_axis(dim, first.ndim + 1)
+        return tensors[0].unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in tensors[1:]], dim=dim)
+
+    def repeat(self, repeats: Any, *args: Any) -> Tensor:
+        reps = argfix(repeats, *args)
+        base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
+        expanded = base.reshape(tuple(x for s in base.shape for x in (1, s)))
+        expanded = expanded.expand(tuple(x for r, s in zip(reps, base.shape) for x in (r, s)))
+        return expanded.reshape(tuple(r * s for r, s in zip(reps, base.shape)))
+
+    def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        dim = self._resolve_axis(dim)
+        n = self.shape[dim]
+        assert isinstance(n, int)
+        parts = [sizes] * math.ceil(n / sizes) if isinstance(sizes, int) else list(sizes)
+        if isinstance(sizes, int):
+            parts[-1] = n - sizes * (len(parts) - 1)
+        if sum(parts) != n:
+            raise ValueError(f"split: sizes {sizes} do not add up to {n} (dimension {dim} of {self.shape})")
+        out, offset = [], 0
+        for p in parts:
+            out.append(self.shrink(tuple((offset, offset + p) if i == dim else None for i in range(self.ndim))))
+            offset += p
+        return tuple(out)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        n = self.shape[self._resolve_axis(dim)]
+        assert isinstance(n, int)
+        return self.split(math.ceil(n / chunks), dim)
+
+    # -- reductions -----------------------------------------------------------------------------------------------------
+
+    def _reduce_axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
+        if axis is None:
+            return tuple(range(self.ndim))
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        return tuple(sorted({self._resolve_axis(a) for a in axes}))
+
+    def _reduce(self, fxn: type[F.Function], axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
+        axes = self._reduce_axes(axis)
+        if self.ndim == 0:
+            return self
+        ret = fxn.apply(self, axis=axes)
+        return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, acc_dtype: DType | None = None,
+            dtype: DType | None = None) -> Tensor:  # fmt: skip
+        acc = acc_dtype or sum_acc_dtype(self.dtype)
+        out = self.cast(acc)._reduce(F.Sum, axis, keepdim)
+        if dtype is not None:
+            return out.cast(dtype)
+        return out.cast(self.dtype) if dtypes.is_float(self.dtype) and acc_dtype is None else out
+
+    def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self.log().sum(axis, keepdim).exp() if dtypes.is_float(self.dtype) else self._int_prod(axis, keepdim)
+
+    def _int_prod(self, axis: Any, keepdim: bool) -> Tensor:
+        raise NotImplementedError("prod of integer tensors is not supported yet")
+
+    def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self._reduce(F.Max, axis, keepdim)
+
+    def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
+            return dtypes.max(self.dtype) - (dtypes.max(self.dtype) - self).max(axis, keepdim)  # type: ignore[operator]
+        return -((-self).max(axis, keepdim))
+
+    def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        out_dtype = least_upper_float(self.dtype)
+        total = self.cast(out_dtype).sum(axis, keepdim)
+        count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
+        return total.div(count) if count != 0 else total * math.nan
+
+    def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        squares = (self - self.mean(axis, keepdim=True)).square()
+        count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
+        return squares.sum(axis, keepdim).div(max(0, count - correction))
+
+    def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        return self.var(axis, keepdim, correction).sqrt()
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        e = (self - self.max(axis, keepdim=True)).exp()
+        return e.div(e.sum(axis, keepdim=True))
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        m = self - self.max(axis, keepdim=True)
+        return m - m.exp().sum(axis, keepdim=True).log()
+
+    def logsumexp(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        m = self.max(axis, keepdim=True)
+        return (self - m).exp().sum(axis, keepdim=True).log().add(m).squeeze_axes(axis, keepdim, self.ndim)
+
+    def squeeze_axes(self, axis: int | Sequence[int] | None, keepdim: bool, ndim: int) -> Tensor:
+        if keepdim:
+            return self
+        axes = tuple(range(ndim)) if axis is None else self._reduce_axes(axis)
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        if axis is None:
+            return self.flatten().argmax(0)
+        axis = self._resolve_axis(axis)
+        n = self.shape[axis]
+        assert isinstance(n, int)
+        is_max = self == self.max(axis, keepdim=True)
+        # the first maximum wins: score n - i for index i, take the largest score
+        score = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - axis - 1))
+        best = (is_max * score).max(axis, keepdim=keepdim)
+        return (n - best).cast(dtypes.int32)
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        return (-self).argmax(axis, keepdim) if not dtypes.is_unsigned(self.dtype) else (dtypes.max(self.dtype) - self).argmax(axis, keepdim)  # type: ignore[operator]
+
+    def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self.cast(dtypes.bool).max(axis, keepdim)
+
+    def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self.logical_not().any(axis, keepdim).logical_not()
+
+    # -- elementwise ----------------------------------------------------------------------------------------------------
+
+    def _broadcasted(self, y: TensorLike, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
+        x: Tensor = self
+        if not isinstance(y, Tensor):
+            if isinstance(y, (np.ndarray, list, tuple)):
+                y = Tensor(y, device=self.device)
+            else:
+                y_dtype = x.dtype
+                if isinstance(y, float) and not dtypes.is_float(x.dtype):
+                    y_dtype = dtypes.default_float
+                elif isinstance(y, bool) or (isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool):
+                    y_dtype = x.dtype if isinstance(y, bool) else dtypes.default_int
+                if isinstance(y, Node):
+                    y_dtype = dtypes.int32
+                y = Tensor(y, device=self.device, dtype=y_dtype, requires_grad=False)
+        if x.device != y.device:
+            raise ValueError(f"{op}: tensors are on different devices ({x.device} and {y.device}); use .to() first")
+        if reverse:
+            x, y = y, x
+        out_dtype = least_upper_dtype(x.dtype, y.dtype)
+        shape = _broadcast_shape(op, x.shape, y.shape)
+        x, y = x.cast(out_dtype), y.cast(out_dtype)
+        return x._broadcast_to(shape), y._broadcast_to(shape)
+
+    def _broadcast_to(self, shape: tuple[sint, ...]) -> Tensor:
+        if self.shape == shape:
+            return self
+        padded = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if self.ndim < len(shape) else self
+        return padded.expand(shape)
+
+    def cast(self, dtype: DType | str) -> Tensor:
+        dtype = to_dtype(dtype)
+        return self if self.dtype == dtype else F.Cast.apply(self, dtype=dtype)
+
+    def bitcast(self, dtype: DType | str) -> Tensor:
+        dtype = to_dtype(dtype)
+        if self.requires_grad:
+            raise RuntimeError("bitcast is not differentiable; call .detach() first")
+        return self if self.dtype == dtype else F.Cast.apply(self, dtype=dtype, bitcast=True)
+
+    def float(self) -> Tensor:
+        return self.cast(dtypes.float32)
+
+    def half(self) -> Tensor:
+        return self.cast(dtypes.float16)
+
+    def int(self) -> Tensor:
+        return self.cast(dtypes.int32)
+
+    def bool(self) -> Tensor:
+        return self.cast(dtypes.bool)
+
+    def long(self) -> Tensor:
+        return self.cast(dtypes.int64)
+
+    def double(self) -> Tensor:
+        return self.cast(dtypes.float64)
+
+    def contiguous(self) -> Tensor:
+        return F.Contiguous.apply(self)
+
+    def contiguous_backward(self) -> Tensor:
+        return F.ContiguousBackward.apply(self)
+
+    def _float(self) -> Tensor:
+        return self.cast(least_upper_float(self.dtype))
+
+    def neg(self) -> Tensor:
+        return self.logical_not() if self.dtype == dtypes.bool else F.Neg.apply(self)
+
+    def logical_not(self) -> Tensor:
+        return F.Neq.apply(*self._broadcasted(True, op="logical_not"))
+
+    def reciprocal(self) -> Tensor:
+        return F.Reciprocal.apply(self._float())
+
+    def sqrt(self) -> Tensor:
+        return F.Sqrt.apply(self._float())
+
+    def rsqrt(self) -> Tensor:
+        return self.sqrt().reciprocal()
+
+    def exp(self) -> Tensor:
+        return F.Exp.apply(self._float())
+
+    def exp2(self) -> Tensor:
+        return F.Exp.apply(self._float() * math.log(2))
+
+    def log(self) -> Tensor:
+        return F.Log.apply(self._float())
+
+    def log2(self) -> Tensor:
+        return self.log() / math.log(2)
+
+    def sin(self) -> Tensor:
+        return F.Sin.apply(self._float())
+
+    def cos(self) -> Tensor:
+        return ((math.pi / 2) - self._float()).sin()
+
+    def tan(self) -> Tensor:
+        return self.sin() / self.cos()
+
+    def relu(self) -> Tensor:
+        return F.Relu.apply(self)
+
+    def sigmoid(self) -> Tensor:
+        return F.Sigmoid.apply(self._float())
+
+    def tanh(self) -> Tensor:
+        return 2.0 * ((2.0 * self._float()).sigmoid()) - 1.0
+
+    def gelu(self) -> Tensor:
+        return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self**3)).tanh())
+
+    def silu(self) -> Tensor:
+        return self * self.sigmoid()
+
+    def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
+        return self.relu() - (-neg_slope * self).relu()
+
+    def elu(self, alpha: float = 1.0) -> Tensor:
+        return self.relu() - alpha * (1 - self.exp()).relu()
+
+    def softplus(self, beta: float = 1.0) -> Tensor:
+        return (1 / beta) * (1 + (self * beta).exp()).log()
+
+    def abs(self) -> Tensor:
+        return self.relu() + (-self).relu()
+
+    def sign(self) -> Tensor:
+        return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+
+    def square(self) -> Tensor:
+        return self * self
+
+    def clip(self, min_: TensorLike | None = None, max_: TensorLike | None = None) -> Tensor:
+        if min_ is None and max_ is None:
+            raise ValueError("clip needs at least one of min_ or max_")
+        x = self.maximum(min_) if min_ is not None else self
+        return x.minimum(max_) if max_ is not None else x
+
+    clamp = clip
+
+    def add(self, y: TensorLike, reverse: bool = False) -> Tensor:
+        return F.Add.apply(*self._broadcasted(y, reverse, "add"))
+
+    def sub(self, y: TensorLike, reverse: bool = False) -> Tensor:
+        x, y2 = self._broadcasted(y, reverse, "sub")
+        if x.dtype == dtypes.bool:
+            raise TypeError("subtraction of bool tensors is not supported; use logical_xor or cast first")
+        return F.Add.apply(x, F.Neg.apply(y2))
+
+    def mul(self, y: TensorLike, reverse: bool = False) -> Tensor:
+        return F.Mul.apply(*self._broadcasted(y, reverse, "mul"))
+
+    def div(self, y: TensorLike, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+        x, y2 = self._broadcasted(y, reverse, "div")
+        if rounding_mode == "trunc":
+            return x.idiv(y2) if dtypes.is_int(x.dtype) else (x / y2).trunc()
+        if rounding_mode == "floor":
+            return x._floordiv(y2)
+        x, y2 = x._float(), y2._float()
+        return F.Mul.apply(x, F.Reciprocal.apply(y2))
+
+    def idiv(self, y: TensorLike, reverse: bool = False) -> Tensor:
+        """Integer division truncating toward zero (C semantics)."""
+        x, y2 = self._broadcasted(y, reverse, "idiv")
+        return F.IDiv.apply(x, y2)
+
+    def _floordiv(self, y: Tensor) -> Tensor:
+        if not dtypes.is_int(self.dtype):
+            return (self / y).floor()
+        q = F.IDiv.apply(self, y)
+        # truncation differs from floor when the signs differ and there is a remainder
+        fix = ((self < 0) != (y < 0)) & (F.Mod.apply(self, y) != 0)
+        return q - fix.cast(q.dtype)
+
+    def floordiv(self, y: TensorLike, reverse: bool = False) -> Tensor:
+        x, y2 = self._broadcasted(y, reverse, "floordiv")
+        return x._floordiv(y2)
+
+    def mod(self, y: TensorLike, reverse: bool = False) -> Tensor:
+        """Python/PyTorch modulo: the result has the sign of the divisor."""
+        x, y2 = self._broadcasted(y, reverse, "mod")
+        if not dtypes.is_int(x.dtype):
+            return x - y2 * (x / y2).floor()
+        r = F.Mod.apply(x, y2)
+        fix = (r != 0) & ((r < 0) != (y2 < 0))
+        return fix.where(r + y2, r)
+
+    def pow(self, y: TensorLike, reverse: bool = False) -> Tensor:
+        if not reverse and isinstance(y, (int, float)) and not isinstance(y, bool):
+            if y == 2:
+                return self * self
+            if y == 1:
+                return self
+            if y == 0:
+                return self.ones_like()
+            if y == 0.5:
+                return self.sqrt()
+            if isinstance(y, int) and 0 < y <= 8:
+                out = self
+                for _ in range(y - 1):
+                    out = out * self
+                return out
+        base, exponent = self._broadcasted(y, reverse, "pow")
+        base, exponent = base._float(), exponent._float()
+        magnitude = (base.abs().log() * exponent).exp()
+        # negative base: real only for integer exponents; the sign flips for odd ones
+        is_int = exponent == exponent.trunc()
+        odd = (exponent.abs() % 2) == 1
+        negative = base < 0
+        signed = negative.where(odd.where(-magnitude, magnitude), magnitude)
+        return (negative & is_int.logical_not()).where(math.nan, signed)
+
+    def maximum(self, y: TensorLike) -> Tensor:
+        return F.Maximum.apply(*self._broadcasted(y, False, "maximum"))
+
+    def minimum(self, y: TensorLike) -> Tensor:
+        x, y2 = self._broadcasted(y, False, "minimum")
+        if x.dtype == dtypes.bool:
+            return x & y2
+        return -F.Maximum.apply(-x, -y2) if not dtypes.is_unsigned(x.dtype) else x.lt(y2).where(x, y2)
+
+    def where(self, x: TensorLike, y: TensorLike) -> Tensor:
+        if isinstance(x, Tensor):
+            x_t, y_t = x._broadcasted(y, op="where")
+        elif isinstance(y, Tensor):
+            y_t, x_t = y._broadcasted(x, op="where")
+        else:
+            x_t, y_t = Tensor(x, device=self.device)._broadcasted(y, op="where")
+        shape = _broadcast_shape("where", self.shape, x_t.shape)
+        cond = self.cast(dtypes.bool)._broadcast_to(shape)
+        return F.Where.apply(cond, x_t._broadcast_to(shape), y_t._broadcast_to(shape))
+
+    def trunc(self) -> Tensor:
+        return self.cast(dtypes.int64).cast(self.dtype) if dtypes.is_float(self.dtype) else self
+
+    def floor(self) -> Tensor:
+        t = self.trunc()
+        return (self < t).where(t - 1, t)
+
+    def ceil(self) -> Tensor:
+        t = self.trunc()
+        return (self > t).where(t + 1, t)
+
+    def round(self) -> Tensor:
+        """Round half to even, like PyTorch and numpy."""
+        floor = self.floor()
+        diff = self - floor
+        even_floor = (floor.cast(dtypes.int64) % 2) == 0
+        return (diff > 0.5).where(floor + 1, (diff < 0.5).where(floor, even_floor.where(floor, floor + 1)))
+
+    # comparisons
+    def lt(self, y: TensorLike) -> Tensor:
+        return F.Less.apply(*self._broadcasted(y, False, "<"))
+
+    def gt(self, y: TensorLike) -> Tensor:
+        return F.Less.apply(*self._broadcasted(y, True, ">"))
+
+    def ne(self, y: TensorLike) -> Tensor:
+        return F.Neq.apply(*self._broadcasted(y, False, "!="))
+
+    def eq(self, y: TensorLike) -> Tensor:
+        return self.ne(y).logical_not()
+
+    def __lt__(self, y: TensorLike) -> Tensor:
+        return self.lt(y)
+
+    def __gt__(self, y: TensorLike) -> Tensor:
+        return self.gt(y)
+
+    def __ge__(self, y: TensorLike) -> Tensor:
+        return self.lt(y).logical_not()
+
+    def __le__(self, y: TensorLike) -> Tensor:
+        return self.gt(y).logical_not()
+
+    def __eq__(self, y: TensorLike) -> Tensor:  # type: ignore[override]
+        return self.eq(y)
+
+    def __ne__(self, y: TensorLike) -> Tensor:  # type: ignore[override]
+        return self.ne(y)
+
+    # bitwise / logical
+    def _bitwise(self, y: TensorLike, op: Ops, reverse: bool = False) -> Tensor:
+        x, y2 = self._broadcasted(y, reverse, op.name.lower())
+        if dtypes.is_float(x.dtype):
+            raise TypeError(f"{op.name.lower()} needs integer or bool tensors, not {x.dtype}")
+        return F.BitwiseBinary.apply(x, y2, op=op)
+
+    def bitwise_and(self, y: TensorLike) -> Tensor:
+        return self._bitwise(y, Ops.AND)
+
+    def bitwise_or(self, y: TensorLike) -> Tensor:
+        return self._bitwise(y, Ops.OR)
+
+    def xor(self, y: TensorLike) -> Tensor:
+        return self._bitwise(y, Ops.XOR)
+
+    def lshift(self, y: int) -> Tensor:
+        return self._bitwise(y, Ops.SHL)
+
+    def rshift(self, y: int) -> Tensor:
+        return self._bitwise(y, Ops.SHR)
+
+    def __and__(self, y: TensorLike) -> Tensor:
+        return self.bitwise_and(y)
+
+    def __or__(self, y: TensorLike) -> Tensor:
+        return self.bitwise_or(y)
+
+    def __xor__(self, y: TensorLike) -> Tensor:
+        return self.xor(y)
+
+    def __lshift__(self, y: int) -> Tensor:
+        return self.lshift(y)
+
+    def __rshift__(self, y: int) -> Tensor:
+        return self.rshift(y)
+
+    def __invert__(self) -> Tensor:
+        return self.logical_not() if self.dtype == dtypes.bool else self ^ ((1 << (8 * self.dtype.itemsize)) - 1 if dtypes.is_unsigned(self.dtype) else -1)
+
+    # operators
+    def __neg__(self) -> Tensor:
+        return self.neg()
+
+    def __add__(self, y: TensorLike) -> Tensor:
+        return self.add(y)
+
+    def __radd__(self, y: TensorLike) -> Tensor:
+        return self.add(y, True)
+
+    def __sub__(self, y: TensorLike) -> Tensor:
+        return self.sub(y)
+
+    def __rsub__(self, y: TensorLike) -> Tensor:
+        return self.sub(y, True)
+
+    def __mul__(self, y: TensorLike) -> Tensor:
+        return self.mul(y)
+
+    def __rmul__(self, y: TensorLike) -> Tensor:
+        return self.mul(y, True)
+
+    def __truediv__(self, y: TensorLike) -> Tensor:
+        return self.div(y)
+
+    def __rtruediv__(self, y: TensorLike) -> Tensor:
+        return self.div(y, True)
+
+    def __floordiv__(self, y: TensorLike) -> Tensor:
+        return self.floordiv(y)
+
+    def __rfloordiv__(self, y: TensorLike) -> Tensor:
+        return self.floordiv(y, True)
+
+    def __mod__(self, y: TensorLike) -> Tensor:
+        return self.mod(y)
+
+    def __rmod__(self, y: TensorLike) -> Tensor:
+        return self.mod(y, True)
+
+    def __pow__(self, y: TensorLike) -> Tensor:
+        return self.pow(y)
+
+    def __rpow__(self, y: TensorLike) -> Tensor:
+        return self.pow(y, True)
+
+    def __matmul__(self, y: Tensor) -> Tensor:
+        return self.matmul(y)
+
+    def __rmatmul__(self, y: Tensor) -> Tensor:
+        return y.matmul(self)
+
+    def __iadd__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.add(y))
+
+    def __isub__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.sub(y))
+
+    def __imul__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.mul(y))
+
+    def __itruediv__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.div(y))
+
+    # -- linear algebra and nn ------------------------------------------------------------------------------------------
+
+    def dot(self, w: Tensor) -> Tensor:
+        if self.ndim == 0 or w.ndim == 0:
+            raise ValueError(f"matmul: both arguments need at least 1 dimension, got {self.shape} and {w.shape}")
+        k_x, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
+        if k_x != k_w:
+            raise ValueError(f"matmul: shapes {self.shape} and {w.shape} are not aligned ({k_x} != {k_w})")
+        x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
+        w2 = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2) :])
+        w2 = w2.transpose(-1, -min(w.ndim, 2))
+        out_dtype = least_upper_dtype(x.dtype, w2.dtype)
+        return (x * w2).sum(-1, acc_dtype=sum_acc_dtype(out_dtype)).cast(out_dtype)
+
+    def matmul(self, w: Tensor, reverse: bool = False) -> Tensor:
+        return w.dot(self) if reverse else self.dot(w)
+
+    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
+        return x.add(bias) if bias is not None else x
+
+    def sequential(self, layers: list[Any]) -> Tensor:
+        x = self
+        for f in layers:
+            x = f(x)
+        return x
+
+    def layernorm(self, axis: int = -1, eps: float = 1e-5) -> Tensor:
+        y = self - self.mean(axis, keepdim=True)
+        return y.mul((y * y).mean(axis, keepdim=True).add(eps).rsqrt())
+
+    def dropout(self, p: float = 0.5) -> Tensor:
+        if not Tensor.training or p == 0:
+            return self
+        keep = Tensor.rand(*self.shape, device=self.device) >= p
+        return keep.where(self, 0) * (1 / (1 - p))
+
+    def one_hot(self, num_classes: int) -> Tensor:
+        return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.int32)
+
+    def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0) -> Tensor:
+        log_probs = self.log_softmax()
+        n_classes = self.shape[-1]
+        assert isinstance(n_classes, int)
+        mask = Y != ignore_index
+        y = (Y.unsqueeze(-1) == Tensor.arange(n_classes, device=self.device)).cast(log_probs.dtype) * mask.unsqueeze(-1)
+        count = mask.cast(log_probs.dtype).sum()
+        nll = -(log_probs * y).sum() / count
+        smooth = -log_probs.mean(-1).mul(mask).sum() / count
+        return (1 - label_smoothing) * nll + label_smoothing * smooth
+
+    def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+        n = self.shape[-1]
+        assert isinstance(n, int)
+        y = Y.one_hot(n).cast(self.dtype) if dtypes.is_int(Y.dtype) else Y
+        y = (1 - label_smoothing) * y + label_smoothing / n
+        loss = -(self.log_softmax(-1) * y).sum(-1)
+        return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+    def binary_crossentropy(self, Y: Tensor) -> Tensor:
+        return -(Y * self.log() + (1 - Y) * (1 - self).log()).mean()
+
+    def binary_crossentropy_logits(self, Y: Tensor) -> Tensor:
+        return (self.maximum(0) - Y * self + (1 + self.abs().neg().exp()).log()).mean()
+
+
+def _init_aliases() -> None:
+    Tensor.swish = Tensor.silu  # type: ignore[attr-defined]
+
+
+_init_aliases()

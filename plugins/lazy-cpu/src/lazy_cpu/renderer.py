@@ -1,0 +1,130 @@
+"""Renderers of the CPU plugin: `ClangRenderer` (C for clang or gcc, a dialect of core's C-style renderer) and
+`LLVMRenderer` (LLVM IR text, in `lazy_cpu.llvmir`), both for a kernel that loops over its whole range itself."""
+
+from __future__ import annotations
+
+import re
+import struct
+from typing import Callable
+
+from lazy.codegen.uops import UOp
+from lazy.dtype import DType, dtypes
+from lazy.ops import Ops, truncate
+from lazy.renderer import Capabilities
+from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage
+
+from lazy_cpu.llvmir import LLVMRenderer
+
+__all__ = ["ClangRenderer", "LLVMRenderer", "HOST_CAPS"]
+
+HOST_CAPS = Capabilities(has_threads=False, has_local=False, vector_widths=(4, 8), core_split=True)
+_POSITIVE_INT = re.compile(r"[1-9][0-9]*[uUlL]*")  # a divisor literal that needs no zero check
+
+
+def _builtin(name: str) -> Callable[..., str]:
+    return lambda *xs, dtype: f"__builtin_{name}{'' if dtype == dtypes.float64 else 'f'}({','.join(xs)})"
+
+
+def _checked_div(op: str) -> Callable[..., str]:
+    """Integer / or %: x/0 is 0 (and INT_MIN/-1 wraps) as in `lazy.ops`, instead of a trap that kills the process."""
+
+    def render(a: str, b: str, dtype: DType) -> str:
+        if _POSITIVE_INT.fullmatch(b):
+            return f"({a}{op}{b})"
+        if dtypes.is_unsigned(dtype) or dtype == dtypes.bool:
+            return f"(({b})?({a}{op}{b}):0)"
+        minus_one = f"(-{a})" if op == "/" else "0"
+        return f"(({b})==0?0:({b})==-1?{minus_one}:({a}{op}{b}))"
+
+    return render
+
+
+def _idiv(a: str, b: str, dtype: DType) -> str:
+    return _builtin("trunc")(f"({a}/{b})", dtype=dtype) if dtypes.is_float(dtype) else _checked_div("/")(a, b, dtype)
+
+
+def _mod(a: str, b: str, dtype: DType) -> str:
+    return _builtin("fmod")(a, b, dtype=dtype) if dtypes.is_float(dtype) else _checked_div("%")(a, b, dtype)
+
+
+def _mulacc(a: str, b: str, c: str, dtype: DType) -> str:
+    # float32 (and half, computed in float32): one rounding of a*b+c, which is what the reference's exact-in-double
+    # product followed by one rounding gives; float64 and ints keep the plain multiply-add
+    return _builtin("fma")(a, b, c, dtype=dtype) if dtype == dtypes.float32 else f"(({a}*{b})+{c})"
+
+
+BF16_HELPERS = [
+    "static inline float lazy_bf2f(unsigned short x) { unsigned int u = (unsigned int)x << 16; float f; "
+    "__builtin_memcpy(&f, &u, 4); return f; }",
+    "static inline unsigned short lazy_f2bf(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4); "
+    "if ((u & 0x7fffffffu) <= 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16); }",
+]
+
+
+class ClangRenderer(CStyleLanguage):
+    """C for the host compiler: GCC vector extensions (`vector_size`) for vectors, `_Float16` for half, bfloat16
+    held as its 16 bits and computed in float, and checked integer division."""
+
+    device = "CPU"
+    caps = HOST_CAPS
+    buffer_suffix = " restrict"
+    type_map = {**CStyleLanguage.type_map, dtypes.bool: "_Bool", dtypes.float16: "_Float16",
+                dtypes.bfloat16: "unsigned short"}  # fmt: skip
+    vector_cast = "__builtin_convertvector({x}, {type})"
+    infinity = "__builtin_inff()"
+    nan = '__builtin_nanf("")'
+    code_for_op = {**BASE_CODE_FOR_OP, Ops.EXP2: _builtin("exp2"), Ops.LOG2: _builtin("log2"), Ops.SIN: _builtin("sin"),
+                   Ops.SQRT: _builtin("sqrt"), Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MULACC: _mulacc}  # fmt: skip
+    native_vector_ops = frozenset({Ops.ADD, Ops.MUL, Ops.NEG, Ops.RECIP, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR,
+                                   Ops.MULACC})  # fmt: skip
+    native_vector_dtypes = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64,
+                                      dtypes.uint64})  # fmt: skip
+
+    def vector_native(self, op: Ops, dtype: DType, src_dtype: DType) -> bool:
+        if op is Ops.MULACC and src_dtype.scalar() == dtypes.float32:
+            return False  # per-lane fmaf, which the compiler turns back into one vector fma
+        return super().vector_native(op, dtype, src_dtype)
+
+    def compute_dtype(self, op: Ops, dtype: DType) -> DType:
+        if dtype == dtypes.bfloat16 and op is not Ops.WHERE:
+            return dtypes.float32
+        if dtype == dtypes.float16 and op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.MULACC):
+            return dtypes.float32
+        return dtype
+
+    def render_float_const(self, value: float, dtype: DType) -> str:
+        if dtype == dtypes.bfloat16:  # the constant's bits
+            bits = struct.unpack("<I", struct.pack("<f", truncate(value, dtypes.bfloat16)))[0] >> 16
+            return f"((unsigned short)0x{bits:04x})"
+        return super().render_float_const(value, dtype)
+
+    def render_cast(self, x: str, src: DType, dst: DType) -> str:
+        bf16 = dtypes.bfloat16
+        if bf16 not in (src.scalar(), dst.scalar()) or src == dst:
+            return super().render_cast(x, src, dst)
+        if dst.count > 1:
+            return self.render_vectorize(dst, [self.render_cast(self.render_gep(x, i), src.scalar(), dst.scalar())
+                                               for i in range(dst.count)])  # fmt: skip
+        if src == bf16:
+            as_float = f"lazy_bf2f({x})"
+            return as_float if dst == dtypes.float32 else super().render_cast(as_float, dtypes.float32, dst)
+        return f"lazy_f2bf({x if src == dtypes.float32 else super().render_cast(x, src, dtypes.float32)})"
+
+    def render_vector_load(self, buf: str, idx: str, dtype: DType) -> str:
+        return f"lazy_load_{self.render_dtype(dtype)}({buf}+{idx})"
+
+    def render_vector_store(self, buf: str, idx: str, val: str, dtype: DType) -> str:
+        return f"lazy_store_{self.render_dtype(dtype)}({buf}+{idx}, {val});"
+
+    def render_prelude(self, uops: list[UOp]) -> list[str]:
+        used = {u.dtype.base() if u.dtype.is_ptr else u.dtype for u in uops if u.dtype is not None}  # type: ignore[attr-defined]
+        lines = list(BF16_HELPERS) if any(d.scalar() == dtypes.bfloat16 for d in used) else []
+        for vec in sorted((d for d in used if d.count > 1), key=lambda d: d.name):
+            name, elem = vec.name, self.type_map[vec.scalar()]
+            lane = "unsigned char" if vec.scalar() == dtypes.bool else elem  # no vectors of _Bool: bytes hold 0/1
+            lines += [f"typedef {lane} {name} __attribute__((vector_size({vec.itemsize})));",
+                      f"static inline {name} lazy_load_{name}(const {elem}* p) {{ {name} v; "
+                      f"__builtin_memcpy(&v, p, sizeof(v)); return v; }}",
+                      f"static inline void lazy_store_{name}({elem}* p, {name} v) {{ "
+                      f"__builtin_memcpy(p, &v, sizeof(v)); }}"]  # fmt: skip
+        return lines

@@ -1,0 +1,536 @@
+"""The plugin system: discovery, failure isolation, LAZY_PLUGINS, the default device, `Device[...]` and
+`python -m lazy devices`. Plugins here are in-test objects registered through `Device.register` or fake entry points."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.metadata
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import lazy.plugins
+from lazy.device import Allocator, BufferSpec, Compiled, Compiler, DeviceError, get_device, opened_devices
+from lazy.helpers import Context
+from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, api_incompatibility, hookimpl
+from lazy.plugins import Device
+from lazy.renderer import Renderer
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+# ---------------------------------------------------------------------------------------------------------------------
+# a minimal device and plugins built from it
+
+
+class BytesAllocator(Allocator):
+    def _alloc(self, size: int, spec: BufferSpec) -> bytearray:
+        return bytearray(size)
+
+    def _copyin(self, dest: bytearray, src: memoryview) -> None:
+        dest[:] = src
+
+    def _copyout(self, dest: memoryview, src: bytearray) -> None:
+        dest[:] = src
+
+
+class FakeCompiled(Compiled):
+    def __init__(self, name: str):
+        super().__init__(name, BytesAllocator(), Renderer(), Compiler(), runtime=lambda fxn_name, lib: None)
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
+
+def make_spec(name: str, priority: int = 10, probe: Callable[[], tuple[bool, str]] | None = None,
+              opener: Callable[[str], Compiled] = FakeCompiled, api: tuple[int, int] = PLUGIN_API_VERSION,
+              default_ok: bool = True) -> DeviceSpec:  # fmt: skip
+    return DeviceSpec(name, api, priority, probe or (lambda: (True, "always works")), opener, default_ok=default_ok)
+
+
+class DevicePlugin:
+    """A plugin object whose `lazy_devices` returns `specs` (or calls them, when it is a function)."""
+
+    def __init__(self, specs: list[Any] | Callable[[], list[Any]], known_failures: dict[str, list[str]] | None = None):
+        self.specs, self.failures = specs, known_failures or {}
+
+    @hookimpl
+    def lazy_devices(self) -> list[DeviceSpec]:
+        return self.specs() if callable(self.specs) else list(self.specs)
+
+    @hookimpl
+    def lazy_known_failures(self, device: str) -> list[str]:
+        return self.failures.get(device, [])
+
+
+def raising_hook() -> list[DeviceSpec]:
+    raise RuntimeError("driver table corrupted")
+
+
+def register_zoo() -> None:
+    """One good plugin and one of each kind of broken plugin."""
+    Device.register(DevicePlugin([make_spec("FAKE", priority=50)]), "fake", dist="lazy-fake", version="1.2")
+    Device.register(DevicePlugin(raising_hook), "raiser", dist="lazy-raiser")
+    Device.register(DevicePlugin([make_spec("FUTURE", api=(2, 0))]), "future", dist="lazy-future")
+    Device.register(DevicePlugin([make_spec("TWIN")]), "twin_a", dist="lazy-twin-a")
+    Device.register(DevicePlugin([make_spec("TWIN")]), "twin_b", dist="lazy-twin-b")
+
+
+def info(name: str) -> Any:
+    return next(p for p in Device.plugins() if p.name == name)
+
+
+@pytest.fixture(autouse=True)
+def clean_registry():
+    """Hermetic: no installed entry points, no LAZY_DEVICE/LAZY_PLUGINS from the environment, nothing leaks."""
+    Device.reset(discover=False)
+    with Context(DEVICE="", PLUGINS=""):
+        yield
+    Device.reset()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# names and specs
+
+
+@pytest.mark.parametrize("name, canonical", [
+    ("cpu", "CPU"), ("CPU:0", "CPU"), ("cl:1", "CL:1"), ("CL:01", "CL:1"), ("CL:00", "CL"),
+    ("DISK:/tmp/Some File", "DISK:/tmp/Some File"), ("disk:relative/Path.bin", "DISK:relative/Path.bin"),
+])  # fmt: skip
+def test_canonicalize(name: str, canonical: str) -> None:
+    assert Device.canonicalize(name) == canonical
+
+
+@pytest.mark.parametrize("bad", ["", ":1", "CPU:", "not-a-device", "1CPU"])
+def test_canonicalize_rejects_bad_names(bad: str) -> None:
+    with pytest.raises(DeviceError, match="not a device name"):
+        Device.canonicalize(bad)
+
+
+def test_device_spec_validation() -> None:
+    with pytest.raises(ValueError, match="upper-case"):
+        make_spec("cuda")
+    with pytest.raises(ValueError, match="upper-case"):
+        make_spec("CUDA:1")
+    with pytest.raises(ValueError, match="api_version"):
+        DeviceSpec("CUDA", (1,), 1, lambda: (True, ""), FakeCompiled)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="probe"):
+        DeviceSpec("CUDA", (1, 0), 1, None, FakeCompiled)  # type: ignore[arg-type]
+
+
+def test_api_version_rule() -> None:
+    major, minor = PLUGIN_API_VERSION
+    assert api_incompatibility((major, minor)) is None
+    newer = api_incompatibility((major, minor + 1))
+    assert newer is not None and f"{major}.{minor + 1}" in newer and f"{major}.{minor}" in newer
+    other_major = api_incompatibility((major + 1, 0))
+    assert other_major is not None and f"{major + 1}.0" in other_major and f"{major}.{minor}" in other_major
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# opening devices
+
+
+def test_fake_device_opens_by_name_and_ordinal_zero() -> None:
+    Device.register(DevicePlugin([make_spec("FAKE")]), "fake")
+    dev = Device["FAKE"]
+    assert isinstance(dev, FakeCompiled) and dev.device == "FAKE"
+    assert Device["fake:0"] is dev and Device["fake"] is dev
+    assert Device.opened("FAKE:0") is dev and opened_devices["FAKE"] is dev and get_device("FAKE") is dev
+    second = Device["FAKE:1"]
+    assert second is not dev and second.device == "FAKE:1" and Device.opened("FAKE:2") is None
+
+
+def test_get_device_and_buffers_go_through_the_registry() -> None:
+    import numpy as np
+
+    from lazy.device import Buffer
+    from lazy.dtype import dtypes
+
+    Device.register(DevicePlugin([make_spec("FAKE")]), "fake")
+    buf = Buffer("FAKE", 4, dtypes.int32).copyin(np.arange(4, dtype=np.int32).data)
+    np.testing.assert_equal(buf.numpy(), np.arange(4, dtype=np.int32))
+    assert Device.opened("FAKE") is get_device("FAKE")
+
+
+def test_path_argument_is_passed_verbatim_to_open() -> None:
+    seen: list[str] = []
+    opener = lambda name: seen.append(name) or FakeCompiled(name)  # noqa: E731
+    Device.register(DevicePlugin([make_spec("DISKY", opener=opener)]), "disky")
+    assert Device["disky:/tmp/MixedCase.bin"].device == "DISKY:/tmp/MixedCase.bin"
+    assert seen == ["DISKY:/tmp/MixedCase.bin"]
+
+
+def test_reset_closes_opened_devices_and_forgets_plugins() -> None:
+    Device.register(DevicePlugin([make_spec("FAKE")]), "fake")
+    dev = Device["FAKE"]
+    Device.reset(discover=False)
+    assert dev.closed and "FAKE" not in opened_devices and Device.opened("FAKE") is None
+    with pytest.raises(DeviceError, match="unknown device 'FAKE'"):
+        Device["FAKE"]
+
+
+def test_unknown_device_lists_existing_devices_and_problems() -> None:
+    register_zoo()
+    with pytest.raises(DeviceError) as err:
+        Device["NOPE:1"]
+    msg = str(err.value)
+    assert "unknown device 'NOPE:1'" in msg and "FAKE" in msg and "TWIN" in msg
+    assert "driver table corrupted" in msg  # the plugin problems come with it
+
+
+def test_unknown_device_with_no_plugins_says_how_to_install_one() -> None:
+    with pytest.raises(DeviceError, match="pip install lazy-cpu"):
+        Device["CPU"]
+
+
+def test_failing_probe_raises_with_reason_and_plugin_name() -> None:
+    gpu = make_spec("GPU", probe=lambda: (False, "libgpu.so not found"))
+    Device.register(DevicePlugin([gpu]), "gpu", dist="lazy-gpu")
+    Device.register(DevicePlugin([make_spec("FAKE")]), "fake")
+    with pytest.raises(DeviceError, match="libgpu.so not found") as err:
+        Device["GPU"]
+    assert "'gpu'" in str(err.value) and "lazy-gpu" in str(err.value)
+    assert Device.probe("gpu:3") == (False, "libgpu.so not found")
+    assert isinstance(Device["FAKE"], FakeCompiled)  # the registry still works
+
+
+def test_probe_that_raises_or_misbehaves_is_an_unusable_device() -> None:
+    def broken_probe() -> tuple[bool, str]:
+        raise OSError("permission denied on /dev/gpu0")
+
+    Device.register(DevicePlugin([make_spec("GPU", probe=broken_probe)]), "gpu")
+    Device.register(DevicePlugin([make_spec("ODD", probe=lambda: "yes")]), "odd")  # type: ignore[arg-type, return-value]
+    assert Device.probe("GPU") == (False, "probe() raised OSError: permission denied on /dev/gpu0")
+    assert Device.probe("ODD")[0] is False and "expected (usable: bool, reason: str)" in Device.probe("ODD")[1]
+
+
+def test_probe_runs_once_per_process() -> None:
+    calls = []
+    Device.register(DevicePlugin([make_spec("FAKE", probe=lambda: calls.append(1) or (True, "fine"))]), "fake")
+    for _ in range(3):
+        assert Device.probe("FAKE") == (True, "fine")
+    Device["FAKE"], Device["FAKE:1"], Device.DEFAULT
+    assert len(calls) == 1
+
+
+def test_failed_open_is_not_cached_and_a_later_open_works() -> None:
+    attempts: list[str] = []
+
+    def flaky_open(name: str) -> Compiled:
+        attempts.append(name)
+        if len(attempts) == 1:
+            raise RuntimeError("device busy")
+        return FakeCompiled(name)
+
+    Device.register(DevicePlugin([make_spec("FLAKY", opener=flaky_open)]), "flaky", dist="lazy-flaky")
+    with pytest.raises(DeviceError, match="device busy") as err:
+        Device["FLAKY"]
+    assert "'flaky'" in str(err.value)
+    assert Device.opened("FLAKY") is None and "FLAKY" not in opened_devices
+    assert Device["FLAKY"] is Device["FLAKY"] and len(attempts) == 2
+
+
+def test_open_returning_the_wrong_type_is_a_device_error() -> None:
+    Device.register(DevicePlugin([make_spec("WRONG", opener=lambda name: object())]), "wrong")  # type: ignore[arg-type]
+    with pytest.raises(DeviceError, match="not a lazy.device.Compiled"):
+        Device["WRONG"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# failure isolation
+
+
+def test_broken_plugins_are_listed_and_do_not_hide_the_good_one() -> None:
+    register_zoo()
+    assert isinstance(Device["FAKE"], FakeCompiled)
+    assert set(Device.specs()) == {"FAKE"}
+    fake = info("fake")
+    assert (fake.status, fake.distribution, fake.version) == ("ok", "lazy-fake", "1.2")
+    assert [s.name for s in fake.devices] == ["FAKE"]
+    raiser = info("raiser")
+    assert raiser.status == "error" and "RuntimeError: driver table corrupted" in raiser.reason
+    future = info("future")
+    assert future.status == "error" and "2.0" in future.reason and "1.0" in future.reason and "FUTURE" in future.reason
+    with pytest.raises(DeviceError, match="unknown device 'FUTURE'"):
+        Device["FUTURE"]
+    problems = {p.plugin: p for p in Device.problems()}
+    assert set(problems) == {"raiser", "future", "twin_a", "twin_b"}
+    assert "driver table corrupted" in problems["raiser"].detail  # the traceback is kept for `devices -v`
+
+
+def test_name_collision_is_reported_and_neither_plugin_wins() -> None:
+    register_zoo()
+    for plugin in ("twin_a", "twin_b"):
+        status, reason = info(plugin).status, info(plugin).reason
+        assert status == "error" and "lazy-twin-a" in reason and "lazy-twin-b" in reason
+    with pytest.raises(DeviceError, match="TWIN cannot be used") as err:
+        Device["TWIN"]
+    assert "twin_a" in str(err.value) and "twin_b" in str(err.value)
+    usable, reason = Device.probe("TWIN")
+    assert not usable and "twin_a" in reason and "twin_b" in reason
+    with Context(PLUGINS="twin_b"):  # choosing one of them resolves it
+        assert isinstance(Device["TWIN"], FakeCompiled) and Device.problems() == []
+
+
+def test_bad_return_values_and_bad_specs_are_problems() -> None:
+    def invalid_spec() -> list[DeviceSpec]:
+        return [make_spec("lowercase")]
+
+    Device.register(DevicePlugin(lambda: make_spec("SINGLE")), "notalist")  # type: ignore[arg-type, return-value]
+    Device.register(DevicePlugin([{"name": "DICT"}]), "dicts")
+    Device.register(DevicePlugin(invalid_spec), "invalid")
+    Device.register(DevicePlugin([make_spec("TWICE"), make_spec("TWICE")]), "twice")
+    Device.register(DevicePlugin([make_spec("FAKE")]), "fake")
+    reasons = {p.plugin: p.reason for p in Device.problems()}
+    assert "expected list[DeviceSpec]" in reasons["notalist"]
+    assert "not a DeviceSpec" in reasons["dicts"]
+    assert "ValueError" in reasons["invalid"] and "lowercase" in reasons["invalid"]
+    assert "listed twice" in reasons["twice"]
+    assert set(Device.specs()) == {"FAKE", "TWICE"}
+
+
+class TypoPlugin:
+    @hookimpl
+    def lazy_device(self) -> list[DeviceSpec]:  # misspelled hook name
+        return []
+
+
+class BadArgsPlugin:
+    @hookimpl
+    def lazy_devices(self, flavour: str) -> list[DeviceSpec]:
+        return []
+
+
+def test_hook_typos_and_bad_signatures_are_problems() -> None:
+    Device.register(TypoPlugin(), "typo")
+    Device.register(BadArgsPlugin(), "badargs")
+    reasons = {p.plugin: p.reason for p in Device.problems()}
+    assert "'lazy_device'" in reasons["typo"] and "does not define" in reasons["typo"]
+    assert "failed to load" in reasons["badargs"] and "flavour" in reasons["badargs"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the default device
+
+
+def test_default_is_highest_priority_usable_and_never_a_by_name_only_device() -> None:
+    Device.register(DevicePlugin([make_spec("SLOW", priority=10), make_spec("FAST", priority=90)]), "both")
+    Device.register(DevicePlugin([make_spec("BROKEN", priority=200, probe=lambda: (False, "no driver"))]), "broken")
+    Device.register(DevicePlugin([make_spec("PYREF", priority=1000, default_ok=False)]), "pyref")
+    assert Device.DEFAULT == "FAST"
+
+
+def test_context_device_changes_default() -> None:
+    Device.register(DevicePlugin([make_spec("FAKE", priority=1), make_spec("OTHER", priority=5)]), "fake")
+    assert Device.DEFAULT == "OTHER"
+    with Context(DEVICE="fake"):
+        assert Device.DEFAULT == "FAKE"
+    with Context(DEVICE="FAKE:1"):
+        assert Device.DEFAULT == "FAKE:1"
+    assert Device.DEFAULT == "OTHER"
+
+
+def test_requested_device_that_is_unusable_or_unknown_never_falls_back() -> None:
+    Device.register(DevicePlugin([make_spec("GOOD", priority=100)]), "good")
+    Device.register(DevicePlugin([make_spec("GPU", priority=1, probe=lambda: (False, "no GPU driver"))]), "gpu")
+    with Context(DEVICE="GPU"):
+        with pytest.raises(DeviceError, match="LAZY_DEVICE=GPU is not usable.*no GPU driver"):
+            _ = Device.DEFAULT
+    with Context(DEVICE="MISSING"):
+        with pytest.raises(DeviceError, match="LAZY_DEVICE=MISSING: unknown device 'MISSING'; devices: GOOD, GPU"):
+            _ = Device.DEFAULT
+    with pytest.raises(DeviceError, match="no GPU driver"):
+        Device["GPU"]
+    assert Device.opened("GOOD") is None  # nothing was opened as a substitute
+
+
+def test_no_usable_device_explains_how_to_fix_it() -> None:
+    with pytest.raises(DeviceError, match="no device plugin is installed.*pip install lazy-cpu.*lazy devices"):
+        _ = Device.DEFAULT
+    Device.register(DevicePlugin([make_spec("GPU", probe=lambda: (False, "no GPU driver"))]), "gpu")
+    Device.register(DevicePlugin([make_spec("PYREF", default_ok=False)]), "pyref")
+    with pytest.raises(DeviceError, match="GPU: no GPU driver.*LAZY_DEVICE=PYREF.*pip install lazy-cpu"):
+        _ = Device.DEFAULT
+    with Context(DEVICE="PYREF"):
+        assert Device.DEFAULT == "PYREF"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# LAZY_PLUGINS
+
+
+def test_allow_list_disables_the_others_and_reports_them() -> None:
+    register_zoo()
+    with Context(PLUGINS="fake"):
+        assert set(Device.specs()) == {"FAKE"} and Device.problems() == []
+        statuses = {p.name: (p.status, p.reason) for p in Device.plugins()}
+        assert statuses["fake"] == ("ok", "")
+        assert statuses["raiser"] == ("disabled", "disabled by LAZY_PLUGINS=fake")
+        assert statuses["twin_a"][0] == statuses["twin_b"][0] == "disabled"
+        with pytest.raises(DeviceError, match="disabled by LAZY_PLUGINS=fake: raiser"):
+            Device["TWIN"]
+    assert info("raiser").status == "error"  # leaving the context brings everything back
+
+
+def test_allow_list_name_that_is_not_installed_is_a_problem() -> None:
+    Device.register(DevicePlugin([make_spec("FAKE")]), "fake")
+    with Context(PLUGINS=" fake , cuda"):
+        assert [(p.plugin, "not installed" in p.reason) for p in Device.problems()] == [("cuda", True)]
+        assert info("cuda").status == "error" and "installed: fake" in info("cuda").reason
+        assert isinstance(Device["FAKE"], FakeCompiled)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# entry-point discovery
+
+
+class EntryPointPlugin:
+    """Loaded by a fake entry point `{__name__}:EntryPointPlugin.instance`."""
+
+    @hookimpl
+    def lazy_devices(self) -> list[DeviceSpec]:
+        return [make_spec("EPDEV")]
+
+
+EntryPointPlugin.instance = EntryPointPlugin()  # type: ignore[attr-defined]
+
+
+def fake_entry_points(monkeypatch: pytest.MonkeyPatch, *eps: tuple[str, str]) -> list[str]:
+    """Make discovery see entry points (name, value); returns the list of groups it was asked for."""
+    asked: list[str] = []
+
+    def entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
+        asked.append(group)
+        return [importlib.metadata.EntryPoint(name, value, group) for name, value in eps]
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    monkeypatch.setattr(lazy.plugins, "_CORE_PLUGINS", {})  # core's own PYTHON device is tested on its own
+    return asked
+
+
+def test_entry_points_are_read_lazily_and_broken_ones_are_isolated(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = fake_entry_points(monkeypatch, ("good", f"{__name__}:EntryPointPlugin.instance"),
+                              ("missing", "lazy_no_such_plugin_module.plugin"))  # fmt: skip
+    Device.reset()
+    assert asked == []  # nothing is imported until the registry is used
+    assert isinstance(Device["EPDEV"], FakeCompiled) and asked == ["lazy.devices"]
+    missing = info("missing")
+    assert missing.status == "error" and "ModuleNotFoundError" in missing.reason
+    assert "lazy_no_such_plugin_module" in missing.reason
+    assert info("good").module == f"{__name__}:EntryPointPlugin.instance"
+
+
+def test_disabled_entry_point_is_never_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_entry_points(monkeypatch, ("good", f"{__name__}:EntryPointPlugin.instance"),
+                      ("missing", "lazy_no_such_plugin_module.plugin"))  # fmt: skip
+    Device.reset()
+    with Context(PLUGINS="good"):
+        assert Device.problems() == [] and info("missing").status == "disabled"
+
+
+def test_duplicate_entry_point_names_are_refused_for_both(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_entry_points(monkeypatch, ("dup", f"{__name__}:EntryPointPlugin.instance"), ("dup", "other_module.plugin"))
+    Device.reset()
+    assert [p.plugin for p in Device.problems()] == ["dup"] and "declared by" in Device.problems()[0].reason
+    assert info("dup").status == "error" and Device.specs() == {}
+
+
+def test_no_entry_points_at_all_is_fine(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_entry_points(monkeypatch)
+    Device.reset()
+    assert Device.plugins() == [] and Device.problems() == []
+    with pytest.raises(DeviceError, match="pip install lazy-cpu"):
+        _ = Device.DEFAULT
+
+
+def test_core_plugins_load_from_a_checkout_without_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = types.ModuleType("lazy_test_core_plugin")
+    module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None)
+    module.plugin = DevicePlugin([make_spec("REF", default_ok=False)])  # type: ignore[attr-defined]
+    module.lazy_devices = module.plugin.lazy_devices  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    fake_entry_points(monkeypatch)
+    monkeypatch.setattr(lazy.plugins, "_CORE_PLUGINS", {"ref": module.__name__})
+    Device.reset()
+    assert [(p.name, p.distribution, p.status) for p in Device.plugins()] == [("ref", "lazy-core", "ok")]
+    assert isinstance(Device["REF"], FakeCompiled)
+    fake_entry_points(monkeypatch, ("ref", f"{__name__}:EntryPointPlugin.instance"))  # installed: the entry point wins
+    monkeypatch.setattr(lazy.plugins, "_CORE_PLUGINS", {"ref": module.__name__})
+    Device.reset()
+    assert [p.module for p in Device.plugins()] == [f"{__name__}:EntryPointPlugin.instance"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# lazy_known_failures
+
+
+def test_known_failures_hook_collects_from_enabled_plugins_and_isolates_errors() -> None:
+    class RaisingFailures:
+        @hookimpl
+        def lazy_known_failures(self, device: str) -> list[str]:
+            raise KeyError(device)
+
+    failures = {"FAKE": ["test_ops.py::test_exp2[float16]", "test_hcq.py::test_timestamps"]}
+    Device.register(DevicePlugin([make_spec("FAKE")], known_failures=failures), "fake")
+    Device.register(DevicePlugin([make_spec("OTHER")], known_failures={"FAKE": ["test_x.py::test_y"]}), "other")
+    Device.register(RaisingFailures(), "raising")
+    assert Device.known_failures("fake:0") == [*failures["FAKE"], "test_x.py::test_y"]
+    assert [p.plugin for p in Device.problems()] == ["raising"] and "KeyError" in Device.problems()[0].reason
+    with Context(PLUGINS="fake"):
+        assert Device.known_failures("FAKE") == failures["FAKE"]
+    assert Device.known_failures("OTHER") == []
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# python -m lazy devices
+
+
+def test_cli_json_lists_good_and_broken_plugins(capsys: pytest.CaptureFixture[str]) -> None:
+    from lazy.__main__ import main
+
+    register_zoo()
+    Device.register(DevicePlugin([make_spec("GPU", probe=lambda: (False, "no GPU driver"))]), "gpu")
+    assert main(["devices", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["api_version"] == "1.0" and report["core_version"] and report["default"] == "FAKE"
+    plugins = {p["name"]: p for p in report["plugins"]}
+    assert {"fake", "raiser", "future", "twin_a", "twin_b", "gpu"} <= set(plugins)
+    assert plugins["fake"]["status"] == "ok" and plugins["fake"]["distribution"] == "lazy-fake"
+    assert plugins["fake"]["devices"] == [{"name": "FAKE", "priority": 50, "usable": True, "reason": "always works",
+                                           "default_ok": True, "description": ""}]  # fmt: skip
+    assert plugins["raiser"]["status"] == "error" and "driver table corrupted" in plugins["raiser"]["reason"]
+    assert plugins["gpu"]["devices"][0]["usable"] is False and plugins["gpu"]["devices"][0]["reason"] == "no GPU driver"
+    assert plugins["twin_a"]["devices"][0]["usable"] is False
+
+
+def test_cli_table_and_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    from lazy.__main__ import main
+
+    register_zoo()
+    with Context(PLUGINS="fake,raiser,nothere"):
+        assert main(["devices", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "lazy-fake 1.2" in out and "usable (default)" in out and "default device: FAKE" in out
+    assert "disabled by LAZY_PLUGINS" in out and "nothere" in out and "Traceback" in out
+    with Context(DEVICE="NOPE"):
+        assert main(["devices"]) == 0
+    assert "default device: none: LAZY_DEVICE=NOPE: unknown device" in capsys.readouterr().out
+    assert main([]) == 2 and "usage: python -m lazy devices" in capsys.readouterr().out
+
+
+def test_python_dash_m_lazy_devices_runs() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAZY_")}
+    env["PYTHONPATH"] = str(REPO / "core" / "src")
+    proc = subprocess.run([sys.executable, "-m", "lazy", "devices"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "plugin API 1.0" in proc.stdout and "default device:" in proc.stdout
