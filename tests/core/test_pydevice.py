@@ -127,7 +127,13 @@ ALU_CASES = [
 @pytest.mark.parametrize("op,dtype", ALU_CASES, ids=lambda x: getattr(x, "name", None))
 def test_alu_matches_exec_alu(op: Ops, dtype: DType):
     rng = np.random.default_rng(1)
-    arity = 1 if op in (Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP) else 3 if op in (Ops.MULACC, Ops.WHERE) else 2
+    arity = (
+        1
+        if op in (Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP)
+        else 3
+        if op in (Ops.MULACC, Ops.WHERE)
+        else 2
+    )
     if dtypes.is_float(dtype):
         raw = [rng.uniform(0.1, 4.0, 16) for _ in range(arity)]
     else:

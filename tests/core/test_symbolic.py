@@ -192,7 +192,9 @@ INT_OPS = {"mulc": operator.mul, "div": operator.floordiv, "mod": operator.mod, 
 
 
 def exprs(nvars: int) -> st.SearchStrategy:
-    leaves = st.one_of(st.tuples(st.just("var"), st.integers(0, nvars - 1)), st.tuples(st.just("num"), st.integers(-4, 9)))
+    leaves = st.one_of(
+        st.tuples(st.just("var"), st.integers(0, nvars - 1)), st.tuples(st.just("num"), st.integers(-4, 9))
+    )
 
     def extend(children: st.SearchStrategy) -> st.SearchStrategy:
         return st.one_of(

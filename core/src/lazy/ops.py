@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import struct
+import weakref
 from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any, Callable
@@ -85,28 +86,43 @@ class ConstBuffer:
     st: ShapeTracker
 
 
-@dataclass(frozen=True)
 class LazyOp:
-    """A node of a kernel's AST. Hashable and compared by structure, so equal kernels share a compile cache entry."""
+    """A node of a kernel's AST. Nodes are interned: building an equal node returns the same object, so equality is
+    identity and hashing is O(1) however much the DAG shares (the method cache is keyed by structure this way)."""
 
+    __slots__ = ("op", "src", "arg", "__weakref__")
+    _interned: weakref.WeakValueDictionary[tuple[Any, ...], LazyOp] = weakref.WeakValueDictionary()
     op: Ops
-    src: tuple[LazyOp, ...] = ()
-    arg: Any = None
+    src: tuple[LazyOp, ...]
+    arg: Any
+
+    def __new__(cls, op: Ops, src: tuple[LazyOp, ...] = (), arg: Any = None) -> LazyOp:
+        key = (op, tuple(id(s) for s in src), arg)
+        if (hit := cls._interned.get(key)) is not None and hit.src == src:
+            return hit
+        node = super().__new__(cls)
+        node.op, node.src, node.arg = op, tuple(src), arg
+        cls._interned[key] = node
+        return node
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LazyOp, (self.op, self.src, self.arg))
 
     def __repr__(self) -> str:
         return f"LazyOp({self.op}, {self.arg!r}, src={self.src!r})"
 
     def toposort(self) -> list[LazyOp]:
         seen: dict[LazyOp, None] = {}
-
-        def visit(node: LazyOp) -> None:
+        stack: list[tuple[LazyOp, bool]] = [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                seen[node] = None
+                continue
             if node in seen:
-                return
-            for s in node.src:
-                visit(s)
-            seen[node] = None
-
-        visit(self)
+                continue
+            stack.append((node, True))
+            stack.extend((s, False) for s in reversed(node.src) if s not in seen)
         return list(seen)
 
     @property
@@ -122,9 +138,6 @@ class LazyOp:
         if self.op in GroupOp.Reduce:
             return self.src[0].dtype
         return self.src[-1].dtype
-
-    def lazyops(self) -> list[LazyOp]:
-        return self.toposort()
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ Lane = tuple[int, ...]
 
 def _render_ops() -> dict[type, Any]:
     def binary(op: Ops) -> Any:
-        return lambda node, ops, ctx: ctx.b.alu(op, node.a.render(ops, ctx), ctx.b.const(node.b, INDEX))
+        return lambda node, ops, ctx: ctx.b.alu(op, node.a.render(ops, ctx), _as_uop(node.b, ops, ctx))
 
     def chain(op: Ops) -> Any:
         def fn(node: Any, ops: Any, ctx: Any) -> UOp:

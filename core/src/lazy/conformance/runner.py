@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lazy.conformance import LAYERS
+from lazy.conformance import LAYERS, fixtures
 
 SUITE_DIR = pathlib.Path(__file__).parent
 OUTCOMES = ("passed", "failed", "skipped", "known_failures")
@@ -42,7 +42,7 @@ def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
 
 
 class ConformancePlugin:
-    """The pytest plugin object: gives the suite its device (fixtures), marks known failures, records outcomes."""
+    """The pytest plugin object: tells `fixtures` the device, marks known failures, records every outcome."""
 
     def __init__(self, device: str, known_failures: list[str]):
         self.device_name_value = device
@@ -50,26 +50,8 @@ class ConformancePlugin:
         self.matched: set[str] = set()
         self.records: dict[str, TestRecord] = {}
 
-    # ---- fixtures the suite uses -------------------------------------------------------------------------------------
-
-    @pytest.fixture(scope="session")
-    def device_name(self) -> str:
-        return self.device_name_value
-
-    @pytest.fixture(scope="session")
-    def device(self, device_name: str) -> Any:
-        from lazy.plugins import Device
-
-        return Device[device_name]
-
-    @pytest.fixture(scope="session")
-    def caps(self, device: Any) -> Any:
-        return device.renderer.caps
-
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
-        if "other_device" in metafunc.fixturenames:
-            others = usable_other_devices(self.device_name_value)
-            metafunc.parametrize("other_device", others or [None], ids=others or ["no-other-device"])
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[fixtures.DEVICE_KEY] = self.device_name_value
 
     # ---- known failures and recording ------------------------------------------------------------------------------
 
@@ -114,14 +96,6 @@ class ConformancePlugin:
         elif report.skipped and report.nodeid:
             self.records[report.nodeid] = TestRecord(report.nodeid, layer_of(report.nodeid), "skipped",
                                                      _skip_reason(report))  # fmt: skip
-
-
-def usable_other_devices(device: str) -> list[str]:
-    """Every device other than `device` whose probe says it is usable (for the copies layer)."""
-    from lazy.plugins import Device
-
-    base = Device.canonicalize(device).partition(":")[0]
-    return [name for name in sorted(Device.specs()) if name != base and Device.probe(name)[0]]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -231,7 +205,7 @@ def run_conformance(device: str, *, report: str | os.PathLike[str] | None = None
         args += ["-k", keyword]
     if exitfirst:
         args.append("-x")
-    exit_code = pytest.main([*args, *extra_args], plugins=[plugin])
+    exit_code = pytest.main([*args, *extra_args], plugins=[plugin, fixtures])
     tests = list(plugin.records.values())
     if not (keyword or exitfirst or extra_args):  # a full run: an entry that matched nothing is stale too
         for entry in plugin.known_failures:

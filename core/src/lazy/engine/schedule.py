@@ -72,7 +72,7 @@ def _has_unsafe_pad_op(base: LazyBuffer, realizes: set[LazyBuffer], seen: set[La
     return any(src.base not in realizes and _has_unsafe_pad_op(src.base, realizes, seen) for src in base.srcs)
 
 
-def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> set[LazyBuffer]:
+def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[set[LazyBuffer], dict[LazyBuffer, LazyBuffer]]:
     realizes: set[LazyBuffer] = {o.base for o in outs if o.base.realized is None and o.base.op is not Ops.CONST}
     for base in graph.bases:
         if base.realized is not None or base.op is Ops.CONST:
@@ -92,8 +92,8 @@ def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> set[LazyBuffer]:
                 realizes.add(base)
             elif any(v.mask is not None for v in view.st.views) and _has_unsafe_pad_op(base, realizes, set()):
                 realizes.add(base)
-    _decide_reduces(graph, realizes)
-    return realizes
+    fused = _decide_reduces(graph, realizes)
+    return realizes, fused
 
 
 def _grows(st: ShapeTracker, base: LazyBuffer) -> bool:
@@ -104,17 +104,19 @@ def _grows(st: ShapeTracker, base: LazyBuffer) -> bool:
         return True
 
 
-def _decide_reduces(graph: _Graph, realizes: set[LazyBuffer]) -> None:
-    """A reduce stays inside its consumer's kernel only along a single chain of identity-viewed elementwise ops."""
-    roots: set[LazyBuffer] = set()
+def _decide_reduces(graph: _Graph, realizes: set[LazyBuffer]) -> dict[LazyBuffer, LazyBuffer]:
+    """A reduce stays inside its consumer's kernel only along a single chain of elementwise ops that see it through
+    no movement op but a plain reshape. Returns kernel root -> the reduce fused into it."""
+    fused: dict[LazyBuffer, LazyBuffer] = {}
     for base in graph.bases:
         if base.op not in GroupOp.Reduce or base.realized is not None or base in realizes:
             continue
         root = _fusion_root(graph, base, realizes)
-        if root is not None and root not in roots:
-            roots.add(root)  # one reduce per kernel
+        if root is not None and root not in fused:
+            fused[root] = base  # one reduce per kernel
         else:
             realizes.add(base)
+    return fused
 
 
 def _fusion_root(graph: _Graph, reduce: LazyBuffer, realizes: set[LazyBuffer]) -> LazyBuffer | None:
@@ -124,8 +126,10 @@ def _fusion_root(graph: _Graph, reduce: LazyBuffer, realizes: set[LazyBuffer]) -
         if len(uses) != 1:
             return None
         child, src = uses[0]
-        if src is not node or child.shape != reduce.shape:
-            return None  # read through a movement op
+        if src is not node and not (src.st.contiguous and src.size == node.size):
+            return None  # read through a movement op other than a reshape
+        if child.size != reduce.size:
+            return None
         if child.op not in GroupOp.Elementwise and child.op not in (Ops.CONTIGUOUS, Ops.ASSIGN):
             return None
         if child in realizes:
@@ -167,7 +171,7 @@ class _KernelBuilder:
         elif lb.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
             out = self.build(lb.srcs[0], st)
         elif lb.op in GroupOp.Reduce:
-            assert st.contiguous and st.shape == lb.shape, "a fused reduce is only read through its own shape"
+            assert st.contiguous and st.shape == lb.shape, f"a fused reduce is read through its own shape, not {st}"
             src = lb.srcs[0]
             out = LazyOp(lb.op, (self.build(src, ShapeTracker.from_shape(src.shape)),), lb.arg)
         elif lb.op in GroupOp.Elementwise:
@@ -178,7 +182,7 @@ class _KernelBuilder:
         return out
 
 
-def _schedule_one(base: LazyBuffer, realizes: set[LazyBuffer]) -> tuple[ScheduleItem, list[LazyBuffer]]:
+def _schedule_one(base: LazyBuffer, realizes: set[LazyBuffer], reduce: LazyBuffer | None) -> tuple[ScheduleItem, list[LazyBuffer]]:
     if base.op is Ops.EMPTY:
         return ScheduleItem(LazyOp(Ops.EMPTY), (base.buffer,), (base,)), []
     if base.op is Ops.COPY:
@@ -186,6 +190,8 @@ def _schedule_one(base: LazyBuffer, realizes: set[LazyBuffer]) -> tuple[Schedule
         return ScheduleItem(LazyOp(Ops.COPY, (), base.buffer.nbytes), (base.buffer, src.buffer), (base,)), [src]
     builder = _KernelBuilder(base, realizes)
     out_st = ShapeTracker.from_shape(base.shape)
+    if reduce is not None and reduce.shape != base.shape:
+        out_st = out_st.reshape(reduce.shape)  # the kernel works in the reduce's shape; the output is a reshape of it
     value = builder.build(base, out_st)
     store = LazyOp(Ops.STORE, (value,), MemBuffer(0, base.dtype, builder.unbind(out_st)))
     ast = LazyOp(Ops.SINK, (store,))
@@ -196,11 +202,11 @@ def _schedule_one(base: LazyBuffer, realizes: set[LazyBuffer]) -> tuple[Schedule
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     """The kernels (and copies) that realizing `outs` runs, in an order that respects their dependencies."""
     graph = _Graph(outs)
-    realizes = _find_realizes(graph, outs)
+    realizes, fused = _find_realizes(graph, outs)
     items: dict[LazyBuffer, tuple[ScheduleItem, list[LazyBuffer]]] = {}
     for base in realizes:
         if base.realized is None and base.op is not Ops.CONST:
-            items[base] = _schedule_one(base, realizes)
+            items[base] = _schedule_one(base, realizes, fused.get(base))
     order: list[ScheduleItem] = []
     state: dict[LazyBuffer, int] = {}
 

@@ -5,7 +5,8 @@ method a dialect overrides, so a device renderer is usually a short subclass."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lazy.codegen.uops import UOp, UOps
 from lazy.dtype import DType, dtypes
@@ -212,7 +213,10 @@ class CStyleLanguage(Renderer):
 
     def render_kernel(self, name: str, params: list[KernelParam], body_lines: list[str], uops: list[UOp]) -> str:
         args = ", ".join(self.render_param(*p) for p in params)
-        return "\n".join([*self.render_prelude(uops), f"{self.kernel_prefix}void {name}({args}) {{", *body_lines, "}"]) + "\n"
+        return (
+            "\n".join([*self.render_prelude(uops), f"{self.kernel_prefix}void {name}({args}) {{", *body_lines, "}"])
+            + "\n"
+        )
 
     def render(self, name: str, uops: list[UOp]) -> str:
         return _KernelWriter(self, uops).write(name)

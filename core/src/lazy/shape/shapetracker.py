@@ -22,6 +22,9 @@ def _index_var(name: str, lo: sint, hi: sint) -> Variable:
 
 @dataclass(frozen=True)
 class ShapeTracker:
+    """A stack of views: `views[-1]` maps an element to a flat index into the shape of `views[-2]`, and so on down to
+    `views[0]`, which addresses the buffer. Hashable and immutable; every movement op returns a new tracker."""
+
     views: tuple[View, ...]
 
     @staticmethod
@@ -137,17 +140,16 @@ class ShapeTracker:
         """The stride of each axis through all views; None where it is not one constant (or the axis is masked)."""
         idxs = self.default_idxs()
         idx, valid = self.expr_idxs(idxs)
-        strides: dict[Node, sint | None] = {v: 0 for v in idxs}
+        strides: dict[Node, sint] = {v: 0 for v in idxs}
+        nonlinear = valid.vars() if not ignore_valid else set()
         for term in idx.nodes if isinstance(idx, SumNode) else [idx]:
             if term in strides:
                 strides[term] = 1
             elif isinstance(term, MulNode) and term.a in strides:
                 strides[term.a] = term.b
             else:
-                strides.update({v: None for v in term.vars() if v in strides})
-        if not ignore_valid:
-            strides.update({v: None for v in valid.vars() if v in strides})
-        return tuple(0 if size == 1 else strides[v] for v, size in zip(idxs, self.shape))
+                nonlinear |= term.vars()
+        return tuple(0 if size == 1 else None if v in nonlinear else strides[v] for v, size in zip(idxs, self.shape))
 
     def unit_stride_axes(self, ignore_valid: bool = False) -> list[int]:
         return [axis for axis, st in enumerate(self.real_strides(ignore_valid)) if st == 1]

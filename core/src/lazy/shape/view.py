@@ -6,10 +6,11 @@ Element `(i0, .., in)` of a view lives at `offset + sum(ik * strides[k])` and ex
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from lazy.helpers import all_int, ceildiv, prod
+from lazy.helpers import all_int, prod
 from lazy.symbolic import AndNode, LtNode, MulNode, Node, NumNode, SumNode, Variable, is_sym, sint, to_sint
 
 Mask = tuple[tuple[sint, sint], ...]
@@ -17,7 +18,8 @@ Mask = tuple[tuple[sint, sint], ...]
 
 def strides_for_shape(shape: Sequence[sint]) -> tuple[sint, ...]:
     """Row-major strides for `shape`, 0 on size-1 axes (the canonical form)."""
-    strides, acc = [], 1
+    strides: list[sint] = []
+    acc: sint = 1
     for size in reversed(shape):
         strides.append(0 if size == 1 else acc)
         acc = to_sint(acc * size)
@@ -29,30 +31,49 @@ def _suffix_products(sizes: Sequence[int]) -> list[int]:
     return [prod(sizes[k + 1 :]) for k in range(len(sizes))]
 
 
+def _ceildiv(num: sint, amt: int) -> sint:
+    return to_sint(-(-num // amt))
+
+
 def _is_empty(lo: sint, hi: sint) -> bool:
     width = to_sint(hi - lo)
     return width <= 0 if isinstance(width, int) else width.max <= 0
 
 
-def _decide_ge(a: sint, b: sint) -> bool:
+def _ordered(*xs: sint) -> bool:
+    """Whether `xs[0] <= xs[1] <= ...` holds for every value of their variables."""
+    return all(_known_ge(b, a) for a, b in zip(xs, xs[1:]))
+
+
+def _known_ge(a: sint, b: sint) -> bool:
     diff = to_sint(a - b)
-    if isinstance(diff, int):
-        return diff >= 0
-    if diff.min >= 0 or diff.max < 0:
-        return diff.min >= 0
-    raise ValueError(f"cannot order the symbolic values {a} and {b}; give their variables bounds that decide it")
+    return diff >= 0 if isinstance(diff, int) else diff.min >= 0
 
 
 def _smax(a: sint, b: sint) -> sint:
-    return a if _decide_ge(a, b) else b
+    return _pick_ordered(a, b)[1]
 
 
 def _smin(a: sint, b: sint) -> sint:
-    return b if _decide_ge(a, b) else a
+    return _pick_ordered(a, b)[0]
 
 
-def _canonical_mask(shape: tuple[sint, ...], strides: tuple[sint, ...], offset: sint, mask: Mask):
+def _pick_ordered(a: sint, b: sint) -> tuple[sint, sint]:
+    """(smaller, larger) of two values whose order holds for every value of their variables."""
+    if _known_ge(b, a):
+        return a, b
+    if _known_ge(a, b):
+        return b, a
+    raise ValueError(f"cannot order the symbolic values {a} and {b}; give their variables bounds that decide it")
+
+
+def _canonical_mask(
+    shape: tuple[sint, ...], strides: tuple[sint, ...], offset: sint, mask: Mask
+) -> tuple[Mask | None, tuple[sint, ...], sint]:
     """(mask, strides, offset) with full masks dropped, empty masks made all-empty, size-1 ranges folded into offset."""
+    mask = tuple(
+        (max(lo, 0), min(hi, size)) if all_int((lo, hi, size)) else (lo, hi) for (lo, hi), size in zip(mask, shape)
+    )
     if any(_is_empty(lo, hi) for lo, hi in mask):
         return ((0, 0),) * len(shape), (0,) * len(shape), 0
     if all(lo == 0 and hi == size for (lo, hi), size in zip(mask, shape)):
@@ -73,6 +94,11 @@ def _check_len(op: str, shape: tuple[sint, ...], arg: Sequence) -> None:
 
 @dataclass(frozen=True)
 class View:
+    """Shape, strides and offset into a buffer, and the box of valid indices (`mask`, None when all are valid).
+
+    Build one with `View.create`, which canonicalizes; `contiguous` means row-major from offset 0 with no mask.
+    """
+
     shape: tuple[sint, ...]
     strides: tuple[sint, ...]
     offset: sint
@@ -108,7 +134,7 @@ class View:
         flat = [*self.shape, *self.strides, self.offset, *(x for m in self.mask or () for x in m)]
         return set().union(*(x.vars() for x in flat if isinstance(x, Node)))
 
-    def substitute(self, var_vals: dict[Variable, sint]) -> View:
+    def substitute(self, var_vals: Mapping[Variable, sint]) -> View:
         def sub(x: sint) -> sint:
             return to_sint(x.substitute(var_vals)) if isinstance(x, Node) else x
 
@@ -124,7 +150,7 @@ class View:
     def expr_idxs(self, idxs: Sequence[Node]) -> tuple[Node, Node]:
         """(buffer index, valid) of the element at `idxs`, one node per axis; valid is 0 where it is padding."""
         terms = [idx * st for idx, size, st in zip(idxs, self.shape, self.strides) if size != 1 and st != 0]
-        valid = [NumNode(1)]
+        valid: list[Node] = [NumNode(1)]
         for idx, (lo, hi) in zip(idxs, self.mask or ()):
             valid += [idx.ge(lo), idx.lt(hi)]
         return Node.sum([self.offset, *terms]), Node.ands(valid)
@@ -148,7 +174,10 @@ class View:
             return View.create(new_shape)
         mask = None
         if self.mask is not None:
-            mask = tuple(m if old == new else (0, new) for m, old, new in zip(self.mask, self.shape, new_shape))
+            mask = tuple(
+                m if old == new else (0, new) if m == (0, 1) else (0, 0)
+                for m, old, new in zip(self.mask, self.shape, new_shape)
+            )
         return View.create(new_shape, self.strides, self.offset, mask)
 
     def pad(self, arg: tuple[tuple[sint, sint], ...]) -> View:
@@ -164,9 +193,10 @@ class View:
         """Keep `[start, end)` of each axis."""
         _check_len("shrink", self.shape, arg)
         for (start, end), size in zip(arg, self.shape):
-            if all_int((start, end, size)) and not 0 <= start <= end <= size:
+            if not _ordered(0, start, end, size):
                 raise ValueError(
-                    f"shrink: {arg} is out of range for shape {self.shape} (need 0 <= start <= end <= size)"
+                    f"shrink: {arg} is out of range for shape {self.shape}: "
+                    "need 0 <= start <= end <= size for every value of the variables"
                 )
         return self._resize(arg)
 
@@ -202,8 +232,8 @@ class View:
     def _step(self, mul: tuple[int, ...]) -> View:
         if all(m == 1 for m in mul):
             return self
-        shape = tuple(ceildiv(size, m) for size, m in zip(self.shape, mul))
-        mask = tuple((ceildiv(lo, m), ceildiv(hi, m)) for (lo, hi), m in zip(self.mask, mul)) if self.mask else None
+        shape = tuple(_ceildiv(size, m) for size, m in zip(self.shape, mul))
+        mask = tuple((_ceildiv(lo, m), _ceildiv(hi, m)) for (lo, hi), m in zip(self.mask, mul)) if self.mask else None
         return View.create(shape, tuple(st * m for st, m in zip(self.strides, mul)), self.offset, mask)
 
     def reshape(self, new_shape: tuple[sint, ...]) -> View | None:
@@ -286,7 +316,7 @@ def _group_axes(old: list[sint], new: list[sint]) -> list[tuple[tuple[int, int],
     return groups if i == len(old) and j == len(new) else None
 
 
-def _reshape_group(old: list[tuple], new_sizes: list[int]):
+def _reshape_group(old: list[tuple[Any, Any, Any]], new_sizes: list[Any]) -> tuple[list, list, sint] | None:
     """Strides, mask and offset change for new axes `new_sizes` covering old axes `old` = [(size, stride, mask)].
 
     The valid elements of the group are a box; flattened row-major it must be one interval of addresses that advance
@@ -333,7 +363,10 @@ def _interval_to_box(start: int, end: int, sizes: list[int]) -> list[tuple[int, 
 
 def unravel(shape: Sequence[sint], flat: Node) -> list[Node]:
     """Row-major indices into `shape` of the flat index `flat` (assumed in range: the outermost axis is not wrapped)."""
-    idxs, acc = [], 1
+    if 0 in shape:
+        return [NumNode(0)] * len(shape)  # no elements: any index will do
+    idxs: list[Node] = []
+    acc: sint = 1
     for axis in reversed(range(len(shape))):
         quot = flat // acc
         idxs.append(NumNode(0) if shape[axis] == 1 else quot if axis == 0 else quot % shape[axis])
@@ -344,7 +377,10 @@ def unravel(shape: Sequence[sint], flat: Node) -> list[Node]:
 def _merge_views(old: View, new: View) -> View | None:
     """Compose symbolically over the valid box of `new`; one view iff the index is affine and the valid set a box."""
     box = new.mask or tuple((0, size) for size in new.shape)
-    gvars = [Variable(f"_merge{axis}", lo, hi - 1) for axis, (lo, hi) in enumerate(box)]
+    ranges = [(lo, hi) for lo, hi in box if isinstance(lo, int) and isinstance(hi, int)]
+    if len(ranges) != len(box):
+        return None
+    gvars = [Variable(f"_merge{axis}", lo, hi - 1) for axis, (lo, hi) in enumerate(ranges)]
     flat, _ = new.expr_idxs(gvars)
     idx, valid = old.expr_idxs(unravel(old.shape, flat))
     if (affine := _affine(idx, gvars)) is None or (mask := _box_from_valid(valid, gvars, box)) is None:
@@ -372,7 +408,7 @@ def _box_from_valid(valid: Node, gvars: list[Variable], box: Mask) -> Mask | Non
     """Narrow `box` by `valid` when it is a conjunction of single-variable bounds (`g < c`, `-g < c`), else None."""
     if isinstance(valid, NumNode):
         return box if valid.b else ((0, 0),) * len(box)
-    axis_of = {v: axis for axis, v in enumerate(gvars)}
+    axis_of: dict[Node, int] = {v: axis for axis, v in enumerate(gvars)}
     bounds = [list(pair) for pair in box]
     for part in valid.nodes if isinstance(valid, AndNode) else [valid]:
         if not isinstance(part, LtNode) or not isinstance(part.b, int):

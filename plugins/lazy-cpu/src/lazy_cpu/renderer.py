@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import re
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 from lazy.codegen.uops import UOp
 from lazy.dtype import DType, dtypes
 from lazy.ops import Ops, truncate
 from lazy.renderer import Capabilities
 from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage
-
 from lazy_cpu.llvmir import LLVMRenderer
 
 __all__ = ["ClangRenderer", "LLVMRenderer", "HOST_CAPS"]

@@ -1,0 +1,82 @@
+"""Layer tensor: `Tensor` operations on the device against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazy.dtype import dtypes
+from lazy.tensor import Tensor
+
+RNG = np.random.default_rng(0)
+A = RNG.standard_normal((3, 4)).astype(np.float32)
+B = RNG.standard_normal((3, 4)).astype(np.float32)
+ROW = RNG.standard_normal((1, 4)).astype(np.float32)
+
+
+def close(got, want, rtol=1e-5, atol=1e-6):
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_elementwise(device_name, op):
+    fn = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y}[op]
+    close(fn(Tensor(A, device=device_name), Tensor(B, device=device_name)).numpy(), fn(A, B))
+
+
+def test_broadcasting(device_name):
+    close((Tensor(A, device=device_name) + Tensor(ROW, device=device_name)).numpy(), A + ROW)
+    close((Tensor(A, device=device_name) * 2.5).numpy(), A * 2.5)
+
+
+def test_unary(device_name):
+    t = Tensor(A, device=device_name)
+    close(t.exp().numpy(), np.exp(A), rtol=1e-5)
+    close(t.relu().numpy(), np.maximum(A, 0))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_reductions(device_name, axis):
+    t = Tensor(A, device=device_name)
+    close(t.sum(axis).numpy(), A.sum(axis), rtol=1e-5)
+    close(t.max(axis).numpy(), A.max(axis))
+
+
+def test_matmul(device_name):
+    x = RNG.standard_normal((5, 7)).astype(np.float32)
+    y = RNG.standard_normal((7, 3)).astype(np.float32)
+    close(Tensor(x, device=device_name).matmul(Tensor(y, device=device_name)).numpy(), x @ y, rtol=1e-4, atol=1e-5)
+
+
+def test_movement_ops(device_name):
+    t = Tensor(A, device=device_name)
+    close(t.reshape(4, 3).numpy(), A.reshape(4, 3))
+    close(t.permute(1, 0).numpy(), A.T)
+    close(t.pad(((1, 0), (0, 2))).numpy(), np.pad(A, ((1, 0), (0, 2))))
+    close(t.shrink(((1, 3), (0, 2))).numpy(), A[1:3, 0:2])
+    close(Tensor(ROW, device=device_name).expand(3, 4).numpy(), np.broadcast_to(ROW, (3, 4)))
+
+
+def test_cast(device_name, caps):
+    t = Tensor([1.7, -2.2, 3.9], device=device_name)
+    np.testing.assert_array_equal(t.cast(dtypes.int32).numpy(), [1, -2, 3])
+    if caps.supports(dtypes.float16):
+        close(t.cast(dtypes.float16).numpy(), np.array([1.7, -2.2, 3.9], np.float16), rtol=1e-3)
+
+
+def test_comparisons_and_where(device_name):
+    x, y = Tensor(A, device=device_name), Tensor(B, device=device_name)
+    np.testing.assert_array_equal((x < y).numpy(), A < B)
+    np.testing.assert_array_equal((x == y).numpy(), A == B)
+    close((x < y).where(x, y).numpy(), np.where(A < B, A, B))
+
+
+def test_softmax(device_name):
+    want = np.exp(A - A.max(axis=-1, keepdims=True))
+    want /= want.sum(axis=-1, keepdims=True)
+    close(Tensor(A, device=device_name).softmax().numpy(), want, rtol=1e-5)
+
+
+def test_integer_tensor(device_name):
+    t = Tensor([1, 2, 3], device=device_name, dtype=dtypes.int32)
+    np.testing.assert_array_equal((t * 3 + 1).numpy(), [4, 7, 10])

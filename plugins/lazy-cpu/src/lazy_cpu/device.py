@@ -1,0 +1,375 @@
+"""The CPU and LLVM devices: host memory, the two compilers (system C compiler; llvmlite in-process), loaded programs
+that split a kernel's outermost loop over the cores, and the `open_cpu` / `open_llvm` factories."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from queue import SimpleQueue
+from typing import Any
+
+import numpy as np
+
+from lazy.device import BufferSpec, Compiled, CompileError, Compiler, DeviceError, LRUAllocator, ProgramSpec
+from lazy.helpers import THREADS
+from lazy_cpu.queues import CPUComputeQueue, CPUCopyQueue, CPUSignal, QueueWorker
+from lazy_cpu.renderer import ClangRenderer, LLVMRenderer
+
+ALIGNMENT = 64
+C_COMPILERS = ("clang", "gcc", "cc")  # in order of preference
+SPLIT_MIN_WORK = 1 << 17  # ops (or 4-byte elements moved) below which a kernel runs on the calling thread alone
+
+# --------------------------------------------------------------------------------------------------------------------
+# memory
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_posix_memalign = _libc.posix_memalign
+_posix_memalign.argtypes, _posix_memalign.restype = (
+    [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t],
+    ctypes.c_int,
+)
+_free = _libc.free
+_free.argtypes, _free.restype = [ctypes.c_void_p], None
+
+
+class HostMemory(ctypes.c_void_p):
+    """An allocator opaque: the address itself (ctypes passes it to a kernel as is), its size, and for a sub-buffer
+    the buffer it lives in (kept alive with it)."""
+
+    nbytes: int = 0
+    base: HostMemory | None = None
+
+
+class HostAllocator(LRUAllocator):
+    """64-byte aligned host memory (posix_memalign). CPU and LLVM kernels read it through plain pointers, so the
+    devices' buffers are interchangeable and numpy can view them without a copy."""
+
+    def _alloc(self, size: int, spec: BufferSpec) -> HostMemory:
+        ptr = ctypes.c_void_p()
+        if _posix_memalign(ctypes.byref(ptr), ALIGNMENT, max(size, ALIGNMENT)) != 0:
+            raise MemoryError(f"out of host memory allocating {size} bytes; free some buffers or use smaller tensors")
+        mem = HostMemory(ptr.value)
+        mem.nbytes = size
+        return mem
+
+    def _free(self, opaque: HostMemory, size: int, spec: BufferSpec) -> None:
+        if opaque.base is None:
+            _free(opaque)
+
+    def _as_buffer(self, src: HostMemory) -> memoryview:
+        return memoryview((ctypes.c_ubyte * src.nbytes).from_address(src.value or 0)).cast("B")
+
+    def _offset(self, buf: HostMemory, size: int, offset: int) -> HostMemory:
+        mem = HostMemory((buf.value or 0) + offset)
+        mem.nbytes, mem.base = size, buf
+        return mem
+
+    def _copyin(self, dest: HostMemory, src: memoryview) -> None:
+        if src.nbytes:
+            ctypes.memmove(dest, np.frombuffer(src, dtype=np.uint8).ctypes.data, src.nbytes)
+
+    def _copyout(self, dest: memoryview, src: HostMemory) -> None:
+        if dest.nbytes:
+            ctypes.memmove(np.frombuffer(dest, dtype=np.uint8).ctypes.data, src, dest.nbytes)
+
+    def _transfer(self, dest: HostMemory, src: HostMemory, size: int, src_dev: Any, dest_dev: Any) -> None:
+        ctypes.memmove(dest, src, size)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# running on all cores
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class CorePool:
+    """Persistent daemon threads that each run one chunk of a kernel's outermost loop; the calling thread runs the
+    first chunk itself. ctypes releases the GIL for the call, so the chunks run in parallel."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.workers: list[tuple[threading.Thread, SimpleQueue[Any]]] = []
+        self.done: SimpleQueue[BaseException | None] = SimpleQueue()
+        self.lock = threading.Lock()  # one split kernel at a time: `done` is shared
+
+    def run(self, fxn: Callable[..., Any], args: tuple[Any, ...], total: int, parts: int) -> None:
+        """Call `fxn(*args, lo, hi)` for `parts` contiguous chunks [lo, hi) of [0, total) and wait for all."""
+        bounds = [total * k // parts for k in range(parts + 1)]
+        error: BaseException | None = None
+        with self.lock:
+            while len(self.workers) < parts - 1:
+                self._spawn()
+            for k in range(1, parts):
+                self.workers[k - 1][1].put((fxn, args, bounds[k], bounds[k + 1]))
+            try:
+                fxn(*args, bounds[0], bounds[1])
+            except BaseException as e:
+                error = e
+            for _ in range(parts - 1):
+                error = self.done.get() or error
+        if error is not None:
+            raise error
+
+    def _spawn(self) -> None:
+        tasks: SimpleQueue[Any] = SimpleQueue()
+        thread = threading.Thread(target=self._work, args=(tasks,), name=f"lazy-{self.name}-core{len(self.workers) + 1}",
+                                  daemon=True)  # fmt: skip
+        thread.start()
+        self.workers.append((thread, tasks))
+
+    def _work(self, tasks: SimpleQueue[Any]) -> None:
+        while (task := tasks.get()) is not None:
+            fxn, args, lo, hi = task
+            try:
+                fxn(*args, lo, hi)
+                self.done.put(None)
+            except BaseException as e:
+                self.done.put(e)
+
+    def close(self) -> None:
+        for _, tasks in self.workers:
+            tasks.put(None)
+        for thread, _ in self.workers:
+            thread.join(5.0)
+        self.workers.clear()
+
+
+def estimated_work(spec: ProgramSpec | None) -> float:
+    """How much a launch does, to decide whether splitting it over cores pays (unknown or symbolic: a lot)."""
+    if spec is None or not isinstance(spec.op_estimate, int) or not isinstance(spec.mem_estimate, int):
+        return float("inf")
+    if spec.op_estimate == 0 and spec.mem_estimate == 0:
+        return float("inf")
+    return max(spec.op_estimate, spec.mem_estimate // 4)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# programs
+
+
+class HostProgram:
+    """A loaded kernel `void name(buffers..., int vars..., [int lo, int hi])`. Called as core's `Program`: `bufs`
+    are allocator opaques, `vals` the symbolic var values (without lo/hi, which this object supplies)."""
+
+    def __init__(self, dev: HostDevice, name: str, spec: ProgramSpec | None):
+        self.dev, self.name = dev, name
+        self.core_split = spec.core_split if spec is not None else 0
+        self.work = estimated_work(spec)
+        self.fxn: Callable[..., Any] | None = None
+
+    def bind(self, argtypes: list[type]) -> Callable[..., Any]:
+        raise NotImplementedError
+
+    def __call__(self, *bufs: Any, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
+                 wait: bool = False) -> float | None:  # fmt: skip
+        fxn = self.fxn
+        if fxn is None:
+            ints = len(vals) + (2 if self.core_split else 0)
+            fxn = self.fxn = self.bind([ctypes.c_void_p] * len(bufs) + [ctypes.c_int32] * ints)
+        start = time.perf_counter() if wait else 0.0
+        if not self.core_split:
+            fxn(*bufs, *vals)
+        elif self.work >= self.dev.split_min_work and (parts := min(self.dev.threads(), self.core_split)) > 1:
+            self.dev.cores.run(fxn, (*bufs, *vals), self.core_split, parts)
+        else:
+            fxn(*bufs, *vals, 0, self.core_split)
+        return time.perf_counter() - start if wait else None
+
+
+class CPUProgram(HostProgram):
+    """A shared object built by the C compiler, loaded with ctypes."""
+
+    def __init__(self, dev: HostDevice, name: str, lib: bytes, spec: ProgramSpec | None = None):
+        super().__init__(dev, name, spec)
+        fd, path = tempfile.mkstemp(prefix=f"lazy_{name}_", suffix=".so")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(lib)
+            self.lib = ctypes.CDLL(path)
+        finally:
+            os.unlink(path)
+        self.cfunc = getattr(self.lib, name)
+
+    def bind(self, argtypes: list[type]) -> Callable[..., Any]:
+        self.cfunc.argtypes, self.cfunc.restype = argtypes, None
+        return self.cfunc
+
+
+class LLVMProgram(HostProgram):
+    """An object file from `LLVMCompiler`, loaded into the device's MCJIT engine."""
+
+    def __init__(self, dev: HostDevice, name: str, lib: bytes, spec: ProgramSpec | None = None):
+        super().__init__(dev, name, spec)
+        assert isinstance(dev, LLVMDevice)
+        self.address = dev.jit.load(name, lib)
+
+    def bind(self, argtypes: list[type]) -> Callable[..., Any]:
+        return ctypes.CFUNCTYPE(None, *argtypes)(self.address)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# compilers
+
+
+def find_c_compiler() -> str | None:
+    """The C compiler to use: clang if it is on PATH, else gcc, else cc."""
+    return next((path for cc in C_COMPILERS if (path := shutil.which(cc)) is not None), None)
+
+
+class ClangCompiler(Compiler):
+    """C source -> the bytes of a shared object, with the system C compiler (clang preferred, gcc otherwise).
+
+    No -ffast-math: NaN, inf and signed zeros must behave as in `lazy.ops`. -ffp-contract=off keeps a*b+c two
+    roundings unless the kernel asked for MULACC; -fwrapv makes signed overflow wrap as the reference does."""
+
+    FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
+             "-fwrapv"]  # fmt: skip
+    GCC_FLAGS = ["-fvect-cost-model=dynamic"]  # gcc's -O2 otherwise vectorizes only loops that need no epilogue
+
+    def __init__(self, device: str = "CPU", cc: str | None = None):
+        self.device = device
+        self.cc = cc or find_c_compiler()
+        if self.cc is None:
+            raise DeviceError(f"{device}: no C compiler found on PATH (looked for {', '.join(C_COMPILERS)}); "
+                              "install clang (preferred) or gcc")  # fmt: skip
+        version = subprocess.run([self.cc, "--version"], capture_output=True, text=True, check=False).stdout
+        self.version = (version.splitlines() or ["unknown"])[0]
+        self.flags = self.FLAGS + ([] if "clang" in version else self.GCC_FLAGS)
+        super().__init__(f"cc {self.cc} {self.version} {' '.join(self.flags)} {os.uname().machine}")
+
+    def compile(self, src: str) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="lazy_cc_") as tmp:
+            out = os.path.join(tmp, "kernel.so")
+            cmd = [self.cc, *self.flags, "-x", "c", "-", "-x", "none", "-o", out, "-lm"]
+            proc = subprocess.run(cmd, input=src.encode(), capture_output=True, check=False)  # type: ignore[arg-type]
+            if proc.returncode != 0:
+                raise CompileError(self.device, src, f"{' '.join(cmd)}\n{proc.stderr.decode(errors='replace')}")
+            with open(out, "rb") as f:
+                return f.read()
+
+
+class LLVMJit:
+    """The host's LLVM target (one per device, made when the device opens): compiles IR to object files and loads
+    them into MCJIT engines. A kernel name already loaded with different code gets an engine of its own."""
+
+    def __init__(self) -> None:
+        import llvmlite.binding as llvm
+
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        self.llvm = llvm
+        self.triple = llvm.get_process_triple()
+        self.cpu, self.features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+        self.machine = self.target_machine()  # for compiling; each engine owns another one
+        self.lock = threading.Lock()  # LLVM objects are not safe to share between threads
+        self.engines: list[tuple[Any, set[str]]] = []  # (MCJIT engine, the kernel names loaded into it)
+        self.loaded: dict[str, tuple[Any, bytes]] = {}  # kernel name -> (its engine, its object), latest load
+
+    def target_machine(self) -> Any:
+        target = self.llvm.Target.from_triple(self.triple)
+        return target.create_target_machine(
+            cpu=self.cpu, features=self.features, opt=3, reloc="pic", codemodel="default"
+        )
+
+    def compile(self, src: str) -> bytes:
+        with self.lock:
+            mod = self.llvm.parse_assembly(src)
+            mod.triple, mod.data_layout = self.triple, str(self.machine.target_data)
+            mod.verify()
+            tuning = self.llvm.PipelineTuningOptions(speed_level=3)
+            tuning.loop_vectorization = tuning.slp_vectorization = tuning.loop_unrolling = True
+            builder = self.llvm.create_pass_builder(self.machine, tuning)
+            builder.getModulePassManager().run(mod, builder)
+            return bytes(self.machine.emit_object(mod))
+
+    def load(self, name: str, obj: bytes) -> int:
+        with self.lock:
+            if name in self.loaded and self.loaded[name][1] == obj:
+                return self.loaded[name][0].get_function_address(name)
+            engine, names = next(((e, n) for e, n in self.engines if name not in n), (None, set()))
+            if engine is None:
+                engine = self.llvm.create_mcjit_compiler(self.llvm.parse_assembly(""), self.target_machine())
+                self.engines.append((engine, names))
+            engine.add_object_file(self.llvm.ObjectFileRef.from_data(obj))
+            engine.finalize_object()
+            names.add(name)
+            self.loaded[name] = (engine, obj)
+            return engine.get_function_address(name)
+
+
+class LLVMCompiler(Compiler):
+    """LLVM IR -> an object file for the host CPU, in process with llvmlite."""
+
+    def __init__(self, jit: LLVMJit, device: str = "LLVM"):
+        self.jit, self.device = jit, device
+        super().__init__(
+            f"llvm {'.'.join(map(str, jit.llvm.llvm_version_info))} {jit.triple} {jit.cpu} {jit.features} O3"
+        )
+
+    def compile(self, src: str) -> bytes:
+        try:
+            return self.jit.compile(src)
+        except RuntimeError as e:  # llvmlite reports parse and verify errors as RuntimeError
+            raise CompileError(self.device, src, str(e)) from None
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# devices
+
+
+class HostDevice(Compiled):
+    """A device whose kernels run on this machine's cores, driven through HCQ queues by one worker thread."""
+
+    def __init__(self, device: str, renderer: Any, compiler: Compiler, program_t: type[HostProgram]):
+        self.program_t = program_t
+        self.split_min_work: float = SPLIT_MIN_WORK
+        self.cores = CorePool(device)
+        self.queue_worker = QueueWorker(self, device)
+        super().__init__(device, HostAllocator(), renderer, compiler, self.load_program, CPUSignal, CPUComputeQueue,
+                         CPUCopyQueue)  # fmt: skip
+
+    def load_program(self, name: str, lib: bytes, spec: ProgramSpec | None = None) -> HostProgram:
+        """`Compiled.runtime`: a compiled kernel as a callable program."""
+        return self.program_t(self, name, lib, spec)
+
+    def threads(self) -> int:
+        return THREADS.value or cpu_count()
+
+    def synchronize(self) -> None:
+        super().synchronize()
+        if (error := self.queue_worker.error) is not None:
+            self.queue_worker.error = None
+            raise DeviceError(f"{self.device}: a queued command failed: {error!r}") from error
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.queue_worker.close()
+            self.cores.close()
+
+
+def open_cpu(name: str = "CPU") -> HostDevice:
+    """The `CPU` device: C from `ClangRenderer`, compiled by the system C compiler."""
+    return HostDevice(name, ClangRenderer(), ClangCompiler(name), CPUProgram)
+
+
+class LLVMDevice(HostDevice):
+    """`HostDevice` plus the LLVM target and JIT engines its compiler and programs share."""
+
+    def __init__(self, device: str):
+        self.jit = LLVMJit()
+        super().__init__(device, LLVMRenderer(), LLVMCompiler(self.jit, device), LLVMProgram)
+
+
+def open_llvm(name: str = "LLVM") -> LLVMDevice:
+    """The `LLVM` device: LLVM IR from `LLVMRenderer`, compiled and loaded in process by llvmlite."""
+    return LLVMDevice(name)

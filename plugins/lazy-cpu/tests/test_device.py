@@ -1,0 +1,229 @@
+"""Allocator, compilers, programs, HCQ queues and plugin registration of the CPU and LLVM devices."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from conftest import buffers, end, from_device, load_program, loop, to_device
+
+import lazy_cpu
+from lazy.codegen.uops import UOpBuilder, UOps
+from lazy.device import CompileError, DeviceError
+from lazy.dtype import dtypes
+from lazy.hcq import HCQGraph
+from lazy.helpers import Context
+from lazy.ops import Ops
+from lazy_cpu import device as cpu_device
+from lazy_cpu.device import ClangCompiler, HostAllocator, find_c_compiler
+
+f32 = dtypes.float32
+
+
+def add_one_uops(n: int):
+    """out[i] = a[i] + 1"""
+    b = UOpBuilder()
+    out, a = buffers(b, (f32, True), (f32, False))
+    i = loop(b, n)
+    b.add(UOps.STORE, None, (out, i, b.alu(Ops.ADD, b.add(UOps.LOAD, f32, (a, i)), b.const(1.0, f32))))
+    end(b, i)
+    return b.uops
+
+
+# --- allocator ---------------------------------------------------------------------------------------------------
+
+
+def test_allocator_alignment_views_and_transfer():
+    alloc = HostAllocator()
+    bufs = [alloc.alloc(size) for size in (0, 1, 3, 1000, 1 << 20)]
+    assert all(b.value % 64 == 0 for b in bufs)
+    big = bufs[-1]
+    data = np.arange(1 << 18, dtype=np.float32)
+    alloc._copyin(big, memoryview(data).cast("B"))
+    view = np.frombuffer(alloc._as_buffer(big), np.float32)  # zero copy: writes show through
+    view[5] = -1.0
+    sub = alloc._offset(big, 16, 4 * 4)  # elements 4..7
+    out = np.empty(4, np.float32)
+    alloc._copyout(memoryview(out).cast("B"), sub)
+    np.testing.assert_array_equal(out, [4, -1, 6, 7])
+    alloc._transfer(bufs[3], sub, 16, None, None)
+    np.testing.assert_array_equal(np.frombuffer(alloc._as_buffer(bufs[3]), np.float32)[:4], [4, -1, 6, 7])
+    for b, size in zip(bufs, (0, 1, 3, 1000, 1 << 20)):
+        alloc.free(b, size)
+    assert alloc.alloc(1000).value == bufs[3].value  # handed back by the LRU cache
+    alloc.free_cache()
+
+
+def test_cpu_and_llvm_share_host_memory(dev):
+    other = cpu_device.open_cpu("CPU:1") if dev.device == "LLVM" else cpu_device.open_llvm("LLVM:1")
+    try:
+        a = to_device(dev, np.arange(8, dtype=np.float32))
+        out = other.allocator.alloc(32)
+        load_program(other, add_one_uops(8))(out, a)
+        np.testing.assert_array_equal(from_device(other, out, np.zeros(8, np.float32)), np.arange(8) + 1)
+    finally:
+        other.close()
+
+
+# --- compilers -----------------------------------------------------------------------------------------------------
+
+
+def test_compile_error_shows_source_and_message(dev):
+    bad = "void broken(float* x) { x[0] = undefined_name; }\n" if dev.device == "CPU" else "define void @broken( {\n"
+    with pytest.raises(CompileError) as info:
+        dev.compiler.compile(bad)
+    assert info.value.src == bad and info.value.device == dev.device
+    text = str(info.value)
+    assert "generated source" in text and bad.splitlines()[0] in text
+    assert ("undefined_name" in info.value.message) if dev.device == "CPU" else ("error" in info.value.message)
+
+
+def test_compiler_prefers_clang_then_gcc(monkeypatch):
+    monkeypatch.setattr(cpu_device.shutil, "which", lambda cc: f"/usr/bin/{cc}" if cc in ("clang", "gcc") else None)
+    assert find_c_compiler() == "/usr/bin/clang"
+    monkeypatch.setattr(cpu_device.shutil, "which", lambda cc: "/usr/bin/gcc" if cc == "gcc" else None)
+    assert find_c_compiler() == "/usr/bin/gcc"
+
+
+def test_no_compiler_error_names_both(monkeypatch):
+    monkeypatch.setattr(cpu_device.shutil, "which", lambda cc: None)
+    with pytest.raises(DeviceError, match="clang.*gcc"):
+        ClangCompiler("CPU")
+    monkeypatch.setattr(lazy_cpu.shutil, "which", lambda cc: None)
+    ok, reason = lazy_cpu.probe_cpu()
+    assert not ok and "clang" in reason and "gcc" in reason
+
+
+def test_compile_cache_key_and_reuse(dev, tmp_path):
+    assert dev.compiler.cachekey and (dev.device != "CPU" or "-O2" in dev.compiler.cachekey)
+    src = dev.renderer.render("cached_kernel", add_one_uops(4))
+    with Context(CACHE_DIR=str(tmp_path)):
+        first = dev.compiler.compile_cached(src)
+        assert any(tmp_path.rglob("*")) and dev.compiler.compile_cached(src) == first
+
+
+def test_llvm_same_name_different_code():
+    dev = cpu_device.open_llvm("LLVM:2")
+    try:
+        progs = []
+        for n in (4, 6):  # same kernel name, different bodies: each must run its own code
+            progs.append(load_program(dev, add_one_uops(n), name="same_name"))
+        outs = [dev.allocator.alloc(32) for _ in progs]
+        a = to_device(dev, np.full(8, 2.0, np.float32))
+        for prg, out in zip(progs, outs):
+            dev.allocator._copyin(out, memoryview(np.zeros(8, np.float32)).cast("B"))
+            prg(out, a)
+        got = [from_device(dev, out, np.zeros(8, np.float32)) for out in outs]
+        np.testing.assert_array_equal(got[0], [3, 3, 3, 3, 0, 0, 0, 0])
+        np.testing.assert_array_equal(got[1], [3, 3, 3, 3, 3, 3, 0, 0])
+    finally:
+        dev.close()
+
+
+def test_program_wait_returns_seconds(dev):
+    prg = load_program(dev, add_one_uops(16))
+    out, a = dev.allocator.alloc(64), to_device(dev, np.zeros(16, np.float32))
+    assert prg(out, a) is None
+    assert 0 <= prg(out, a, wait=True) < 10
+
+
+# --- queues ----------------------------------------------------------------------------------------------------------
+
+
+def test_queue_exec_signal_wait_order(dev):
+    prg = load_program(dev, add_one_uops(1024))
+    a, mid, out = (to_device(dev, np.full(1024, v, np.float32)) for v in (1.0, 0.0, 0.0))
+    gate, done = dev.signal_t(0), dev.signal_t(0)
+    q = dev.compute_queue_t()
+    q.wait(gate, 1).exec(prg, (mid, a)).exec(prg, (out, mid)).signal(done, 7).submit(dev)
+    assert done.value == 0  # held back by the wait
+    gate.value = 1
+    done.wait(7)
+    np.testing.assert_array_equal(from_device(dev, out, np.zeros(1024, np.float32)), 3.0)
+
+
+def test_queue_timestamps_and_copy(dev):
+    prg = load_program(dev, add_one_uops(4096))
+    a, out, copy = (to_device(dev, np.full(4096, 1.0, np.float32)) for _ in range(3))
+    t0, t1, done = dev.signal_t(0), dev.signal_t(0), dev.signal_t(0)
+    q = dev.compute_queue_t().timestamp(t0).exec(prg, (out, a)).memory_barrier().copy(copy, out, 4096 * 4)
+    q.timestamp(t1).signal(done, 1).submit(dev)
+    done.wait(1)
+    assert t0.timestamp <= t1.timestamp <= done.timestamp
+    np.testing.assert_array_equal(from_device(dev, copy, np.zeros(4096, np.float32)), 2.0)
+
+
+def test_resubmitted_queue_keeps_each_submission(dev):
+    """A queue updated and submitted again while the worker may still run the first submission."""
+    prg = load_program(dev, add_one_uops(256))
+    srcs = [to_device(dev, np.full(256, float(v), np.float32)) for v in range(5)]
+    outs = [dev.allocator.alloc(1024) for _ in range(5)]
+    q = dev.compute_queue_t().exec(prg, (outs[0], srcs[0]))
+    for k in range(5):
+        q.update_exec(0, bufs=(outs[k], srcs[k]))
+        q.submit(dev)
+    q2 = dev.compute_queue_t().signal(dev.timeline_signal, dev.next_value())
+    q2.submit(dev)
+    dev.synchronize()
+    for k in range(5):
+        np.testing.assert_array_equal(from_device(dev, outs[k], np.zeros(256, np.float32)), k + 1.0)
+
+
+def test_hcq_graph_replay_with_new_buffers(dev):
+    prg = load_program(dev, add_one_uops(64))
+    a1, a2 = to_device(dev, np.full(64, 1.0, np.float32)), to_device(dev, np.full(64, 10.0, np.float32))
+    mid, out1, out2 = (dev.allocator.alloc(256) for _ in range(3))
+    graph = HCQGraph(dev, [(prg, (mid, a1), (), None, None), (prg, (out1, mid), (), None, None)])
+    graph.replay({})
+    graph.replay({0: ((mid, a2), None), 1: ((out2, mid), None)})
+    dev.synchronize()
+    np.testing.assert_array_equal(from_device(dev, out1, np.zeros(64, np.float32)), 3.0)
+    np.testing.assert_array_equal(from_device(dev, out2, np.zeros(64, np.float32)), 12.0)
+
+
+def test_failed_command_raises_on_synchronize(dev):
+    def broken(*args, **kwargs):
+        raise ValueError("boom")
+
+    done = dev.signal_t(0)
+    dev.compute_queue_t().exec(broken, ()).signal(done, 1).submit(dev)
+    done.wait(1)  # the signal still arrives
+    dev.compute_queue_t().signal(dev.timeline_signal, dev.next_value()).submit(dev)
+    with pytest.raises(DeviceError, match="boom"):
+        dev.synchronize()
+    dev.synchronize()  # reported once; the device keeps working
+
+
+def test_close_stops_threads():
+    dev = cpu_device.open_cpu("CPU:9")
+    dev.cores.run(lambda lo, hi: None, (), 10, 3)  # start two core threads
+    assert len(dev.cores.workers) == 2
+    dev.close()
+    assert not dev.queue_worker.thread.is_alive() and not dev.cores.workers
+    assert all(not t.name.startswith("lazy-CPU:9") for t in threading.enumerate())
+
+
+# --- registration ----------------------------------------------------------------------------------------------------
+
+
+def test_registration():
+    specs = {spec.name: spec for spec in lazy_cpu.lazy_devices()}
+    assert set(specs) == {"CPU", "LLVM"} and specs["CPU"].priority == 100 and specs["LLVM"].priority == 90
+    assert specs["CPU"].probe() == (True, f"C compiler {find_c_compiler()}")
+    assert specs["LLVM"].probe()[0]
+    dev = specs["CPU"].open("CPU:3")
+    try:
+        assert dev.device == "CPU:3" and dev.hcq and dev.renderer.caps.core_split
+    finally:
+        dev.close()
+
+
+def test_import_is_cheap():
+    code = "import sys, lazy_cpu; lazy_cpu.lazy_devices(); print(sorted(m for m in sys.modules if 'llvmlite' in m or m == 'lazy_cpu.device'))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert result.stdout.strip() == "[]"
