@@ -310,19 +310,22 @@ class Program(Protocol):
 
 
 class Compiled:
-    """An opened device: the parts a plugin wrote, plus queue types (core's synchronous adapter when None)."""
+    """An opened device: the parts a plugin wrote. HCQ tier: also `signal_t` and queue types. Simple tier: none;
+    `lazy.hcq.adapt_simple_tier` (applied by the registry on open) fits core's synchronous queues."""
 
     def __init__(self, device: str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
                  runtime: Callable[[str, bytes], Any], signal_t: type[Signal] | None = None,
                  compute_queue_t: type[HWQueue] | None = None, copy_queue_t: type[HWQueue] | None = None):  # fmt: skip
-        from lazy.hcq import SyncQueue, SyncSignal
-
         self.device, self.allocator, self.renderer, self.compiler, self.runtime = device, allocator, renderer, compiler, runtime
-        self.hcq = compute_queue_t is not None
-        self.signal_t: type[Signal] = signal_t or SyncSignal
-        self.compute_queue_t: type[HWQueue] = compute_queue_t or SyncQueue
-        self.copy_queue_t: type[HWQueue] | None = copy_queue_t
-        self.timeline_signal: Signal = self.signal_t(0)
+        self.hcq = compute_queue_t is not None  # False: simple tier; the registry fits core's synchronous queues on open
+        self.set_queues(signal_t, compute_queue_t, copy_queue_t)
+
+    def set_queues(self, signal_t: type[Signal] | None, compute_queue_t: type[HWQueue] | None,
+                   copy_queue_t: type[HWQueue] | None = None) -> None:  # fmt: skip
+        self.signal_t = signal_t  # type: ignore[assignment]
+        self.compute_queue_t = compute_queue_t  # type: ignore[assignment]
+        self.copy_queue_t = copy_queue_t
+        self.timeline_signal: Signal = signal_t(0) if signal_t is not None else None  # type: ignore[assignment]
         self.timeline_value = 1  # the value the next submitted piece of work sets
 
     def next_value(self) -> int:
@@ -331,11 +334,12 @@ class Compiled:
 
     @property
     def pending(self) -> bool:
-        return self.timeline_signal.value < self.timeline_value - 1
+        return self.timeline_signal is not None and self.timeline_signal.value < self.timeline_value - 1
 
     def synchronize(self) -> None:
         """Wait until everything submitted to this device has finished."""
-        self.timeline_signal.wait(self.timeline_value - 1)
+        if self.timeline_signal is not None:
+            self.timeline_signal.wait(self.timeline_value - 1)
 
     def synchronize_if_pending(self) -> None:
         if self.pending:

@@ -168,6 +168,13 @@ class SyncQueue(HWQueue):
             run_command(dev, cmd)
 
 
+def adapt_simple_tier(dev: Compiled) -> Compiled:
+    """Give a simple-tier device core's synchronous queues, so the engine drives every device through queues."""
+    if dev.compute_queue_t is None:
+        dev.set_queues(SyncSignal, SyncQueue, None)
+    return dev
+
+
 class HCQGraph:
     """A jit's kernels recorded once into a single queue; each replay only patches buffers and the timeline value."""
 

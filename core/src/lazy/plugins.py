@@ -22,6 +22,7 @@ import pluggy
 
 from lazy import hookspecs
 from lazy.device import Compiled, DeviceError, opened_devices, set_device_opener
+from lazy.hcq import adapt_simple_tier
 from lazy.helpers import DEBUG, DEVICE, PLUGINS, dedup
 from lazy.hookspecs import PLUGIN_API_VERSION, PROJECT_NAME, DeviceSpec, api_incompatibility
 
@@ -206,6 +207,7 @@ class _DeviceRegistry:
             if not isinstance(dev, Compiled):
                 raise DeviceError(f"device {canon} ({owner.label}): open({canon!r}) returned {type(dev).__name__}, "
                                   f"not a lazy.device.Compiled; this is a bug in the plugin")  # fmt: skip
+            adapt_simple_tier(dev)  # simple-tier devices get core's synchronous queues
             self._opened[canon] = opened_devices[canon] = dev
             if DEBUG >= 1:
                 print(f"lazy: opened {canon} ({owner.label})", file=sys.stderr)

@@ -11,10 +11,11 @@ import itertools
 import math
 import struct
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from lazy.codegen.uops import UOp, UOps
-from lazy.device import Allocator, BufferSpec, CompileError, Compiled, Compiler, ProgramSpec
+from lazy.device import Allocator, BufferSpec, Compiled, CompileError, Compiler, ProgramSpec
 from lazy.dtype import DType, PtrDType, dtypes
 from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, hookimpl
 from lazy.ops import PYTHON_ALU, Ops, truncate
@@ -86,7 +87,9 @@ class PythonRenderer(Renderer):
         for i, uop in enumerate(uops):
             missing = [s for s in uop.src if id(s) not in index]
             if missing:
-                raise CompileError("PYTHON", "\n".join(lines), f"UOp {i} ({uop.op.name}) uses a UOp not listed before it")
+                raise CompileError(
+                    "PYTHON", "\n".join(lines), f"UOp {i} ({uop.op.name}) uses a UOp not listed before it"
+                )
             srcs = ",".join(str(index[id(s)]) for s in uop.src)
             lines.append("\t".join((str(i), uop.op.name, repr(uop.dtype), srcs, repr(uop.arg))))
             index[id(uop)] = i
@@ -515,8 +518,14 @@ class PythonProgram:
     def __repr__(self) -> str:
         return f"<PythonProgram {self.name}: {len(self.uops)} uops, {len(self.steps)} steps>"
 
-    def __call__(self, *bufs: Any, global_size: tuple[int, ...] | None = None,
-                 local_size: tuple[int, ...] | None = None, vals: tuple[int, ...] = (), wait: bool = False) -> float | None:  # fmt: skip
+    def __call__(
+        self,
+        *bufs: Any,
+        global_size: tuple[int, ...] | None = None,
+        local_size: tuple[int, ...] | None = None,
+        vals: tuple[int, ...] = (),
+        wait: bool = False,
+    ) -> float | None:
         """Run the whole launch grid; `global_size` counts work groups, `local_size` threads in one group."""
         start = time.perf_counter()
         if len(vals) < len(self.vars):

@@ -9,7 +9,9 @@ INSTALL_HINT = "the conformance suite needs pytest: pip install 'lazy-core[confo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lazy.conformance", description="Run lazy's device conformance suite.")
+    parser = argparse.ArgumentParser(
+        prog="python -m lazy.conformance", description="Run lazy's device conformance suite."
+    )
     parser.add_argument("--device", required=True, help="device to test, e.g. CPU, CL, PYTHON")
     parser.add_argument("--report", metavar="FILE.md", help="write the Markdown report here")
     parser.add_argument("--json", metavar="FILE.json", help="write the JSON report here")

@@ -73,7 +73,8 @@ class ConformancePlugin:
                 report.known_failure_text = report.longreprtext
             elif report.passed and report.when == "call":
                 report.outcome = "failed"
-                report.longrepr = (f"stale known-failure entry {entry!r}: this test passes on {self.device_name_value}; "
+                device = self.device_name_value
+                report.longrepr = (f"stale known-failure entry {entry!r}: this test passes on {device}; "
                                    f"remove the entry from the plugin's lazy_known_failures")  # fmt: skip
         return report
 
@@ -91,8 +92,8 @@ class ConformancePlugin:
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:  # a layer that cannot even be imported: its tests are failures, not a crash of the run
-            self.records[report.nodeid] = TestRecord(report.nodeid, layer_of(report.nodeid), "failed",
-                                                     "collecting this layer failed:\n" + report.longreprtext)  # fmt: skip
+            message = "collecting this layer failed:\n" + report.longreprtext
+            self.records[report.nodeid] = TestRecord(report.nodeid, layer_of(report.nodeid), "failed", message)
         elif report.skipped and report.nodeid:
             self.records[report.nodeid] = TestRecord(report.nodeid, layer_of(report.nodeid), "skipped",
                                                      _skip_reason(report))  # fmt: skip
@@ -178,10 +179,17 @@ def device_versions(device: str) -> dict[str, str]:
     return versions
 
 
-def run_conformance(device: str, *, report: str | os.PathLike[str] | None = None,
-                    json_path: str | os.PathLike[str] | None = None, keyword: str | None = None, exitfirst: bool = False,
-                    extra_args: list[str] | tuple[str, ...] = (), known_failures: list[str] | None = None,
-                    suite_dir: str | os.PathLike[str] | None = None) -> ConformanceResult:  # fmt: skip
+def run_conformance(
+    device: str,
+    *,
+    report: str | os.PathLike[str] | None = None,
+    json_path: str | os.PathLike[str] | None = None,
+    keyword: str | None = None,
+    exitfirst: bool = False,
+    extra_args: list[str] | tuple[str, ...] = (),
+    known_failures: list[str] | None = None,
+    suite_dir: str | os.PathLike[str] | None = None,
+) -> ConformanceResult:
     """Run the suite (or the test modules in `suite_dir`) against `device` and write the reports asked for.
 
     `known_failures`: defaults to what the plugins answer through the `lazy_known_failures` hook.

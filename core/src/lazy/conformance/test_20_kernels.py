@@ -40,7 +40,10 @@ def test_elementwise_add(device, device_name):
     idx = k.global_index(N)
     k.store(out, idx, k.alu(Ops.ADD, k.load(a, idx), k.load(b, idx)))
     x, y = np.random.default_rng(0).random((2, N), dtype=np.float32)
-    bufs = [empty_buffer(device_name, N, dtypes.float32), *(buffer_from(device_name, v, dtypes.float32) for v in (x, y))]
+    bufs = [
+        empty_buffer(device_name, N, dtypes.float32),
+        *(buffer_from(device_name, v, dtypes.float32) for v in (x, y)),
+    ]
     k.run(*bufs)
     np.testing.assert_array_equal(bufs[0].numpy(), x + y)
 
@@ -57,7 +60,11 @@ def test_reduction_with_accumulator(device, device_name, dtype, op):
     k.b.add(UOps.ASSIGN, dtype, (acc, k.alu(op, acc, val)))
     k.close()
     k.store(out, row, acc)
-    data = np.random.default_rng(1).integers(-50, 50, rows * cols).astype(np.float32 if dtype == dtypes.float32 else np.int32)
+    data = (
+        np.random.default_rng(1)
+        .integers(-50, 50, rows * cols)
+        .astype(np.float32 if dtype == dtypes.float32 else np.int32)
+    )
     bufs = [empty_buffer(device_name, rows, dtype), buffer_from(device_name, data, dtype)]
     k.run(*bufs)
     reduce = np.sum if op is Ops.ADD else np.max
@@ -87,7 +94,9 @@ def operand_values(op: Ops, dtype: DType, operand: int, rnd: random.Random) -> l
     if dtype == dtypes.bool:
         return [rnd.random() < 0.5 for _ in range(N)]
     if dtypes.is_float(dtype):
-        lo, hi = {Ops.LOG2: (0.1, 8.0), Ops.SQRT: (0.0, 8.0), Ops.EXP2: (-8.0, 8.0), Ops.SIN: (-6.0, 6.0)}.get(op, (-4.0, 4.0))
+        lo, hi = {Ops.LOG2: (0.1, 8.0), Ops.SQRT: (0.0, 8.0), Ops.EXP2: (-8.0, 8.0), Ops.SIN: (-6.0, 6.0)}.get(
+            op, (-4.0, 4.0)
+        )
         values = [rnd.uniform(lo, hi) for _ in range(N)]
         if op is Ops.RECIP:
             values = [v if abs(v) > 0.25 else 0.5 for v in values]
@@ -140,7 +149,9 @@ def test_alu(device, device_name, caps, op, dtype):
     if rtol == 0.0:
         assert got == expected, _mismatch(inputs, got, expected)
     else:
-        np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol, equal_nan=True, err_msg=_mismatch(inputs, got, expected))
+        np.testing.assert_allclose(
+            got, expected, rtol=rtol, atol=rtol, equal_nan=True, err_msg=_mismatch(inputs, got, expected)
+        )
 
 
 def _mismatch(inputs: list[list[Any]], got: list[Any], expected: list[Any]) -> str:
@@ -238,7 +249,10 @@ def test_gated_load_and_store(device, device_name):
     idx = k.global_index(12)
     val = k.load(a, idx, gate=k.alu(Ops.CMPLT, idx, k.const(7)), alt=k.const(-1))  # a has only 7 elements
     k.store(out, idx, val, gate=k.alu(Ops.CMPNE, k.alu(Ops.MOD, idx, k.const(3)), k.const(1)))
-    bufs = [empty_buffer(device_name, 12, dtypes.int32, fill=99), buffer_from(device_name, np.arange(7, dtype=np.int32), dtypes.int32)]
+    bufs = [
+        empty_buffer(device_name, 12, dtypes.int32, fill=99),
+        buffer_from(device_name, np.arange(7, dtype=np.int32), dtypes.int32),
+    ]
     k.run(*bufs)
     assert values_of(bufs[0]) == [0, 99, 2, 3, 99, 5, 6, 99, -1, -1, 99, -1]
 
@@ -270,7 +284,9 @@ def test_vector_dtypes(device, device_name, caps):
         data = np.arange(count * width, dtype=np.float32)
         bufs = [empty_buffer(device_name, data.size, dtypes.float32), buffer_from(device_name, data, dtypes.float32)]
         k.run(*bufs)
-        np.testing.assert_array_equal(bufs[0].numpy(), (data * 2).reshape(count, width)[:, ::-1].reshape(-1), err_msg=f"width {width}")
+        np.testing.assert_array_equal(
+            bufs[0].numpy(), (data * 2).reshape(count, width)[:, ::-1].reshape(-1), err_msg=f"width {width}"
+        )
 
 
 def test_local_memory_and_barrier(device, device_name, caps):

@@ -27,14 +27,18 @@ def add_one_kernel(device):
 
 
 def pair(device_name, start=0.0):
-    return empty_buffer(device_name, N, dtypes.float32), buffer_from(device_name, np.arange(N, dtype=np.float32) + start, dtypes.float32)
+    return empty_buffer(device_name, N, dtypes.float32), buffer_from(
+        device_name, np.arange(N, dtype=np.float32) + start, dtypes.float32
+    )
 
 
 def test_exec_then_signal_means_done(device, device_name):
     program, gs, ls = add_one_kernel(device)
     out, a = pair(device_name)
     value = device.next_value()
-    device.compute_queue_t().exec(program, (out.opaque, a.opaque), (), gs, ls).signal(device.timeline_signal, value).submit(device)
+    device.compute_queue_t().exec(program, (out.opaque, a.opaque), (), gs, ls).signal(
+        device.timeline_signal, value
+    ).submit(device)
     device.timeline_signal.wait(value)
     assert device.timeline_signal.value >= value
     np.testing.assert_array_equal(out.numpy(), np.arange(N) + 1)

@@ -20,7 +20,9 @@ def close(got, want, rtol=1e-5, atol=1e-6):
 
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
 def test_elementwise(device_name, op):
-    fn = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y}[op]
+    fn = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": lambda x, y: x / y}[
+        op
+    ]
     close(fn(Tensor(A, device=device_name), Tensor(B, device=device_name)).numpy(), fn(A, B))
 
 

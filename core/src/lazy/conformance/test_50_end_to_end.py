@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lazy.helpers import Context
 from lazy.nn import Linear
 from lazy.nn.optim import SGD
 from lazy.tensor import Tensor
@@ -14,23 +15,19 @@ def mlp_losses(device_name, steps=30):
     rng = np.random.default_rng(0)
     x_np = rng.standard_normal((32, 4)).astype(np.float32)
     y_np = (x_np @ np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)).astype(np.float32)
-    l1, l2 = Linear(4, 16), Linear(16, 1)
-    for layer in (l1, l2):
-        layer.weight, layer.bias = layer.weight.to(device_name), layer.bias.to(device_name)
+    with Context(DEVICE=device_name):  # layers are made on the default device
+        l1, l2 = Linear(4, 16), Linear(16, 1)
     params = [l1.weight, l1.bias, l2.weight, l2.bias]
     opt = SGD(params, lr=0.05)
     x, y = Tensor(x_np, device=device_name), Tensor(y_np, device=device_name)
     losses = []
-    training, Tensor.training = getattr(Tensor, "training", False), True
-    try:
+    with Tensor.train():
         for _ in range(steps):
             opt.zero_grad()
             loss = ((l2(l1(x).relu()) - y) ** 2).mean()  # (32, 4) -> (32, 16) -> (32, 1)
             loss.backward()
             opt.step()
             losses.append(float(loss.numpy()))
-    finally:
-        Tensor.training = training
     return losses
 
 

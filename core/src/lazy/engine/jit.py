@@ -7,9 +7,11 @@ import functools
 from typing import Any, Callable, Generic, TypeVar
 
 from lazy.device import Buffer, get_device
-from lazy.engine.realize import CompiledRunner, ExecItem, capturing
+from lazy.engine.realize import CompiledRunner, ExecItem, capturing, run_schedule
+from lazy.engine.schedule import create_schedule
 from lazy.hcq import HCQGraph
 from lazy.helpers import JIT
+from lazy.lazy import LazyBuffer
 from lazy.symbolic import Node, Variable
 
 R = TypeVar("R")
@@ -20,9 +22,13 @@ class JitError(RuntimeError):
 
 
 def _tensors_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    from lazy.tensor import Tensor
+    """Tensors among the arguments (duck-typed on `lazydata`: this layer sits below `lazy.tensor`)."""
+    return [v for v in (*args, *kwargs.values()) if isinstance(getattr(v, "lazydata", None), LazyBuffer)]
 
-    return [v for v in (*args, *kwargs.values()) if isinstance(v, Tensor)]
+
+def _realize(lbs: list[LazyBuffer]) -> None:
+    if lbs:
+        run_schedule(create_schedule(lbs))
 
 
 def _var_vals(args: tuple[Any, ...], kwargs: dict[str, Any], tensors: list[Any]) -> dict[Variable, int]:
@@ -57,15 +63,14 @@ class TinyJit(Generic[R]):
         self.cnt, self.jit_cache, self.input_replace, self.graph, self.ret = 0, [], {}, None, None
 
     def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Buffer], list[Any]]:
-        from lazy.tensor import Tensor
-
         tensors = _tensors_in(args, kwargs)
-        if tensors:
-            Tensor.realize(*[t.contiguous() if not t.lazydata.st.contiguous else t for t in tensors])
+        for t in tensors:  # every input becomes a realized contiguous buffer the captured kernels can read
+            lb: LazyBuffer = t.lazydata
+            if not (lb.st.contiguous and lb.size == lb.base.size):
+                t.lazydata = lb.contiguous()
+        _realize([t.lazydata for t in tensors])
         buffers = []
         for t in tensors:
-            if t.lazydata.base.realized is None or not t.lazydata.st.contiguous:
-                t.replace(t.contiguous().realize())
             buf = t.lazydata.base.realized
             assert buf is not None
             buffers.append(buf)
@@ -98,11 +103,8 @@ class TinyJit(Generic[R]):
         capturing.append(captured.append)
         try:
             self.ret = self.fxn(*args, **kwargs)
-            from lazy.tensor import Tensor
-
-            outs = [r for r in (self.ret if isinstance(self.ret, (tuple, list)) else (self.ret,)) if isinstance(r, Tensor)]
-            if outs:
-                Tensor.realize(*outs)
+            rets = self.ret if isinstance(self.ret, (tuple, list)) else (self.ret,)
+            _realize([r.lazydata for r in _tensors_in(tuple(rets), {})])
         finally:
             capturing.remove(captured.append)
         self.jit_cache = [ExecItem(ei.runner, list(ei.bufs), dict(ei.var_vals)) for ei in captured]

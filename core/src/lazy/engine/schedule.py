@@ -73,7 +73,7 @@ def _has_unsafe_pad_op(base: LazyBuffer, realizes: set[LazyBuffer], seen: set[La
 
 
 def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[set[LazyBuffer], dict[LazyBuffer, LazyBuffer]]:
-    realizes: set[LazyBuffer] = {o.base for o in outs if o.base.realized is None and o.base.op is not Ops.CONST}
+    realizes: set[LazyBuffer] = {o.base for o in outs if o.base.realized is None}
     for base in graph.bases:
         if base.realized is not None or base.op is Ops.CONST:
             continue
@@ -97,9 +97,13 @@ def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[set[LazyBuffe
 
 
 def _grows(st: ShapeTracker, base: LazyBuffer) -> bool:
-    """Does this view read base elements more than once (an expand), so that recomputing them costs extra?"""
+    """Does this view read base elements more than once (an expand), so that recomputing them costs extra?
+    A pad grows the shape but reads each element once: only the valid region counts."""
     try:
-        return bool(prod(st.shape) > prod(base.shape))
+        if prod(st.shape) <= prod(base.shape):
+            return False
+        last = st.views[-1]
+        return not (len(st.views) == 1 and last.mask is not None and prod(b - a for a, b in last.mask) <= prod(base.shape))
     except TypeError:
         return True
 
@@ -205,7 +209,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     realizes, fused = _find_realizes(graph, outs)
     items: dict[LazyBuffer, tuple[ScheduleItem, list[LazyBuffer]]] = {}
     for base in realizes:
-        if base.realized is None and base.op is not Ops.CONST:
+        if base.realized is None:
             items[base] = _schedule_one(base, realizes, fused.get(base))
     order: list[ScheduleItem] = []
     state: dict[LazyBuffer, int] = {}

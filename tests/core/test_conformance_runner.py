@@ -1,0 +1,92 @@
+"""The conformance runner: known failures, stale entries, layer import failures, reports and exit status.
+
+Runs the runner on a tiny synthetic suite (written to a temporary directory) against the PYTHON device.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from lazy.conformance.__main__ import main
+from lazy.conformance.runner import layer_of, run_conformance
+
+KERNELS = """
+import pytest
+
+def test_passes(device_name):
+    assert device_name == "PYTHON"
+
+def test_fails():
+    assert False, "boom"
+
+def test_known():
+    assert False, "expected on this device"
+
+def test_stale():
+    pass
+
+def test_skipped():
+    pytest.skip("device declares no widgets (caps.widgets=False)")
+"""
+
+
+@pytest.fixture
+def suite(tmp_path):
+    (tmp_path / "test_20_kernels.py").write_text(textwrap.dedent(KERNELS))
+    (tmp_path / "test_40_tensor.py").write_text("import lazy_module_that_does_not_exist  # noqa\n")
+    return tmp_path
+
+
+def test_full_run_counts_known_stale_and_import_failures(suite, tmp_path):
+    known = ["test_20_kernels.py::test_kno*", "test_20_kernels.py::test_stale", "test_20_kernels.py::test_removed"]
+    report, json_path = tmp_path / "report.md", tmp_path / "report.json"
+    result = run_conformance("PYTHON", known_failures=known, suite_dir=suite, report=report, json_path=json_path)
+    by_id = {t.id: t for t in result.tests}
+    assert by_id["test_20_kernels.py::test_known"].outcome == "known_failures"  # a listed test that fails
+    assert "stale" in by_id["test_20_kernels.py::test_stale"].message  # a listed test that passes fails the run
+    assert by_id["test_20_kernels.py::test_stale"].outcome == "failed"
+    assert by_id["test_20_kernels.py::test_removed"].outcome == "failed"  # an entry that matches no test is stale too
+    assert by_id["test_20_kernels.py::test_skipped"].message == "device declares no widgets (caps.widgets=False)"
+    assert (
+        by_id["test_40_tensor.py"].outcome == "failed"
+        and "lazy_module_that_does_not_exist" in by_id["test_40_tensor.py"].message
+    )
+    assert result.exit_code == 1
+
+    data = json.loads(json_path.read_text())
+    assert data["device"] == "PYTHON" and "lazy-core" in data["versions"]
+    assert data["summary"] == {"passed": 1, "failed": 4, "skipped": 1, "known_failures": 1}
+    assert data["layers"]["kernels"] == {"passed": 1, "failed": 3, "skipped": 1, "known_failures": 1}
+    assert data["layers"]["tensor"] == {"passed": 0, "failed": 1, "skipped": 0, "known_failures": 0}
+    markdown = report.read_text()
+    assert "| kernels | 1 | 3 | 1 | 1 |" in markdown and "| tensor | 0 | 1 | 0 | 0 |" in markdown
+    assert "## Failures" in markdown and "boom" in markdown and "## Skips" in markdown
+
+
+def test_clean_selection_exits_zero(suite):
+    result = run_conformance("PYTHON", known_failures=["test_20_kernels.py::test_known"], suite_dir=suite,
+                             keyword="passes or known or skipped")  # fmt: skip
+    assert result.counts() == {"passed": 1, "failed": 0, "skipped": 1, "known_failures": 1}
+    assert result.exit_code == 0
+
+
+def test_exitfirst_stops_at_a_real_failure(suite):
+    result = run_conformance("PYTHON", known_failures=[], suite_dir=suite, keyword="kernels", exitfirst=True)
+    assert result.counts()["failed"] == 1 and result.exit_code == 1
+
+
+def test_layer_names_come_from_module_names():
+    assert layer_of("test_20_kernels.py::test_alu[ADD-float]") == "kernels"
+    assert layer_of("test_50_end_to_end.py::test_x") == "end_to_end"
+
+
+def test_command_line_on_the_real_suite(tmp_path, capsys):
+    json_path = tmp_path / "r.json"
+    code = main(["--device", "python", "-k", "discovery", "--json", str(json_path)])
+    assert code == 0
+    data = json.loads(json_path.read_text())
+    assert data["device"] == "PYTHON" and data["summary"]["failed"] == 0 and data["layers"]["discovery"]["passed"] > 0
+    assert "PYTHON:" in capsys.readouterr().out

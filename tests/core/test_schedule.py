@@ -1,0 +1,112 @@
+"""Fusion decisions are behaviour: these tests assert how many kernels a graph becomes (and that it still computes
+the right thing), on the PYTHON reference device so no plugin is needed."""
+
+import numpy as np
+import pytest
+
+from lazy import GlobalCounters, Tensor
+from lazy.ops import Ops
+
+D = "PYTHON"
+
+
+def kernels(*ts: Tensor) -> int:
+    return sum(1 for si in ts[0].schedule(*ts[1:]) if si.ast.op is Ops.SINK)
+
+
+@pytest.fixture
+def abc():
+    rng = np.random.default_rng(0)
+    arrs = [rng.standard_normal((4, 6)).astype(np.float32) for _ in range(3)]
+    return arrs, [Tensor(a, device=D).realize() for a in arrs]
+
+
+def test_elementwise_chain_is_one_kernel(abc):
+    (a, b, c), (ta, tb, tc) = abc
+    out = ((ta + tb) * tc - ta).exp() / 2
+    assert kernels(out) == 1
+    np.testing.assert_allclose(out.numpy(), np.exp((a + b) * c - a) / 2, rtol=1e-5)
+
+
+def test_reduce_fuses_with_producers_and_consumers(abc):
+    (a, b, c), (ta, tb, tc) = abc
+    out = ((ta + tb) * tc).sum(axis=1).relu()
+    assert kernels(out) == 1
+    np.testing.assert_allclose(out.numpy(), np.maximum(((a + b) * c).sum(1), 0), rtol=1e-5)
+
+
+def test_softmax_is_at_most_three_kernels(abc):
+    (a, _, _), (ta, _, _) = abc
+    out = ta.softmax(-1)
+    assert kernels(out) <= 3
+    e = np.exp(a - a.max(-1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5)
+
+
+def test_movement_ops_make_no_kernel(abc):
+    _, (ta, _, _) = abc
+    view = ta.reshape(6, 4).permute(1, 0).pad(((1, 1), (0, 0)))[1:5].flip(0)
+    assert view.lazydata.base is ta.lazydata.base  # still a view of the realized input
+    assert kernels(view) == 0  # realizing a view of a realized buffer has nothing to do
+    assert kernels(view.contiguous()) == 1  # making it contiguous is one copy kernel
+
+
+def test_constants_fold():
+    x = Tensor.ones(4, 4, device=D) * 3 + 2
+    assert x.lazydata.is_unrealized_const() and x.lazydata.const_value() == 5
+    assert kernels(x) == 1
+
+
+def test_identical_subgraphs_are_shared(abc):
+    _, (ta, tb, _) = abc
+    assert (ta + tb).lazydata is (ta + tb).lazydata
+
+
+def test_expand_of_computed_buffer_realizes_it_first(abc):
+    _, (ta, tb, _) = abc
+    small = (ta + tb).sum(axis=1, keepdim=True)  # (4, 1)
+    big = small.expand(4, 6) * ta
+    assert kernels(big) == 2
+
+
+def test_unsafe_pad_realizes_before_padding(abc):
+    (a, _, _), (ta, _, _) = abc
+    out = (ta.abs() + 1).reciprocal().pad(((1, 1), (0, 0))) * 2
+    assert kernels(out) == 2  # recip(0) != 0, so the padded region must not recompute it
+    expected = np.pad(1 / (np.abs(a) + 1), ((1, 1), (0, 0))) * 2
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5)
+
+
+def test_safe_pad_fuses(abc):
+    (a, b, _), (ta, tb, _) = abc
+    out = (ta * tb).pad(((1, 1), (0, 0))) + 1
+    assert kernels(out) == 1
+    np.testing.assert_allclose(out.numpy(), np.pad(a * b, ((1, 1), (0, 0))) + 1, rtol=1e-5)
+
+
+def test_matmul_is_one_kernel(abc):
+    (a, b, _), (ta, tb, _) = abc
+    out = ta @ tb.T
+    assert kernels(out) == 1
+    np.testing.assert_allclose(out.numpy(), a @ b.T, rtol=1e-4)
+
+
+def test_realized_tensor_schedules_nothing(abc):
+    _, (ta, _, _) = abc
+    assert ta.schedule() == []
+
+
+def test_global_counters_count_kernels(abc):
+    _, (ta, tb, _) = abc
+    GlobalCounters.reset()
+    (ta + tb).realize()
+    (ta * tb).sum().realize()
+    assert GlobalCounters.kernel_count == 2
+    assert GlobalCounters.global_ops >= 24 + 24
+    assert GlobalCounters.global_mem > 0
+
+
+def test_two_outputs_share_one_schedule(abc):
+    _, (ta, tb, _) = abc
+    x, y = ta + tb, ta - tb
+    assert kernels(x, y) == 2
