@@ -314,7 +314,7 @@ class Compiled:
     `lazy.hcq.adapt_simple_tier` (applied by the registry on open) fits core's synchronous queues."""
 
     def __init__(self, device: str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
-                 runtime: Callable[[str, bytes], Any], signal_t: type[Signal] | None = None,
+                 runtime: Callable[[str, bytes, ProgramSpec], Any], signal_t: type[Signal] | None = None,
                  compute_queue_t: type[HWQueue] | None = None, copy_queue_t: type[HWQueue] | None = None):  # fmt: skip
         self.device, self.allocator, self.renderer, self.compiler, self.runtime = device, allocator, renderer, compiler, runtime
         self.hcq = compute_queue_t is not None  # False: simple tier; the registry fits core's synchronous queues on open

@@ -41,6 +41,8 @@ class DeviceSpec:
         third-party import belongs. Raise with a message saying what is missing and how to get it.
     description: one line shown by `python -m lazy devices`.
     default_ok: False for devices that must only be used when asked for by name (the PYTHON reference interpreter).
+    library_versions: `() -> {library: version}` of the third-party libraries the device runs on (compiler, driver,
+        binding), for conformance reports; cheap (read metadata, don't open the device). Optional.
     """
 
     name: str
@@ -50,6 +52,7 @@ class DeviceSpec:
     open: Callable[[str], Compiled]
     description: str = ""
     default_ok: bool = True
+    library_versions: Callable[[], dict[str, str]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _DEVICE_NAME.fullmatch(self.name):

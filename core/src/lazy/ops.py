@@ -216,9 +216,9 @@ def truncate(value: Any, dtype: DType) -> Any:
     if dtype in (dtypes.float32, dtypes.float16):
         fmt = "f" if dtype == dtypes.float32 else "e"
         try:
-            return struct.unpack(fmt, struct.pack(fmt, value))[0]
-        except OverflowError:
-            return math.copysign(math.inf, value)
+            return struct.unpack(fmt, struct.pack(fmt, float(value)))[0]
+        except (OverflowError, struct.error):  # too large for the format: rounds to infinity like the hardware
+            return math.inf if value > 0 else -math.inf
     if dtype == dtypes.bfloat16:
         bits = struct.unpack("I", struct.pack("f", truncate(value, dtypes.float32)))[0]
         if not math.isnan(value):

@@ -1,4 +1,5 @@
-"""`python -m lazy.conformance --device NAME [--report FILE.md] [--json FILE.json] [-k EXPR] [-x] [-- PYTEST ARGS]`."""
+"""`python -m lazy.conformance --device NAME [--report FILE.md] [--json FILE.json] [-k EXPR] [-x] [-- PYTEST ARGS]`
+or `python -m lazy.conformance --all [--out DIR]`: every usable device, one matrix (device x layer)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m lazy.conformance", description="Run lazy's device conformance suite."
     )
-    parser.add_argument("--device", required=True, help="device to test, e.g. CPU, CL, PYTHON")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--device", help="device to test, e.g. CPU, CL, PYTHON")
+    target.add_argument("--all", action="store_true", help="every usable device, then one matrix of the results")
+    target.add_argument("--devices", help="comma-separated devices to test, then one matrix")
+    parser.add_argument("--out", metavar="DIR", help="with --all/--devices: write <DEVICE>.md/.json reports here")
     parser.add_argument("--report", metavar="FILE.md", help="write the Markdown report here")
     parser.add_argument("--json", metavar="FILE.json", help="write the JSON report here")
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only run tests matching EXPR (pytest -k)")
@@ -26,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from lazy.conformance.runner import run_conformance
 
+    if args.all or args.devices:
+        from lazy.conformance.matrix import run_matrix
+
+        devices = [d.strip() for d in args.devices.split(",")] if args.devices else None
+        return run_matrix(devices, out_dir=args.out, keyword=args.keyword, extra_args=args.pytest_args)
     result = run_conformance(args.device, report=args.report, json_path=args.json, keyword=args.keyword,
                              exitfirst=args.exitfirst, extra_args=args.pytest_args)  # fmt: skip
     print(result.summary_line())

@@ -174,8 +174,16 @@ def device_versions(device: str) -> dict[str, str]:
     versions = {"lazy-core": core_version()}
     base = Device.canonicalize(device).partition(":")[0]
     for info in Device.plugins():
-        if any(spec.name == base for spec in info.devices) and info.distribution:
-            versions[info.distribution] = info.version or "unknown"
+        for spec in info.devices:
+            if spec.name != base:
+                continue
+            if info.distribution:
+                versions[info.distribution] = info.version or "unknown"
+            if spec.library_versions is not None:
+                try:
+                    versions.update(spec.library_versions())
+                except Exception as e:  # a report still gets written; the problem is shown in it
+                    versions["library_versions"] = f"error: {type(e).__name__}: {e}"
     return versions
 
 

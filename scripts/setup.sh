@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install lazy-core, the plugins, the example's and the dev tools' dependencies.
+# Idempotent. Usage: scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+fi
+.venv/bin/python -m pip install -q -e "./core[conformance]" -e ./plugins/lazy-cpu \
+  scikit-learn pytest pytest-xdist hypothesis ruff mypy

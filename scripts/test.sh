@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Everything CI checks, from a clean clone: install, lint, types, all tests, and the conformance suite on every
+# device this machine can run (printed as one device x layer matrix).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+PY=.venv/bin/python
+echo "== ruff"; $PY -m ruff check core plugins tests examples bench
+echo "== ruff format"; $PY -m ruff format --check core plugins tests examples bench
+echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu
+echo "== tests"; $PY -m pytest -q -n 2 tests plugins
+echo "== conformance"; $PY -m lazy.conformance --all --out reports/conformance
+echo "== main job"; $PY examples/digits.py --epochs 30
