@@ -121,6 +121,12 @@ def test_unary_float(name):
     close(out, ref(a.astype(np.float64)), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["trunc", "floor", "ceil", "round"])
+def test_rounding_of_huge_and_special_floats(name):
+    a = np.array([1e20, -3e19, np.inf, -np.inf, np.nan, -2.5], np.float32)
+    close(getattr(Tensor(a), name)(), getattr(np, name)(a))
+
+
 def test_round_half_to_even():
     a = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.4, -0.6, 3.7], np.float32)
     equal(Tensor(a).round(), np.round(a))
@@ -218,6 +224,22 @@ def test_int_pow():
     equal(out, a**3)
 
 
+def test_int_pow_dtype_does_not_depend_on_the_exponent_value():
+    a = np.array([1, 2, 3, -2], np.int32)
+    out = Tensor(a) ** 9  # torch: int tensor ** python int stays an int tensor
+    assert out.dtype == dtypes.int32
+    equal(out, a**9)
+    out = 2 ** Tensor([1, 3])  # torch: 2 ** torch.tensor([1, 3]) -> tensor([2, 8]), an int tensor
+    assert out.dtype == dtypes.int32
+    equal(out, [2, 8])
+
+
+def test_pow_zero_base():
+    out = Tensor([0.0, 0.0, 0.0, 2.0]) ** Tensor([0.0, 2.0, 0.5, 0.0])
+    close(out, [1.0, 0.0, 0.0, 1.0])  # numpy and torch: 0**0 == 1
+    close(Tensor([0.0]) ** 0.0, [1.0])
+
+
 def test_clip():
     a = rnd(3, 4)
     close(Tensor(a).clip(-0.5, 0.5), np.clip(a, -0.5, 0.5))
@@ -284,6 +306,12 @@ def test_python_scalar_promotion():
     equal(b + 1, [2, 1])
     assert (b * 1.5).dtype == dtypes.float32
     close(b * 1.5, [1.5, 0.0])
+
+
+def test_numpy_scalar_operand_promotes_like_torch():
+    out = Tensor([1, 2]) + np.float32(0.5)  # torch.tensor([1, 2]) + np.float32(0.5) -> tensor([1.5, 2.5])
+    assert out.dtype == dtypes.float32
+    close(out, [1.5, 2.5])
 
 
 def test_int_true_division_is_float():
@@ -448,6 +476,20 @@ def test_mean_of_int_is_float32():
     assert Tensor([True, False, False, False]).mean().item() == pytest.approx(0.25)
 
 
+def test_int_min_with_the_most_negative_value():
+    a = np.array([-128, 5, 3], np.int8)
+    equal(Tensor(a).min(), np.int8(-128))
+    equal(Tensor(a).argmin(), 0)
+    equal(Tensor(a).minimum(0), np.minimum(a, 0))
+    b = np.array([5, -(2**31)], np.int32)
+    equal(Tensor(b).min(), np.int32(-(2**31)))
+
+
+def test_argmax_with_nan_is_in_range():
+    idx = Tensor([1.0, float("nan"), 2.0]).argmax().item()
+    assert idx == 1  # torch and numpy: the NaN's index
+
+
 def test_int_max_min():
     a = np.array([[3, -5, 7], [-2, 9, 0]], np.int32)
     equal(Tensor(a).max(1), a.max(1))
@@ -512,6 +554,13 @@ def test_softmax_numerics_on_large_inputs():
     ref = (a64 - a64.max(-1, keepdims=True)) - np.log(e.sum(-1, keepdims=True))
     assert np.all(np.isfinite(ls))
     np.testing.assert_allclose(ls, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_activations_on_large_inputs():
+    a = np.array([-1000.0, -100.0, 100.0, 1000.0], np.float32)
+    close(Tensor(a).sigmoid(), [0.0, 0.0, 1.0, 1.0])
+    close(Tensor(a).tanh(), [-1.0, -1.0, 1.0, 1.0])
+    close(Tensor(a).softplus(), [0.0, 0.0, 100.0, 1000.0])  # torch.nn.functional.softplus: x above threshold 20
 
 
 def test_logsumexp():

@@ -191,11 +191,14 @@ class Buffer:
         self._opaque = None
 
     def __del__(self) -> None:
+        # No sync for LRU-cached memory: it is handed out again only to work on the same in-order queue, and host
+        # writes (copyin) synchronize first. Memory given back to the device for real must be idle first.
         try:
             if self._opaque is not None and self.base is None and self.allocated_here:
                 dev = opened_devices.get(self.device)
                 if dev is not None:
-                    dev.synchronize_if_pending()
+                    if self.spec.nolru or not isinstance(dev.allocator, LRUAllocator):
+                        dev.synchronize_if_pending()
                     self.deallocate()
         except Exception:  # interpreter shutdown: modules may already be gone
             pass

@@ -55,6 +55,23 @@ def _as_uop(x: sint, ops: Any, ctx: Any) -> UOp:
 
 RENDER_OPS = _render_ops()
 
+# what a vectorized kernel may contain: every op here has a direct meaning on whole vectors
+VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SUM, Ops.STORE, Ops.SINK})
+
+
+def choose_vector_axis(k: Kernel) -> tuple[int | None, int]:
+    """The upcast axis whose lanes become one vector: contiguous in the output, a declared width, float32 only."""
+    if not k.caps.vector_widths or not all(n.op in VECTOR_OPS for n in k.ast.toposort()):
+        return None, 1
+    if any(b.dtype != dtypes.float32 for b in k.bufs):
+        return None, 1
+    out_st = k.st_of(k.ast.src[0].arg)
+    for axis in reversed(k.axes(Axis.UPCAST)):
+        size = k.full_shape[axis]
+        if size in k.caps.vector_widths and out_st.real_strides()[axis] == 1:
+            return axis, int(size)
+    return None, 1
+
 
 class Lowerer:
     def __init__(self, k: Kernel):
@@ -68,6 +85,8 @@ class Lowerer:
         self.global_size: list[int] | None = None
         self.core_split = 0
         self.symbolic_vars: list[Variable] = []
+        self.vec_axis, self.vec_width = choose_vector_axis(k)
+        self.load_cache: dict[tuple[int, Node, Node, int], UOp] = {}
 
     def node(self, x: sint) -> UOp:
         return _as_uop(x, RENDER_OPS, self)
@@ -111,6 +130,8 @@ class Lowerer:
         for rng in reversed(ranges):
             self.b.add(UOps.ENDRANGE, None, (rng,))
             self.b.close_scope()
+        if ranges:
+            self.load_cache.clear()  # loads made inside a closed loop are out of scope
 
     def make_axis_vars(self) -> None:
         for i, (size, kind) in enumerate(zip(self.full_shape, self.k.kinds)):
@@ -154,15 +175,38 @@ class Lowerer:
             self.index_cache[key] = (idx, valid)
         return self.index_cache[key]
 
+    def with_vec_lane(self, lane: Lane, i: int) -> Lane:
+        pos = self.lane_axes.index(self.vec_axis)  # type: ignore[arg-type]
+        return lane[:pos] + (i,) + lane[pos + 1 :]
+
     def load(self, buf: MemBuffer, lane: Lane) -> UOp:
-        idx, valid = self.index_of(buf, lane)
+        if self.vec_axis is None:
+            return self.scalar_load(buf, *self.index_of(buf, lane))
+        lanes = [self.index_of(buf, self.with_vec_lane(lane, i)) for i in range(self.vec_width)]
+        vec = buf.dtype.vec(self.vec_width)
+        if all(x == lanes[0] for x in lanes):  # broadcast along the vector axis: one scalar load
+            return self.b.add(UOps.VECTORIZE, vec, (self.scalar_load(buf, *lanes[0]),) * self.vec_width)
+        idx0, valid0 = lanes[0]
+        contiguous = all(v == valid0 and i == idx0 + n for n, (i, v) in enumerate(lanes))
+        if contiguous and isinstance(valid0, NumNode) and valid0.b == 1:
+            key = (buf.idx, idx0, valid0, self.vec_width)
+            if key not in self.load_cache:
+                self.load_cache[key] = self.b.add(UOps.LOAD, vec, (self.bufs_uop[buf.idx], self.node(idx0)))
+            return self.load_cache[key]
+        return self.b.add(UOps.VECTORIZE, vec, tuple(self.scalar_load(buf, i, v) for i, v in lanes))
+
+    def scalar_load(self, buf: MemBuffer, idx: Node, valid: Node) -> UOp:
         zero = self.b.const(0, buf.dtype)
         if isinstance(valid, NumNode) and valid.b == 0:
             return zero
+        key = (buf.idx, idx, valid, 1)
+        if key in self.load_cache:
+            return self.load_cache[key]
         src: tuple[UOp, ...] = (self.bufs_uop[buf.idx], self.node(idx))
         if not (isinstance(valid, NumNode) and valid.b == 1):
             src += (self.node(valid), zero)
-        return self.b.add(UOps.LOAD, buf.dtype, src)
+        self.load_cache[key] = out = self.b.add(UOps.LOAD, buf.dtype, src)
+        return out
 
     def const(self, buf: ConstBuffer, lane: Lane) -> UOp:
         if isinstance(buf.val, Node):
@@ -171,6 +215,8 @@ class Lowerer:
             value = self.b.add(UOps.CAST, buf.dtype, (value,)) if buf.dtype != INDEX else value
         else:
             value = self.b.const(buf.val, buf.dtype)
+        if self.vec_axis is not None:
+            return self.b.add(UOps.VECTORIZE, buf.dtype.vec(self.vec_width), (value,) * self.vec_width)
         _, valid = self.index_of(buf, lane)
         if isinstance(valid, NumNode) and valid.b == 1:
             return value
@@ -203,7 +249,8 @@ class Lowerer:
 
     def lanes(self, kinds: tuple[Axis, ...]) -> list[Lane]:
         """Every lane where only axes of `kinds` vary (the others fixed at 0)."""
-        ranges = [range(self.full_shape[a]) if self.k.kinds[a] in kinds else range(1) for a in self.lane_axes]  # type: ignore[arg-type]
+        ranges = [range(self.full_shape[a]) if self.k.kinds[a] in kinds and a != self.vec_axis else range(1)  # type: ignore[arg-type]
+                  for a in self.lane_axes]
         return list(itertools.product(*ranges))
 
     def output_lane(self, lane: Lane) -> Lane:
@@ -212,8 +259,8 @@ class Lowerer:
     # -- the kernel ----------------------------------------------------------------------------------------------------
 
     def reduce(self, rop: LazyOp) -> None:
-        dtype = rop.dtype
-        accs = {lane: self.b.add(UOps.DEFINE_ACC, dtype, (), identity_element(rop.op, dtype)) for lane in self.lanes((Axis.UPCAST,))}
+        dtype = rop.dtype.vec(self.vec_width) if self.vec_axis is not None else rop.dtype
+        accs = {lane: self.b.add(UOps.DEFINE_ACC, dtype, (), identity_element(rop.op, rop.dtype)) for lane in self.lanes((Axis.UPCAST,))}
         loops = self.open_loops(self.k.axes(Axis.REDUCE), "ridx")
         current = dict(accs)
         for lane in self.lanes((Axis.UPCAST, Axis.UNROLL)):
@@ -241,7 +288,7 @@ class Lowerer:
         out_buf: MemBuffer = store.arg
         for lane in self.lanes((Axis.UPCAST,)):
             val = self.value(store.src[0], lane)
-            idx, valid = self.index_of(out_buf, lane)
+            idx, valid = self.index_of(out_buf, lane)  # with a vector axis: lane 0 of a contiguous run
             src: tuple[UOp, ...] = (self.bufs_uop[0], self.node(idx), val)
             if not (isinstance(valid, NumNode) and valid.b == 1):
                 src += (self.node(valid),)

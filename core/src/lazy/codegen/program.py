@@ -29,8 +29,11 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
             continue
         if any(k.st_of(b).real_strides()[axis] == 0 for b in k.membufs[1:]):
             candidates.append(axis)
+    out_strides = k.st_of(k.ast.src[0].arg).real_strides()
     for axis in reversed(candidates[-2:]):
-        for amount in (4, 2):
+        # the axis contiguous in the output becomes the vector lanes: upcast it by the widest vector the device has
+        widths = sorted(k.caps.vector_widths, reverse=True) if out_strides[axis] == 1 else []
+        for amount in (*widths, 4, 2):
             if full[axis] % amount == 0:
                 try:
                     trial = k.copy()

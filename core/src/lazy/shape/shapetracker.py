@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import functools
+from typing import Any
+
 from lazy.helpers import prod
 from lazy.shape.view import View, strides_for_shape, unravel
 from lazy.symbolic import MulNode, Node, SumNode, Variable, sint, to_sint
@@ -29,7 +32,18 @@ class ShapeTracker:
 
     @staticmethod
     def from_shape(shape: Sequence[sint]) -> ShapeTracker:
-        return ShapeTracker((View.create(tuple(shape)),))
+        shape = tuple(shape)
+        return _from_static_shape(shape) if all(type(s) is int for s in shape) else ShapeTracker((View.create(shape),))
+
+    @functools.cached_property
+    def static(self) -> bool:
+        """No symbolic variable anywhere: movement results can be memoised (a bound variable could not be)."""
+        return not self.vars()
+
+    def _move(self, op: str, arg: tuple[Any, ...]) -> ShapeTracker:
+        if self.static and _all_static(arg):
+            return _cached_move(self, op, arg)
+        return getattr(self, f"_{op}")(arg)
 
     @property
     def shape(self) -> tuple[sint, ...]:
@@ -76,24 +90,42 @@ class ShapeTracker:
     def _replace_last(self, view: View) -> ShapeTracker:
         return ShapeTracker(self.views[:-1] + (view,))
 
-    def reshape(self, new_shape: tuple[sint, ...]) -> ShapeTracker:
+    def reshape(self, new_shape: Any) -> ShapeTracker:
+        return self._move("reshape", tuple(new_shape))
+
+    def _reshape(self, new_shape: tuple[sint, ...]) -> ShapeTracker:
         if (view := self.views[-1].reshape(new_shape)) is not None:
             return self._replace_last(view)
         return ShapeTracker(self.views + (View.create(new_shape),))
 
-    def permute(self, axis: tuple[int, ...]) -> ShapeTracker:
+    def permute(self, axis: Any) -> ShapeTracker:
+        return self._move("permute", tuple(axis))
+
+    def _permute(self, axis: tuple[int, ...]) -> ShapeTracker:
         return self._replace_last(self.views[-1].permute(axis))
 
-    def expand(self, new_shape: tuple[sint, ...]) -> ShapeTracker:
+    def expand(self, new_shape: Any) -> ShapeTracker:
+        return self._move("expand", tuple(new_shape))
+
+    def _expand(self, new_shape: tuple[sint, ...]) -> ShapeTracker:
         return self._replace_last(self.views[-1].expand(new_shape))
 
-    def pad(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:
+    def pad(self, arg: Any) -> ShapeTracker:
+        return self._move("pad", tuple(arg))
+
+    def _pad(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:
         return self._replace_last(self.views[-1].pad(arg))
 
-    def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:
+    def shrink(self, arg: Any) -> ShapeTracker:
+        return self._move("shrink", tuple(arg))
+
+    def _shrink(self, arg: tuple[tuple[sint, sint], ...]) -> ShapeTracker:
         return self._replace_last(self.views[-1].shrink(arg))
 
-    def stride(self, mul: tuple[int, ...]) -> ShapeTracker:
+    def stride(self, mul: Any) -> ShapeTracker:
+        return self._move("stride", tuple(mul))
+
+    def _stride(self, mul: tuple[int, ...]) -> ShapeTracker:
         return self._replace_last(self.views[-1].stride(mul))
 
     def flip(self, axis: tuple[bool, ...]) -> ShapeTracker:
@@ -101,6 +133,11 @@ class ShapeTracker:
 
     def simplify(self) -> ShapeTracker:
         """Merge adjacent views wherever `View.__add__` can express two as one."""
+        if len(self.views) == 1:
+            return self
+        return _cached_simplify(self) if self.static else self._simplify()
+
+    def _simplify(self) -> ShapeTracker:
         views = list(self.views)
         i = len(views) - 2
         while i >= 0:
@@ -138,6 +175,9 @@ class ShapeTracker:
 
     def real_strides(self, ignore_valid: bool = False) -> tuple[sint | None, ...]:
         """The stride of each axis through all views; None where it is not one constant (or the axis is masked)."""
+        return _cached_real_strides(self, ignore_valid) if self.static else self._real_strides(ignore_valid)
+
+    def _real_strides(self, ignore_valid: bool = False) -> tuple[sint | None, ...]:
         idxs = self.default_idxs()
         idx, valid = self.expr_idxs(idxs)
         strides: dict[Node, sint] = {v: 0 for v in idxs}
@@ -159,3 +199,27 @@ class ShapeTracker:
         idxs = self.default_idxs()
         _, valid = self.expr_idxs(idxs)
         return idxs[axis] in valid.vars()
+
+
+def _all_static(arg: Any) -> bool:
+    return all(_all_static(a) if isinstance(a, tuple) else type(a) is int for a in arg)
+
+
+@functools.lru_cache(maxsize=4096)
+def _from_static_shape(shape: tuple[int, ...]) -> ShapeTracker:
+    return ShapeTracker((View.create(shape),))
+
+
+@functools.lru_cache(maxsize=16384)
+def _cached_move(st: ShapeTracker, op: str, arg: tuple[Any, ...]) -> ShapeTracker:
+    return getattr(st, f"_{op}")(arg)
+
+
+@functools.lru_cache(maxsize=8192)
+def _cached_simplify(st: ShapeTracker) -> ShapeTracker:
+    return st._simplify()
+
+
+@functools.lru_cache(maxsize=8192)
+def _cached_real_strides(st: ShapeTracker, ignore_valid: bool) -> tuple[sint | None, ...]:
+    return st._real_strides(ignore_valid)
