@@ -93,6 +93,8 @@ class LazyBuffer:
     @staticmethod
     def const_like(val: ConstType | Node, dtype: DType, device: str, shape: tuple[sint, ...]) -> LazyBuffer:
         value = val if isinstance(val, Node) else dtypes.as_const(val, dtype)
+        if prod(shape) == 0:  # nothing to broadcast: an empty constant of that shape
+            return LazyBuffer.metaop(Ops.CONST, shape, dtype, device, arg=value)
         scalar = LazyBuffer.metaop(Ops.CONST, (), dtype, device, arg=value)
         return scalar.reshape((1,) * len(shape)).expand(shape)
 
@@ -189,7 +191,8 @@ class LazyBuffer:
         return create_lazybuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op, axis, (self,))
 
     def _split_reduce(self, op: Ops, axis: tuple[int, ...], new_shape: tuple[sint, ...]) -> LazyBuffer | None:
-        """Reduce a long axis in two stages so the first stage has many independent outputs (cores, accumulators)."""
+        """Reduce one long axis in two stages: (P, R, W) partial results first, P chunks for the cores and W
+        contiguous lanes (vector accumulators) each, summing R rows read in order; then the P*W partials."""
         if not all_int(self.shape) or len(axis) != 1:
             return None
         reduced = prod(self.shape) // prod(new_shape)
@@ -198,13 +201,14 @@ class LazyBuffer:
         ax = axis[0]
         size = self.shape[ax]
         assert isinstance(size, int)
-        split = next((d for d in (256, 128, 64, 32, 16, 8) if size % d == 0 and size // d >= 256), None)
-        if split is None:
+        plan = next(((p, w) for w in (32, 16, 8, 1) for p in (64, 32, 16, 8) if size % (p * w) == 0 and size // (p * w) >= 16),
+                    None)  # fmt: skip
+        if plan is None:
             return None
-        # (..., size, ...) -> (..., split, size/split, ...): reduce the inner part first, then the `split` partials
-        shape = self.shape[:ax] + (split, size // split) + self.shape[ax + 1 :]
+        chunks, lanes = plan
+        shape = self.shape[:ax] + (chunks, size // (chunks * lanes), lanes) + self.shape[ax + 1 :]
         stage1 = self.reshape(shape).r(op, (ax + 1,))
-        return stage1.r(op, (ax,)).reshape(new_shape)
+        return stage1.r(op, (ax, ax + 2)).reshape(new_shape)
 
     # -- movement (views) ---------------------------------------------------------------------------------------------
 

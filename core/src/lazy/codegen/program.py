@@ -42,6 +42,8 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
                     break
                 except KernelOptError:
                     pass
+    if not candidates:
+        _upcast_contiguous_output(k)
     reduce_axes = k.axes(Axis.REDUCE)
     if reduce_axes:
         axis = reduce_axes[-1]
@@ -51,6 +53,25 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
         elif isinstance(size, int) and size % 4 == 0 and k.upcast_size() <= 16:
             k.apply_opt(Opt(OptOps.UNROLL, axis, 4))
     return k
+
+
+def _upcast_contiguous_output(k: Kernel) -> None:
+    """A reduction whose output axis is contiguous in every buffer: make that axis vector lanes (column sums)."""
+    globals_ = k.axes(Axis.GLOBAL)
+    if not globals_ or not k.caps.vector_widths:
+        return
+    axis = globals_[-1]
+    size = k.full_shape[axis]
+    if not isinstance(size, int) or any(k.st_of(b).real_strides()[axis] not in (0, 1) for b in k.membufs):
+        return
+    if k.st_of(k.membufs[0]).real_strides()[axis] != 1:
+        return
+    for width in sorted(k.caps.vector_widths, reverse=True):
+        if size % width == 0 and size // width >= 2:
+            k.apply_opt(Opt(OptOps.UPCAST, axis, width))
+            if size // width <= 4:  # a few vectors left: upcast them too, for independent accumulators
+                k.apply_opt(Opt(OptOps.UPCAST, axis, 0))
+            return
 
 
 def build_kernel(ast: LazyOp, renderer: Renderer, opts: list[Opt] | None = None) -> Kernel:
