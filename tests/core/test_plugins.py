@@ -413,7 +413,6 @@ def fake_entry_points(monkeypatch: pytest.MonkeyPatch, *eps: tuple[str, str]) ->
         return [importlib.metadata.EntryPoint(name, value, group) for name, value in eps]
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
-    monkeypatch.setattr(lazy.plugins, "_CORE_PLUGINS", {})  # core's own PYTHON device is tested on its own
     return asked
 
 
@@ -452,21 +451,10 @@ def test_no_entry_points_at_all_is_fine(monkeypatch: pytest.MonkeyPatch) -> None
         _ = Device.DEFAULT
 
 
-def test_core_plugins_load_from_a_checkout_without_entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = types.ModuleType("lazy_test_core_plugin")
-    module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None)
-    module.plugin = DevicePlugin([make_spec("REF", default_ok=False)])  # type: ignore[attr-defined]
-    module.lazy_devices = module.plugin.lazy_devices  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    fake_entry_points(monkeypatch)
-    monkeypatch.setattr(lazy.plugins, "_CORE_PLUGINS", {"ref": module.__name__})
-    Device.reset()
-    assert [(p.name, p.distribution, p.status) for p in Device.plugins()] == [("ref", "lazy-core", "ok")]
-    assert isinstance(Device["REF"], FakeCompiled)
-    fake_entry_points(monkeypatch, ("ref", f"{__name__}:EntryPointPlugin.instance"))  # installed: the entry point wins
-    monkeypatch.setattr(lazy.plugins, "_CORE_PLUGINS", {"ref": module.__name__})
-    Device.reset()
-    assert [p.module for p in Device.plugins()] == [f"{__name__}:EntryPointPlugin.instance"]
+def test_core_registers_its_python_device_through_an_installed_entry_point() -> None:
+    """Core's own device is found like any plugin's: through the `lazy.devices` entry point of lazy-core."""
+    eps = [ep for ep in importlib.metadata.entry_points(group="lazy.devices") if ep.name == "python"]
+    assert [ep.value for ep in eps] == ["lazy.pydevice"], "install lazy-core (pip install -e ./core) to run the tests"
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -31,9 +31,6 @@ __all__ = ["Device", "DeviceSpec", "PluginInfo", "PluginProblem", "ENTRY_POINT_G
 ENTRY_POINT_GROUP = "lazy.devices"
 INSTALL_HINT = "install a device plugin (`pip install lazy-cpu`) or see `python -m lazy devices`"
 
-# Core's own plugins, declared as entry points in core/pyproject.toml. When core runs from a checkout without being
-# installed (PYTHONPATH=core/src) there are no entry points, so these are loaded from their module instead.
-_CORE_PLUGINS = {"python": "lazy.pydevice"}
 
 PluginStatus = Literal["ok", "error", "disabled"]
 _DEVICE_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -140,19 +137,7 @@ def _entry_point_candidates() -> tuple[list[_Candidate], list[PluginProblem]]:
         dist = getattr(ep, "dist", None)
         dist_name = (getattr(dist, "name", None) or dist.metadata["Name"] or "") if dist is not None else ""
         found.append(_Candidate(ep.name, dist_name, dist.version if dist is not None else "", ep.value, ep.load))
-    names = {c.name for c in found}
-    for name, module in _CORE_PLUGINS.items():
-        if name not in names and _module_exists(module):
-            load = functools.partial(importlib.import_module, module)
-            found.append(_Candidate(name, "lazy-core", core_version(), module, load))
     return found, []
-
-
-def _module_exists(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def _parse_allow_list(value: str) -> list[str] | None:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import traceback
 
 import numpy as np
 import pytest
@@ -223,7 +224,29 @@ def test_registration():
 
 
 def test_import_is_cheap():
-    code = "import sys, lazy_cpu; lazy_cpu.lazy_devices(); print(sorted(m for m in sys.modules if 'llvmlite' in m or m == 'lazy_cpu.device'))"
+    code = (
+        "import sys, lazy_cpu; lazy_cpu.lazy_devices(); "
+        "print(sorted(m for m in sys.modules if 'llvmlite' in m or m == 'lazy_cpu.device'))"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_device_works_in_a_forked_child(dev):
+    prg = load_program(dev, add_one_uops(8))
+    a, out = to_device(dev, np.zeros(8, np.float32)), dev.allocator.alloc(32)
+    dev.cores.run(lambda lo, hi: None, (), 4, 2)  # the parent has core threads
+    pid = os.fork()
+    if pid == 0:  # child: the worker threads did not come along; both paths must start their own
+        try:
+            dev.cores.run(lambda lo, hi: None, (), 4, 2)
+            done = dev.signal_t(0)
+            dev.compute_queue_t().exec(prg, (out, a)).signal(done, 1).submit(dev)
+            done.wait(1, timeout=10)
+            os._exit(0 if from_device(dev, out, np.zeros(8, np.float32))[0] == 1.0 else 1)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(2)
+    assert os.waitpid(pid, 0)[1] == 0

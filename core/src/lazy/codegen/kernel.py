@@ -22,6 +22,7 @@ from lazy.symbolic import sint
 class Axis(Enum):
     GLOBAL = auto()  # an output axis: a loop (CPU) or a thread id (GPU)
     LOCAL = auto()  # an output axis inside a GPU work group
+    GROUP = auto()  # a reduce axis spread over a work group's threads (partials meet in local memory)
     REDUCE = auto()  # a reduce loop
     UPCAST = auto()  # an output axis unrolled into registers
     UNROLL = auto()  # a reduce axis unrolled into registers
@@ -31,6 +32,7 @@ class OptOps(Enum):
     UPCAST = auto()
     UNROLL = auto()
     LOCAL = auto()
+    GROUP = auto()
 
 
 @dataclass(frozen=True, order=True)
@@ -166,6 +168,12 @@ class Kernel:
             if self.kinds[opt.axis] is not Axis.REDUCE:
                 raise KernelOptError(f"{opt}: axis {opt.axis} is not a reduce axis")
             target = Axis.UNROLL
+        elif opt.op is OptOps.GROUP:
+            if not self.caps.has_local or self.kinds[opt.axis] is not Axis.REDUCE or len(self.reduceops) != 1:
+                raise KernelOptError(f"{opt}: a grouped reduce needs local memory and one reduce axis to split")
+            if self.axes(Axis.GROUP) or self.axes(Axis.UNROLL, Axis.UPCAST):
+                raise KernelOptError(f"{opt}: group before upcasting/unrolling, and only once")
+            target = Axis.GROUP
         else:
             if not self.caps.has_local or self.kinds[opt.axis] is not Axis.GLOBAL:
                 raise KernelOptError(f"{opt}: locals need a device with local memory and an output axis")
@@ -179,14 +187,18 @@ class Kernel:
         else:
             inner = self._split(opt.axis, amount)
             self._move_to_end(inner, target)
-        if target is Axis.LOCAL:
+        if target in (Axis.LOCAL, Axis.GROUP):
             self._place_locals()
+            threads = prod(self.full_shape[i] for i in self.axes(Axis.LOCAL, Axis.GROUP))
+            if len(self.axes(Axis.LOCAL, Axis.GROUP)) > 3 or (self.caps.local_size_max and threads > self.caps.local_size_max):
+                raise KernelOptError(f"{opt}: {threads} threads per group is over the device's limit")
         if self.upcast_size() > self.caps.upcast_max * 4:
             raise KernelOptError(f"{opt}: {self.upcast_size()} registers is too many")
         self.applied_opts.append(opt)
 
     def _place_locals(self) -> None:
-        order = self.axes(Axis.GLOBAL) + self.axes(Axis.LOCAL) + self.axes(Axis.REDUCE) + self.axes(Axis.UNROLL, Axis.UPCAST)
+        order = (self.axes(Axis.GLOBAL) + self.axes(Axis.LOCAL) + self.axes(Axis.GROUP) + self.axes(Axis.REDUCE)
+                 + self.axes(Axis.UNROLL, Axis.UPCAST))  # fmt: skip
         self._permute(order)
 
     def upcast_size(self) -> int:

@@ -61,7 +61,7 @@ VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULA
 
 def choose_vector_axis(k: Kernel) -> tuple[int | None, int]:
     """The upcast axis whose lanes become one vector: contiguous in the output, a declared width, float32 only."""
-    if not k.caps.vector_widths or not all(n.op in VECTOR_OPS for n in k.ast.toposort()):
+    if not k.caps.vector_widths or not all(n.op in VECTOR_OPS for n in k.ast.toposort()) or k.axes(Axis.GROUP):
         return None, 1
     if any(b.dtype != dtypes.float32 for b in k.bufs):
         return None, 1
@@ -83,6 +83,7 @@ class Lowerer:
         self.index_cache: dict[tuple[int, Lane], tuple[Node, Node]] = {}
         self.values: dict[tuple[int, Lane], UOp] = {}
         self.global_size: list[int] | None = None
+        self.local_size: list[int] | None = None
         self.core_split = 0
         self.symbolic_vars: list[Variable] = []
         self.vec_axis, self.vec_width = choose_vector_axis(k)
@@ -135,24 +136,41 @@ class Lowerer:
 
     def make_axis_vars(self) -> None:
         for i, (size, kind) in enumerate(zip(self.full_shape, self.k.kinds)):
-            prefix = {Axis.GLOBAL: "gidx", Axis.LOCAL: "lidx", Axis.REDUCE: "ridx"}.get(kind, "up")
+            prefix = {Axis.GLOBAL: "gidx", Axis.LOCAL: "lidx", Axis.GROUP: "grp", Axis.REDUCE: "ridx"}.get(kind, "up")
             vmax = (size.max if isinstance(size, Node) else size) - 1
             self.axis_vars[i] = Variable(f"{prefix}{i}", 0, max(vmax, 0))
 
     def define_specials(self, axes: list[int]) -> list[int]:
-        """GPU: the innermost (up to) three output axes become thread ids; returns the axes left to loop over."""
+        """GPU: the innermost (up to) three output axes become work-group ids and the local/group axes thread ids
+        within a group; returns the output axes left to loop over."""
+        self.local_size = [1, 1, 1]
+        for dim, i in enumerate(reversed(self.k.axes(Axis.LOCAL, Axis.GROUP))):
+            size = self.full_shape[i]
+            assert isinstance(size, int) and dim < 3, "at most three local dimensions of static size"
+            self.local_size[dim] = size
+            self.var_uops[self.axis_vars[i]] = self.b.add(UOps.SPECIAL, INDEX, (), (f"lidx{dim}", size))
         thread_axes = axes[-3:]
         self.global_size = [1, 1, 1]
-        for dim, i in enumerate(reversed(thread_axes)):
-            size = self.full_shape[i]
-            if not isinstance(size, int):
-                return axes  # symbolic launch sizes: keep loops (simple and always correct)
+        if not all(isinstance(self.full_shape[i], int) for i in thread_axes):
+            return axes  # symbolic launch sizes: keep loops (simple and always correct)
         for dim, i in enumerate(reversed(thread_axes)):
             size = self.full_shape[i]
             assert isinstance(size, int)
             self.global_size[dim] = size
             self.var_uops[self.axis_vars[i]] = self.b.add(UOps.SPECIAL, INDEX, (), (f"gidx{dim}", size))
         return axes[:-3]
+
+    def linear_id(self, kind: Axis) -> tuple[Node, int]:
+        """The flat index of this thread among the axes of `kind` in its work group, and their count."""
+        axes = self.k.axes(kind)
+        node: Node = NumNode(0)
+        count = 1
+        for i in reversed(axes):
+            size = self.full_shape[i]
+            assert isinstance(size, int)
+            node = node + self.axis_vars[i] * count
+            count *= size
+        return node, count
 
     # -- values --------------------------------------------------------------------------------------------------------
 
@@ -263,14 +281,47 @@ class Lowerer:
         accs = {lane: self.b.add(UOps.DEFINE_ACC, dtype, (), identity_element(rop.op, rop.dtype)) for lane in self.lanes((Axis.UPCAST,))}
         loops = self.open_loops(self.k.axes(Axis.REDUCE), "ridx")
         current = dict(accs)
+        src = rop.src[0]
+        fused_mul = rop.op is Ops.SUM and src.op is Ops.MUL  # sum of products: one multiply-add per step
         for lane in self.lanes((Axis.UPCAST, Axis.UNROLL)):
             out_lane = self.output_lane(lane)
-            val = self.value(rop.src[0], lane)
-            new = self.b.alu(REDUCE_ALU[rop.op], current[out_lane], val)
+            if fused_mul:
+                a, b = (self.value(s, lane) for s in src.src)
+                new = self.b.alu(Ops.MULACC, a, b, current[out_lane])
+            else:
+                new = self.b.alu(REDUCE_ALU[rop.op], current[out_lane], self.value(src, lane))
             current[out_lane] = self.b.add(UOps.ASSIGN, dtype, (accs[out_lane], new))
         self.close_loops(loops)
         self.values.clear()  # values made inside the reduce loop are out of scope now
-        self.reduce_results[id(rop)] = accs
+        self.reduce_results[id(rop)] = self.group_reduce(rop, accs) if self.k.axes(Axis.GROUP) else accs
+
+    def group_reduce(self, rop: LazyOp, accs: dict[Lane, UOp]) -> dict[Lane, UOp]:
+        """Each thread of a group holds a partial; they meet in local memory and the group's thread 0 combines them.
+        Leaves an IF open (closed after the output store): only that thread writes the result."""
+        lanes = list(accs)
+        local_id, n_local = self.linear_id(Axis.LOCAL)
+        group_id, n_group = self.linear_id(Axis.GROUP)
+        dtype = rop.dtype
+        temp = self.b.add(UOps.DEFINE_LOCAL, dtype.ptr(), (), ("temp", n_local * n_group * len(lanes)))
+        for n, lane in enumerate(lanes):
+            slot = (local_id * n_group + group_id) * len(lanes) + n
+            self.b.add(UOps.STORE, None, (temp, self.node(slot), accs[lane]))
+        self.b.add(UOps.BARRIER, None, ())
+        self.b.invalidate()
+        self.open_if = self.b.add(UOps.IF, None, (self.node(group_id.lt(1)),))
+        self.b.open_scope()
+        out = {}
+        for n, lane in enumerate(lanes):
+            acc = self.b.add(UOps.DEFINE_ACC, dtype, (), identity_element(rop.op, dtype))
+            j = Variable(f"grpsum{n}", 0, n_group - 1)
+            rng = self.b.add(UOps.RANGE, INDEX, (self.b.const(0, INDEX), self.b.const(n_group, INDEX)), (-1, True))
+            self.b.open_scope()
+            self.var_uops[j] = rng
+            partial = self.b.add(UOps.LOAD, dtype, (temp, self.node((local_id * n_group + j) * len(lanes) + n)))
+            self.b.add(UOps.ASSIGN, dtype, (acc, self.b.alu(REDUCE_ALU[rop.op], acc, partial)))
+            self.close_loops([rng])
+            out[lane] = acc
+        return out
 
     def lower(self) -> list[UOp]:
         k = self.k
@@ -282,6 +333,7 @@ class Lowerer:
         if k.caps.has_threads:
             out_axes = self.define_specials(out_axes)
         outer = self.open_loops(out_axes, "gidx")
+        self.open_if: UOp | None = None
         for rop in k.reduceops:
             self.reduce(rop)
         store = k.ast.src[0]
@@ -293,6 +345,9 @@ class Lowerer:
             if not (isinstance(valid, NumNode) and valid.b == 1):
                 src += (self.node(valid),)
             self.b.add(UOps.STORE, None, src)
+        if self.open_if is not None:
+            self.b.add(UOps.ENDIF, None, (self.open_if,))
+            self.b.close_scope()
         self.close_loops(outer)
         return self.b.uops
 

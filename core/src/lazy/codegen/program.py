@@ -17,8 +17,38 @@ if TYPE_CHECKING:
     from lazy.renderer import Renderer
 
 
+def _local_optimizations(k: Kernel) -> None:
+    """Devices with work groups: few outputs and a long reduce -> a grouped reduce; otherwise group output threads."""
+    out_size = prod(k.full_shape[i] for i in k.axes(Axis.GLOBAL))
+    reduce_axes = k.axes(Axis.REDUCE)
+    if not isinstance(out_size, int):
+        return
+    if k.reduceops and reduce_axes and out_size < 2048:
+        size = k.full_shape[reduce_axes[-1]]
+        for amount in (16, 8, 4):
+            if isinstance(size, int) and size % amount == 0 and size >= 256:
+                try:
+                    k.apply_opt(Opt(OptOps.GROUP, reduce_axes[-1], amount))
+                    return
+                except KernelOptError:
+                    pass
+    globals_ = k.axes(Axis.GLOBAL)
+    if globals_ and out_size >= 1024:  # small launches gain nothing from work groups
+        size = k.full_shape[globals_[-1]]
+        for amount in (32, 16, 8, 4, 2):
+            if isinstance(size, int) and size % amount == 0 and size > amount:
+                try:
+                    k.apply_opt(Opt(OptOps.LOCAL, globals_[-1], amount))
+                    return
+                except KernelOptError:
+                    pass
+
+
 def hand_coded_optimizations(k: Kernel) -> Kernel:
-    """Cheap heuristics: register-tile matmul-like kernels, unroll short inner reductions."""
+    """Cheap heuristics: work groups where the device has them, register-tile matmul-like kernels, vector lanes for
+    reductions with a contiguous output, unroll short inner reductions."""
+    if k.caps.has_local:
+        _local_optimizations(k)
     if not k.reduceops:
         return k
     full = k.full_shape
@@ -104,6 +134,6 @@ def get_program(ast: LazyOp, renderer: Renderer, opts: list[Opt] | None = None) 
     mem = sum(prod(st.shape) * b.dtype.itemsize for b, st in zip(k.bufs, k.sts) if b in membufs)
     vars_: list[Variable] = lowerer.symbolic_vars
     return ProgramSpec(name=name, src=src, device=renderer.device, global_size=lowerer.global_size,
-                       local_size=[1, 1, 1] if lowerer.global_size is not None else None, vars=vars_, outs=[0],
+                       local_size=lowerer.local_size, vars=vars_, outs=[0],
                        ins=[b.idx for b in membufs if b.idx != 0], op_estimate=estimate_ops(ast, k.full_shape),
                        mem_estimate=mem, core_split=lowerer.core_split, uops=uops)  # fmt: skip

@@ -32,6 +32,9 @@ def candidate_opts(k: Kernel) -> list[Opt]:
     for axis in k.axes(Axis.REDUCE):
         for amount in (0, 2, 4, 8):
             out.append(Opt(OptOps.UNROLL, axis, amount))
+        if k.caps.has_local:
+            for amount in (4, 8, 16, 32):
+                out.append(Opt(OptOps.GROUP, axis, amount))
     return out
 
 

@@ -194,7 +194,8 @@ class UOpBuilder:
         return self.add(UOps.CONST, dtype, (), dtypes.as_const(value, dtype) if dtype.count == 1 else value)
 
     def alu(self, op: Ops, *src: UOp) -> UOp:
-        dtype = dtypes.bool if op in GroupOp.Comparison else src[-1].dtype
+        count = src[0].dtype.count if src[0].dtype is not None else 1
+        dtype = dtypes.bool.vec(count) if op in GroupOp.Comparison else src[-1].dtype
         if op is Ops.WHERE:
             dtype = src[1].dtype
         return self.add(UOps.ALU, dtype, src, op)

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from lazy.codegen.kernel import Opt
 from lazy.codegen.program import get_program
-from lazy.device import Buffer, Compiled, ProgramSpec, get_device
+from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, get_device
 from lazy.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored
 from lazy.lazy import forget_graph
 from lazy.ops import LazyOp, Ops
@@ -90,6 +90,17 @@ class EmptyRunner(Runner):
         return None
 
 
+def check_dtypes(ast: LazyOp, dev: Compiled) -> None:
+    """Refuse, by name, a kernel that computes in a dtype the device cannot (before anything is compiled)."""
+    caps = dev.renderer.caps
+    bad = sorted({n.dtype for n in ast.toposort() if n.op is not Ops.SINK and not caps.supports(n.dtype)}, key=str)
+    if bad:
+        names = ", ".join(d.name for d in bad)
+        supported = ", ".join(sorted(d.name for d in caps.dtypes))
+        raise DeviceError(f"{dev.device} does not support {names}; cast to one it supports ({supported}) or use "
+                          "another device")  # fmt: skip
+
+
 # kernels are cached by (device, ast, optimisation settings): the AST is compared by structure, not object identity
 method_cache: dict[tuple[Any, ...], CompiledRunner] = {}
 
@@ -99,6 +110,7 @@ def get_runner(device: str, ast: LazyOp, opts: list[Opt] | None = None) -> Compi
     if (hit := method_cache.get(key)) is not None:
         return hit
     dev = get_device(device)
+    check_dtypes(ast, dev)
     if opts is None and BEAM >= 1:
         from lazy.codegen.search import beam_search
 

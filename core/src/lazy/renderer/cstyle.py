@@ -161,7 +161,9 @@ class CStyleLanguage(Renderer):
 
     def repeats_operands(self, uop: UOp) -> bool:
         """True when rendering `uop` writes one of its operands more than once (so operands must be variables)."""
-        vector = uop.dtype is not None and uop.dtype.count > 1
+        if uop.dtype is None:
+            return False
+        vector = uop.dtype.count > 1
         if uop.op is UOps.ALU:
             src_dtype = operand_dtype(uop.arg, [s.dtype for s in uop.src])  # type: ignore[misc]
             return uop.arg in self.repeating_ops or (vector and not self.vector_native(uop.arg, uop.dtype, src_dtype))

@@ -105,6 +105,8 @@ class CorePool:
         bounds = [total * k // parts for k in range(parts + 1)]
         error: BaseException | None = None
         with self.lock:
+            if self.workers and not self.workers[0][0].is_alive():  # a forked child: the threads stayed behind
+                self.workers, self.done = [], SimpleQueue()
             while len(self.workers) < parts - 1:
                 self._spawn()
             for k in range(1, parts):
@@ -120,8 +122,8 @@ class CorePool:
 
     def _spawn(self) -> None:
         tasks: SimpleQueue[Any] = SimpleQueue()
-        thread = threading.Thread(target=self._work, args=(tasks,), name=f"lazy-{self.name}-core{len(self.workers) + 1}",
-                                  daemon=True)  # fmt: skip
+        name = f"lazy-{self.name}-core{len(self.workers) + 1}"
+        thread = threading.Thread(target=self._work, args=(tasks,), name=name, daemon=True)
         thread.start()
         self.workers.append((thread, tasks))
 
@@ -236,10 +238,11 @@ class ClangCompiler(Compiler):
 
     def __init__(self, device: str = "CPU", cc: str | None = None):
         self.device = device
-        self.cc = cc or find_c_compiler()
-        if self.cc is None:
+        found = cc or find_c_compiler()
+        if found is None:
             raise DeviceError(f"{device}: no C compiler found on PATH (looked for {', '.join(C_COMPILERS)}); "
                               "install clang (preferred) or gcc")  # fmt: skip
+        self.cc: str = found
         version = subprocess.run([self.cc, "--version"], capture_output=True, text=True, check=False).stdout
         self.version = (version.splitlines() or ["unknown"])[0]
         self.flags = self.FLAGS + ([] if "clang" in version else self.GCC_FLAGS)
@@ -324,17 +327,19 @@ class LLVMCompiler(Compiler):
 # --------------------------------------------------------------------------------------------------------------------
 # devices
 
+ProgramFactory = Callable[["HostDevice", str, bytes, "ProgramSpec | None"], HostProgram]
+
 
 class HostDevice(Compiled):
     """A device whose kernels run on this machine's cores, driven through HCQ queues by one worker thread."""
 
-    def __init__(self, device: str, renderer: Any, compiler: Compiler, program_t: type[HostProgram]):
+    def __init__(self, device: str, renderer: Any, compiler: Compiler, program_t: ProgramFactory):
         self.program_t = program_t
         self.split_min_work: float = SPLIT_MIN_WORK
         self.cores = CorePool(device)
-        self.queue_worker = QueueWorker(self, device)
         super().__init__(device, HostAllocator(), renderer, compiler, self.load_program, CPUSignal, CPUComputeQueue,
                          CPUCopyQueue)  # fmt: skip
+        self.queue_worker = QueueWorker(self)
 
     def load_program(self, name: str, lib: bytes, spec: ProgramSpec | None = None) -> HostProgram:
         """`Compiled.runtime`: a compiled kernel as a callable program."""

@@ -25,7 +25,8 @@ BINARY: dict[Ops, dict[str, str]] = {
     Ops.ADD: {"f": "fadd", "s": "add", "u": "add", "b": "or"},
     Ops.MUL: {"f": "fmul", "s": "mul", "u": "mul", "b": "and"},
     Ops.AND: {"s": "and", "u": "and", "b": "and"}, Ops.OR: {"s": "or", "u": "or", "b": "or"},
-    Ops.XOR: {"s": "xor", "u": "xor", "b": "xor"}, Ops.SHL: {"s": "shl", "u": "shl"}, Ops.SHR: {"s": "ashr", "u": "lshr"},
+    Ops.XOR: {"s": "xor", "u": "xor", "b": "xor"},
+    Ops.SHL: {"s": "shl", "u": "shl"}, Ops.SHR: {"s": "ashr", "u": "lshr"},
     Ops.CMPLT: {"f": "fcmp olt", "s": "icmp slt", "u": "icmp ult", "b": "icmp ult"},
     Ops.CMPNE: {"f": "fcmp une", "s": "icmp ne", "u": "icmp ne", "b": "icmp ne"},
     Ops.MOD: {"f": "frem"}, Ops.MAX: {"b": "or"},
@@ -273,14 +274,13 @@ class _IRWriter:
         self.allocas.append(f"  %{u.arg[0]} = alloca [{u.arg[1]} x {ll_type(u.dtype.base(), True)}], align 64")  # type: ignore[union-attr]
 
     def on_define_acc(self, u: UOp) -> None:
-        t, ptr = ll_type(u.dtype), f"%acc{self.fresh()}"  # type: ignore[arg-type]
+        dtype: DType = u.dtype  # type: ignore[assignment]
+        t, ptr = ll_type(dtype), f"%acc{self.fresh()}"
         self.allocas.append(f"  {ptr} = alloca {t}")
-        init = u.arg if isinstance(u.arg, (tuple, list)) else None
-        value = (
-            self.const(u.arg, u.dtype)
-            if init is None
-            else self.vector([ll_const(v, u.dtype.scalar()) for v in init], u.dtype)
-        )  # type: ignore[arg-type, union-attr]
+        if isinstance(u.arg, (tuple, list)):  # one initial value per lane
+            value = self.vector([ll_const(v, dtype.scalar()) for v in u.arg], dtype)
+        else:
+            value = self.const(u.arg, dtype)
         self.emit(f"store {t} {value}, ptr {ptr}")
         self.slots[id(u)] = (ptr, t)
 

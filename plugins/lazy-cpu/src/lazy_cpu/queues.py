@@ -24,16 +24,24 @@ class QueueWorker:
     run so no waiter hangs; the first error is kept in `error` for the device to raise on `synchronize`.
     """
 
-    def __init__(self, dev: Compiled, name: str):
+    def __init__(self, dev: Compiled):
         self.dev = dev
         self.tasks: SimpleQueue[list[list[Any]] | None] = SimpleQueue()
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._loop, name=f"lazy-{name}-queue", daemon=True)
-        self.thread.start()
+        self.closed = False
+        self.thread = self._start()
+
+    def _start(self) -> threading.Thread:
+        thread = threading.Thread(target=self._loop, name=f"lazy-{self.dev.device}-queue", daemon=True)
+        thread.start()
+        return thread
 
     def submit(self, cmds: list[list[Any]]) -> None:
-        if not self.thread.is_alive():
-            raise RuntimeError(f"{self.dev.device} is closed: its queue worker has stopped")
+        if self.closed:
+            raise RuntimeError(f"{self.dev.device} is closed: open the device again to run work on it")
+        if not self.thread.is_alive():  # a forked child: the thread stayed behind in the parent
+            self.tasks = SimpleQueue()
+            self.thread = self._start()
         self.tasks.put(cmds)
 
     def _loop(self) -> None:
@@ -49,6 +57,7 @@ class QueueWorker:
                     self.error = self.error or e
 
     def close(self, timeout: float = 10.0) -> None:
+        self.closed = True
         if self.thread.is_alive():
             self.tasks.put(None)
             self.thread.join(timeout)

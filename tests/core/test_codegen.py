@@ -1,0 +1,95 @@
+"""Code generation choices: every optimisation gives the same numbers as none, on the PYTHON reference device
+(whose renderer has work groups, local memory and vectors, so all of LOCAL, GROUP, UPCAST and UNROLL apply)."""
+
+import numpy as np
+import pytest
+
+from lazy import Context, Tensor
+from lazy.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
+from lazy.codegen.program import get_program
+from lazy.codegen.uops import UOps
+from lazy.engine.realize import ExecItem, get_runner
+from lazy.plugins import Device
+
+D = "PYTHON"
+rng = np.random.default_rng(0)
+A = rng.standard_normal((6, 32)).astype(np.float32)
+B = rng.standard_normal((32, 8)).astype(np.float32)
+
+
+def run_with(out: Tensor, opts: list[Opt] | None) -> np.ndarray:
+    si = out.schedule()[-1]
+    runner = get_runner(D, si.ast, opts)
+    ExecItem(runner, list(si.bufs), dict(si.var_vals)).run()
+    return si.bufs[0].numpy().reshape(out.shape)
+
+
+REDUCE_OPTS = [
+    [],
+    [Opt(OptOps.GROUP, 1, 8)],
+    [Opt(OptOps.LOCAL, 0, 2), Opt(OptOps.GROUP, 2, 4)],
+    [Opt(OptOps.GROUP, 1, 4), Opt(OptOps.UPCAST, 0, 2)],
+    [Opt(OptOps.UNROLL, 1, 4)],
+    [Opt(OptOps.UNROLL, 1, 0)],
+    [Opt(OptOps.UPCAST, 0, 3), Opt(OptOps.UNROLL, 1, 8)],
+]
+
+
+@pytest.mark.parametrize("opts", REDUCE_OPTS, ids=repr)
+def test_reduce_opts_agree(opts):
+    out = Tensor(A, device=D).exp().sum(axis=1) * 2
+    np.testing.assert_allclose(run_with(out, opts), np.exp(A).sum(1) * 2, rtol=1e-5)
+
+
+MATMUL_OPTS = [
+    [],
+    [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 4)],  # axis 1 (contiguous in the output) becomes vector lanes
+    [Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.UNROLL, 2, 4)],
+    [Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UNROLL, 2, 0)],
+]
+
+
+@pytest.mark.parametrize("opts", MATMUL_OPTS, ids=repr)
+def test_matmul_opts_agree(opts):
+    out = Tensor(A, device=D) @ Tensor(B, device=D)
+    np.testing.assert_allclose(run_with(out, opts), A @ B, rtol=1e-4, atol=1e-5)
+
+
+def test_vector_axis_emits_vector_loads():
+    out = Tensor(A, device=D) @ Tensor(B, device=D)
+    spec = get_program(out.schedule()[-1].ast, Device[D].renderer, [Opt(OptOps.UPCAST, 1, 4)])
+    assert spec.uops is not None
+    assert any(u.op is UOps.LOAD and u.dtype is not None and u.dtype.count == 4 for u in spec.uops)
+
+
+def test_group_uses_local_memory_and_a_barrier():
+    out = Tensor(A, device=D).sum(axis=1)
+    spec = get_program(out.schedule()[-1].ast, Device[D].renderer, [Opt(OptOps.GROUP, 1, 8)])
+    ops = {u.op for u in spec.uops or []}
+    assert {UOps.DEFINE_LOCAL, UOps.BARRIER, UOps.IF} <= ops
+    assert spec.local_size == [8, 1, 1]
+
+
+def test_bad_opt_is_refused():
+    out = Tensor(A, device=D).sum(axis=1)
+    k = Kernel(out.schedule()[-1].ast, Device[D].renderer.caps)
+    with pytest.raises(KernelOptError):
+        k.apply_opt(Opt(OptOps.UPCAST, 1, 4))  # axis 1 is the reduce axis
+    with pytest.raises(KernelOptError):
+        k.apply_opt(Opt(OptOps.UNROLL, 1, 5))  # 32 is not a multiple of 5
+
+
+def test_noopt_and_heuristics_agree():
+    x = Tensor(A, device=D)
+    with Context(NOOPT=True):
+        plain = (x.exp() @ Tensor(B, device=D)).numpy()
+    optimized = (x.exp() @ Tensor(B, device=D)).numpy()
+    np.testing.assert_allclose(plain, optimized, rtol=1e-5, atol=1e-5)
+
+
+def test_beam_search_picks_options_that_work(tmp_path):
+    x = Tensor(A[:, :16], device=D).realize()
+    with Context(BEAM=1, CACHE_DIR=str(tmp_path)):
+        out = (x * 2).sum(axis=1).numpy()
+    np.testing.assert_allclose(out, (A[:, :16] * 2).sum(1), rtol=1e-5)
+    assert list((tmp_path / "beam").iterdir()), "the search result is cached on disk"

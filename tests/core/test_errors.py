@@ -1,0 +1,164 @@
+"""Errors a user can cause: each is a ValueError (or DeviceError) whose message names the op and the shapes involved,
+and the device keeps working afterwards."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from lazy import Context, Tensor
+from lazy.device import DeviceError
+from lazy.plugins import Device
+
+
+@pytest.fixture(autouse=True)
+def python_device():
+    with Context(DEVICE="PYTHON"):
+        yield
+
+
+def still_works() -> None:
+    """A correct op on the same device after a failure gives the right value."""
+    a = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    out = (Tensor(a, device="PYTHON") @ Tensor(a, device="PYTHON") + 1).sum(0)
+    np.testing.assert_allclose(out.numpy(), (a @ a + 1).sum(0))
+
+
+def assert_names(message: str, op: str, *shapes: tuple[int, ...]) -> None:
+    assert re.search(rf"(?<!\w){re.escape(op)}(?!\w)", message), f"{op!r} not named in: {message}"
+    for shape in shapes:
+        assert str(shape) in message, f"shape {shape} not named in: {message}"
+
+
+ELEMENTWISE = [
+    ("add", lambda x, y: x + y),
+    ("sub", lambda x, y: x - y),
+    ("mul", lambda x, y: x * y),
+    ("div", lambda x, y: x / y),
+    ("maximum", lambda x, y: x.maximum(y)),
+    ("pow", lambda x, y: x**y),
+    ("<", lambda x, y: x < y),
+]
+
+
+@pytest.mark.parametrize("op,fn", ELEMENTWISE, ids=[e[0] for e in ELEMENTWISE])
+@pytest.mark.parametrize("shapes", [((2, 3), (4,)), ((3, 2), (2, 3)), ((2, 3, 4), (3, 3, 1))], ids=str)
+def test_elementwise_broadcast_mismatch(op, fn, shapes):
+    x, y = Tensor.ones(*shapes[0]), Tensor.ones(*shapes[1])
+    with pytest.raises(ValueError) as info:
+        fn(x, y)
+    assert_names(str(info.value), op, *shapes)
+    still_works()
+
+
+def test_where_broadcast_mismatch():
+    with pytest.raises(ValueError) as info:
+        Tensor.ones(2, 3).gt(0).where(Tensor.ones(2, 3), Tensor.ones(4))
+    assert_names(str(info.value), "where", (2, 3), (4,))
+    still_works()
+
+
+@pytest.mark.parametrize("shapes", [((2, 3), (4, 5)), ((3,), (4,)), ((3,), (4, 2)), ((2, 3), (2,)), ((2, 2, 3), (2, 4, 2)),
+                                    ((2, 2, 3), (5, 3, 2)), ((2, 3, 4), (3, 4, 5))], ids=str)  # fmt: skip
+def test_matmul_mismatch(shapes):
+    with pytest.raises(ValueError) as info:
+        Tensor.ones(*shapes[0]) @ Tensor.ones(*shapes[1])
+    assert_names(str(info.value), "matmul", *shapes)
+    still_works()
+
+
+def test_matmul_of_a_0d_tensor():
+    with pytest.raises(ValueError) as info:
+        Tensor(2.0) @ Tensor.ones(2)
+    assert_names(str(info.value), "matmul", (), (2,))
+    still_works()
+
+
+@pytest.mark.parametrize("src,dst", [((2, 3), (4,)), ((2, 3), (4, 2)), ((6,), (-1, 4)), ((2, 3), (7, -1))], ids=str)
+def test_reshape_to_a_wrong_size(src, dst):
+    with pytest.raises(ValueError) as info:
+        Tensor.ones(*src).reshape(dst)
+    assert_names(str(info.value), "reshape", src, dst)
+    still_works()
+
+
+def test_reshape_with_two_minus_ones():
+    with pytest.raises(ValueError, match="reshape"):
+        Tensor.ones(2, 3).reshape(-1, -1)
+    still_works()
+
+
+@pytest.mark.parametrize("shapes,dim", [(((2, 3), (2, 4)), 0), (((2, 3), (3, 3)), 1), (((2, 3), (2, 3, 1)), 0),
+                                        (((2, 3, 4), (2, 5, 4)), 2)], ids=str)  # fmt: skip
+def test_cat_mismatch(shapes, dim):
+    with pytest.raises(ValueError) as info:
+        Tensor.ones(*shapes[0]).cat(Tensor.ones(*shapes[1]), dim=dim)
+    assert_names(str(info.value), "cat", *shapes)
+    still_works()
+
+
+def test_stack_mismatch():
+    with pytest.raises(ValueError) as info:
+        Tensor.stack(Tensor.ones(2, 3), Tensor.ones(3, 2))
+    assert_names(str(info.value), "stack", (2, 3), (3, 2))
+    still_works()
+
+
+def test_expand_mismatch():
+    with pytest.raises(ValueError) as info:
+        Tensor.ones(2, 3).expand(4, 3)
+    assert_names(str(info.value), "expand", (2, 3), (4, 3))
+    still_works()
+
+
+def test_backward_gradient_shape_mismatch():
+    x = Tensor.ones(2, 3, requires_grad=True)
+    with pytest.raises(ValueError) as info:
+        (x * 2).backward(Tensor.ones(3, 2))
+    assert_names(str(info.value), "backward", (2, 3), (3, 2))
+    still_works()
+
+
+@pytest.mark.parametrize("make", [lambda: Tensor([1.0], device="NOPE"), lambda: Tensor.zeros(2, device="nope"),
+                                  lambda: Tensor([1.0]).to("NOPE")], ids=["Tensor", "zeros", "to"])  # fmt: skip
+def test_unknown_device(make):
+    # Tensor(list) fails at once; a constant or a copy is lazy (like tinygrad) and fails when realized at the latest
+    with pytest.raises(DeviceError) as info:
+        make().realize()
+    message = str(info.value)
+    assert "NOPE" in message
+    for name in Device.specs():
+        assert name in message, f"existing device {name} not listed in: {message}"
+    assert "PYTHON" in message
+    still_works()
+
+
+def test_unknown_device_item():
+    with pytest.raises(DeviceError) as info:
+        Device["NOPE"]
+    assert "PYTHON" in str(info.value)
+    still_works()
+
+
+def test_bad_device_name():
+    with pytest.raises(DeviceError):
+        Tensor([1.0], device="not a device!")
+    still_works()
+
+
+def test_index_out_of_range():
+    with pytest.raises(IndexError):
+        Tensor.ones(2, 3)[2]
+    with pytest.raises(IndexError):
+        Tensor.ones(2, 3)[0, 0, 0]
+    with pytest.raises(IndexError):
+        Tensor.ones(2, 3).sum(2)
+    still_works()
+
+
+def test_item_of_many_elements():
+    with pytest.raises(ValueError, match="item"):
+        Tensor.ones(2).item()
+    still_works()

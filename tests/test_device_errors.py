@@ -1,0 +1,64 @@
+"""Errors a user can cause on a real device say what went wrong and leave the device working: a dtype the device
+cannot compute in is refused by name, a compile failure shows the source and the compiler's message."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from lazy import Tensor, dtypes
+from lazy.device import CompileError, Compiled, DeviceError
+from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, hookimpl
+from lazy.plugins import Device
+from lazy.pydevice import open_python_device
+
+
+class NoDoubleDevice:
+    """A test plugin: the PYTHON reference device, declaring that it cannot compute in float64."""
+
+    @staticmethod
+    def open(name: str) -> Compiled:
+        dev = open_python_device(name)
+        renderer = dev.renderer
+        caps = replace(renderer.caps, dtypes=renderer.caps.dtypes - {dtypes.float64})
+        renderer.caps = caps  # an instance attribute: the PYTHON device itself is untouched
+        return dev
+
+    @hookimpl
+    def lazy_devices(self) -> list[DeviceSpec]:
+        return [DeviceSpec("NODOUBLE", PLUGIN_API_VERSION, 0, lambda: (True, "test"), self.open, default_ok=False)]
+
+
+@pytest.fixture
+def nodouble():
+    Device.reset()
+    Device.register(NoDoubleDevice(), "nodouble")
+    yield "NODOUBLE"
+    Device.reset()
+
+
+def test_unsupported_dtype_is_refused_by_name_and_the_device_keeps_working(nodouble):
+    x = Tensor([1.0, 2.0], dtype=dtypes.float64, device=nodouble)
+    with pytest.raises(DeviceError, match="does not support double"):
+        (x * 2).realize()
+    np.testing.assert_allclose((Tensor([1.0, 2.0], device=nodouble) * 2).numpy(), [2.0, 4.0])
+
+
+def test_compile_error_shows_source_and_message_then_cpu_keeps_working(monkeypatch):
+    if not Device.probe("CPU")[0]:
+        pytest.skip(f"CPU device unusable here: {Device.probe('CPU')[1]}")
+    dev = Device["CPU"]
+    monkeypatch.setattr(dev.renderer, "render", lambda name, uops: f"void {name}(void) {{ this is not C; }}")
+    with pytest.raises(CompileError) as info:
+        (Tensor([1.0, 2.0, 3.0], device="CPU") * 41.5).realize()
+    message = str(info.value)
+    assert "this is not C" in message  # the generated source
+    assert "error" in message.lower()  # the compiler's own message
+    monkeypatch.undo()
+    np.testing.assert_allclose((Tensor([1.0, 2.0, 3.0], device="CPU") * 41.5).numpy(), [41.5, 83.0, 124.5])
+
+
+def test_unknown_device_lists_the_devices_that_exist():
+    with pytest.raises(DeviceError) as info:
+        Tensor([1.0], device="NOSUCHDEV")
+    assert "NOSUCHDEV" in str(info.value) and "PYTHON" in str(info.value)
