@@ -209,7 +209,10 @@ def main() -> None:
              f"numpy {np.__version__}. Command: `{' '.join([os.path.basename(sys.executable), *sys.argv])}`.", ""]  # fmt: skip
     imp = import_time()
     lines += [f"`import lazy` (median of 5 fresh processes): **{imp * 1e3:.0f} ms**", ""]
-    lines += ["| workload | device | lazy | numpy | lazy vs numpy | torch | tinygrad |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "| workload | device | lazy | numpy | lazy vs numpy | torch | tinygrad |",
+        "|---|---|---|---|---|---|---|",
+    ]
     ref_torch, ref_tiny = torch_rows(sizes, repeats), tinygrad_rows(sizes, repeats)
     n_el, n_red, n_mm = sizes["elementwise"], sizes["reduce"], sizes["matmul"]
     flops = 2 * n_mm**3
@@ -223,12 +226,16 @@ def main() -> None:
         for name, (key, r) in results.items():
             speed = f"{r['numpy'] / r['lazy']:.2f}x" if key != "tiny" else f"{r['numpy'] / r['lazy']:.3f}x"
             lazy_cell = fmt_time(r["lazy"]) + (f" ({flops / r['lazy'] / 1e9:.1f} GFLOP/s)" if key == "matmul" else "")
-            numpy_cell = fmt_time(r["numpy"]) + (f" ({flops / r['numpy'] / 1e9:.1f} GFLOP/s)" if key == "matmul" else "")
+            numpy_cell = fmt_time(r["numpy"]) + (
+                f" ({flops / r['numpy'] / 1e9:.1f} GFLOP/s)" if key == "matmul" else ""
+            )
             torch_cell = fmt_time(ref_torch[key]) if key in ref_torch else "not installed"
             tiny_cell = fmt_time(ref_tiny[key]) if key in ref_tiny else "not installed"
             lines.append(f"| {name} | {device} | {lazy_cell} | {numpy_cell} | {speed} | {torch_cell} | {tiny_cell} |")
         jit = bench_jit_step(device, repeats)
-        lines.append(f"| jitted MLP train step (64x64 batch), per replay | {device} | {fmt_time(jit['lazy'])} | | | | |")
+        lines.append(
+            f"| jitted MLP train step (64x64 batch), per replay | {device} | {fmt_time(jit['lazy'])} | | | | |"
+        )
         print(f"{device}: done", flush=True)
     table = "\n".join(lines)
     print(table)

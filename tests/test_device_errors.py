@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from lazy import Tensor, dtypes
-from lazy.device import CompileError, Compiled, DeviceError
+from lazy.device import Compiled, CompileError, DeviceError
 from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, hookimpl
 from lazy.plugins import Device
 from lazy.pydevice import open_python_device

@@ -214,8 +214,10 @@ MOVEMENT = {
     "expand": (lambda x: x[:, :1].expand(2, 3, 2), lambda a: np.broadcast_to(a[:, :1], (2, 3, 2))),
     "expand_new_dim": (lambda x: x.expand(3, 2, 3, 2), lambda a: np.broadcast_to(a, (3, 2, 3, 2))),
     "pad": (lambda x: x.pad(((1, 0), (0, 2), (1, 1))), lambda a: np.pad(a, ((1, 0), (0, 2), (1, 1)))),
-    "pad_value": (lambda x: x.pad(((0, 1), None, None), value=2.0),
-                  lambda a: np.pad(a, ((0, 1), (0, 0), (0, 0)), constant_values=2.0)),
+    "pad_value": (
+        lambda x: x.pad(((0, 1), None, None), value=2.0),
+        lambda a: np.pad(a, ((0, 1), (0, 0), (0, 0)), constant_values=2.0),
+    ),
     "shrink": (lambda x: x.shrink(((0, 1), (1, 3), None)), lambda a: a[0:1, 1:3]),
     "slice_step": (lambda x: x[:, ::2], lambda a: a[:, ::2]),
     "slice_neg_step": (lambda x: x[::-1, 2:0:-1, ::-2], lambda a: a[::-1, 2:0:-1, ::-2]),
@@ -239,7 +241,9 @@ def test_movement_grad(name):
 def test_cat_stack_grad(dim):
     shapes = [[2, 3], [2, 3], [2, 3]]
     shapes[1][dim] = 1
-    check_grad(lambda x, y, z: x.cat(y, z, dim=dim), *map(tuple, shapes), ref=lambda a, b, c: np.concatenate([a, b, c], dim))
+    check_grad(
+        lambda x, y, z: x.cat(y, z, dim=dim), *map(tuple, shapes), ref=lambda a, b, c: np.concatenate([a, b, c], dim)
+    )
     check_grad(lambda x, y: Tensor.stack(x, y, dim=dim), (2, 3), (2, 3), ref=lambda a, b: np.stack([a, b], dim))
 
 

@@ -44,7 +44,7 @@ def test_reduce_opts_agree(opts):
 MATMUL_OPTS = [
     [],
     [Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 4)],  # axis 1 (contiguous in the output) becomes vector lanes
-    [Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.UNROLL, 2, 4)],
+    [Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.UNROLL, 3, 4)],
     [Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.UNROLL, 2, 0)],
 ]
 

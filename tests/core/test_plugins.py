@@ -10,13 +10,11 @@ import os
 import pathlib
 import subprocess
 import sys
-import types
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-import lazy.plugins
 from lazy.device import Allocator, BufferSpec, Compiled, Compiler, DeviceError, get_device, opened_devices
 from lazy.helpers import Context
 from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, api_incompatibility, hookimpl

@@ -7,8 +7,9 @@ import hashlib
 import os
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -37,7 +38,9 @@ def get_device(name: str) -> Compiled:
     if (dev := opened_devices.get(name)) is not None:
         return dev
     if _device_opener is None:
-        raise DeviceError("no device registry is installed: `import lazy` (it installs lazy.plugins) before using a Buffer")
+        raise DeviceError(
+            "no device registry is installed: `import lazy` (it installs lazy.plugins) before using a Buffer"
+        )
     return _device_opener(name)
 
 
@@ -319,9 +322,20 @@ class Compiled:
     def __init__(self, device: str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
                  runtime: Callable[[str, bytes, ProgramSpec], Any], signal_t: type[Signal] | None = None,
                  compute_queue_t: type[HWQueue] | None = None, copy_queue_t: type[HWQueue] | None = None):  # fmt: skip
-        self.device, self.allocator, self.renderer, self.compiler, self.runtime = device, allocator, renderer, compiler, runtime
-        self.hcq = compute_queue_t is not None  # False: simple tier; the registry fits core's synchronous queues on open
+        self.device, self.allocator, self.renderer, self.compiler, self.runtime = (
+            device,
+            allocator,
+            renderer,
+            compiler,
+            runtime,
+        )
+        self.hcq = (
+            compute_queue_t is not None
+        )  # False: simple tier; the registry fits core's synchronous queues on open
         self.set_queues(signal_t, compute_queue_t, copy_queue_t)
+
+    signal_t: type[Signal]
+    compute_queue_t: type[HWQueue]
 
     def set_queues(self, signal_t: type[Signal] | None, compute_queue_t: type[HWQueue] | None,
                    copy_queue_t: type[HWQueue] | None = None) -> None:  # fmt: skip

@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Final, Union
+from typing import Any, Final, TypeAlias, Union
 
 import numpy as np
 
 ConstType = Union[float, int, bool]
+PyBool: TypeAlias = bool  # the builtin, for annotations inside `dtypes` (whose attribute `bool` shadows it)
 
 
 @dataclass(frozen=True, order=True)
@@ -92,19 +93,19 @@ class dtypes:
     default_int: DType = int32
 
     @staticmethod
-    def is_float(x: DType) -> bool:
+    def is_float(x: DType) -> PyBool:
         return x.scalar() in FLOATS
 
     @staticmethod
-    def is_int(x: DType) -> bool:
+    def is_int(x: DType) -> PyBool:
         return x.scalar() in INTS
 
     @staticmethod
-    def is_unsigned(x: DType) -> bool:
+    def is_unsigned(x: DType) -> PyBool:
         return x.scalar() in UINTS
 
     @staticmethod
-    def is_bool(x: DType) -> bool:
+    def is_bool(x: DType) -> PyBool:
         return x.scalar() == dtypes.bool
 
     @staticmethod

@@ -42,7 +42,11 @@ class Function:
 
         ctx = cls(x[0].device, *x)
         ret = Tensor.__new__(Tensor)
-        ret.lazydata, ret.requires_grad, ret.grad = ctx.forward(*[t.lazydata for t in x], **kwargs), ctx.requires_grad, None
+        ret.lazydata, ret.requires_grad, ret.grad = (
+            ctx.forward(*[t.lazydata for t in x], **kwargs),
+            ctx.requires_grad,
+            None,
+        )
         ret._ctx = ctx if ctx.requires_grad and not Tensor.no_grad else None
         return ret
 
@@ -219,8 +223,16 @@ class Maximum(Function):
 
     def backward(self, grad_output: LazyBuffer) -> tuple[LazyBuffer | None, LazyBuffer | None]:
         # ties share the gradient equally, like PyTorch
-        x_hit = self.x.e(Ops.CMPNE, self.ret).e(Ops.CMPNE, self.x.const(True, self.x.shape).cast(dtypes.bool)).cast(grad_output.dtype)
-        y_hit = self.y.e(Ops.CMPNE, self.ret).e(Ops.CMPNE, self.y.const(True, self.y.shape).cast(dtypes.bool)).cast(grad_output.dtype)
+        x_hit = (
+            self.x.e(Ops.CMPNE, self.ret)
+            .e(Ops.CMPNE, self.x.const(True, self.x.shape).cast(dtypes.bool))
+            .cast(grad_output.dtype)
+        )
+        y_hit = (
+            self.y.e(Ops.CMPNE, self.ret)
+            .e(Ops.CMPNE, self.y.const(True, self.y.shape).cast(dtypes.bool))
+            .cast(grad_output.dtype)
+        )
         total = x_hit.e(Ops.ADD, y_hit)
         share = grad_output.e(Ops.MUL, total.e(Ops.RECIP))
         return (x_hit.e(Ops.MUL, share) if self.needs_input_grad[0] else None,

@@ -104,7 +104,9 @@ class HWQueue:
         return self
 
     # replay: change a recorded command in place
-    def update_exec(self, cmd_idx: int, bufs: tuple[Any, ...] | None = None, vals: tuple[int, ...] | None = None) -> None:
+    def update_exec(
+        self, cmd_idx: int, bufs: tuple[Any, ...] | None = None, vals: tuple[int, ...] | None = None
+    ) -> None:
         cmd = self.cmds[cmd_idx]
         assert cmd[0] == "exec", f"command {cmd_idx} is {cmd[0]}, not exec"
         if bufs is not None:

@@ -13,8 +13,8 @@ import operator
 import os
 import pathlib
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -40,7 +40,9 @@ class Setting:
             try:
                 return int(raw)
             except ValueError:
-                raise ValueError(f"LAZY_{self.name}={raw!r} is not an integer; set it to a number, e.g. LAZY_{self.name}=1") from None
+                raise ValueError(
+                    f"LAZY_{self.name}={raw!r} is not an integer; set it to a number, e.g. LAZY_{self.name}=1"
+                ) from None
         return raw
 
     def __bool__(self) -> bool:
@@ -65,7 +67,9 @@ class Setting:
         return f"LAZY_{self.name}={self.value!r}"
 
 
-DEBUG = Setting("DEBUG", 0, "0-6: 1 device choice and plugin problems, 2 kernel timings, 3 schedule, 4 source, 5 UOps, 6 all")
+DEBUG = Setting(
+    "DEBUG", 0, "0-6: 1 device choice and plugin problems, 2 kernel timings, 3 schedule, 4 source, 5 UOps, 6 all"
+)
 BEAM = Setting("BEAM", 0, "beam width for kernel optimisation search (0: heuristics only)")
 NOOPT = Setting("NOOPT", False, "1: switch off kernel optimisations (upcast, unroll, locals)")
 JIT = Setting("JIT", 1, "0: `jit` functions run eagerly; 1: capture and replay kernels")

@@ -49,7 +49,9 @@ class LazyBuffer:
         if base is None:
             self.op, self.arg, self.srcs = op, arg, srcs
             # an ASSIGN writes into its target's memory; everything else gets a Buffer of its own
-            self.buffer: Buffer = srcs[1].base.buffer if op is Ops.ASSIGN else Buffer(device, self._buffer_size(), dtype)
+            self.buffer: Buffer = (
+                srcs[1].base.buffer if op is Ops.ASSIGN else Buffer(device, self._buffer_size(), dtype)
+            )
             self.forced_realize = op in (Ops.CONTIGUOUS,)
             self.done = False  # set once the buffer holds this node's value
         else:
@@ -114,12 +116,16 @@ class LazyBuffer:
         if self.st.contiguous and self.size == self.base.size and not self.is_unrealized_const():
             self.base.forced_realize = True
             return self
-        return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, None, (self,))
+        return create_lazybuffer(
+            self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, None, (self,)
+        )
 
     def assign(self, value: LazyBuffer) -> LazyBuffer:
         """Write `value` into this buffer's memory (which must be a realized, contiguous base)."""
         assert self.base is self and self.st.contiguous, "assign target must be a contiguous base"
-        return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, None, (value, self))
+        return create_lazybuffer(
+            self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, None, (value, self)
+        )
 
     def copy_to_device(self, device: str) -> LazyBuffer:
         if device == self.device:
@@ -145,7 +151,9 @@ class LazyBuffer:
         srcs = (self,) + in_srcs
         assert all(s.shape == self.shape for s in srcs), f"{op}: shapes differ {[s.shape for s in srcs]}"
         if op is Ops.WHERE:
-            assert srcs[0].dtype == dtypes.bool and srcs[1].dtype == srcs[2].dtype, f"where dtypes {[s.dtype for s in srcs]}"
+            assert srcs[0].dtype == dtypes.bool and srcs[1].dtype == srcs[2].dtype, (
+                f"where dtypes {[s.dtype for s in srcs]}"
+            )
             out_dtype = srcs[1].dtype
         else:
             assert all(s.dtype == self.dtype for s in srcs), f"{op}: dtypes differ {[s.dtype for s in srcs]}"

@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 import struct
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
-from typing import Any, Callable
+from typing import Any
 
 from lazy.dtype import ConstType, DType, dtypes
 from lazy.shape import ShapeTracker
@@ -21,20 +22,46 @@ class Ops(Enum):
     """Every primitive. Groups below say which are unary/binary/ternary ALU ops, reductions and meta ops."""
 
     # unary
-    EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto()  # noqa: E702
+    EXP2 = auto()
+    LOG2 = auto()
+    SIN = auto()
+    SQRT = auto()
+    RECIP = auto()
+    NEG = auto()  # noqa: E702
     # binary
-    ADD = auto(); MUL = auto(); IDIV = auto(); MOD = auto(); MAX = auto()  # noqa: E702
-    CMPLT = auto(); CMPNE = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
+    ADD = auto()
+    MUL = auto()
+    IDIV = auto()
+    MOD = auto()
+    MAX = auto()  # noqa: E702
+    CMPLT = auto()
+    CMPNE = auto()
+    AND = auto()
+    OR = auto()
+    XOR = auto()
+    SHL = auto()
+    SHR = auto()  # noqa: E702
     # ternary
-    WHERE = auto(); MULACC = auto()  # noqa: E702
+    WHERE = auto()
+    MULACC = auto()  # noqa: E702
     # reductions (arg: the reduced axes)
-    SUM = auto(); RMAX = auto()  # noqa: E702
+    SUM = auto()
+    RMAX = auto()  # noqa: E702
     # type changes
-    CAST = auto(); BITCAST = auto()  # noqa: E702
+    CAST = auto()
+    BITCAST = auto()  # noqa: E702
     # buffer access inside a kernel AST
-    LOAD = auto(); CONST = auto(); STORE = auto(); SINK = auto()  # noqa: E702
+    LOAD = auto()
+    CONST = auto()
+    STORE = auto()
+    SINK = auto()  # noqa: E702
     # meta ops: how a LazyBuffer comes to exist without (or besides) a kernel
-    EMPTY = auto(); COPY = auto(); CONTIGUOUS = auto(); ASSIGN = auto(); CUSTOM = auto(); VIEW = auto()  # noqa: E702
+    EMPTY = auto()
+    COPY = auto()
+    CONTIGUOUS = auto()
+    ASSIGN = auto()
+    CUSTOM = auto()
+    VIEW = auto()  # noqa: E702
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"

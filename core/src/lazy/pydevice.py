@@ -132,9 +132,9 @@ def parse_kernel(src: str) -> list[UOp]:
         idx, op, dtype, srcs, arg = line.split("\t")
         if int(idx) != len(uops):
             raise ValueError(f"UOp {idx} is out of order (expected {len(uops)})")
-        src = tuple(uops[int(s)] for s in srcs.split(",")) if srcs else ()
+        src = tuple(uops[int(s)] for s in srcs.split(",")) if srcs else ()  # type: ignore[assignment]
         parse = lambda text: _literal(ast.parse(text, mode="eval").body)
-        uops.append(UOp(UOps[op], parse(dtype), src, parse(arg)))
+        uops.append(UOp(UOps[op], parse(dtype), src, parse(arg)))  # type: ignore[arg-type]
     return uops
 
 
@@ -532,7 +532,7 @@ class PythonProgram:
             raise ValueError(f"PYTHON kernel {self.name} takes {len(self.vars)} variable values, got {vals}")
         regs = list(self.template)
         for reg, param, fmt in self.globals:
-            regs[reg] = memoryview(bufs[param]).cast("B").cast(fmt)
+            regs[reg] = memoryview(bufs[param]).cast("B").cast(fmt)  # type: ignore[call-overload]
         for reg, value in zip(self.vars, vals):
             regs[reg] = value
         groups = _dims(global_size, self.launch[False])
@@ -543,7 +543,7 @@ class PythonProgram:
 
     def _run_group(self, regs: list[Any], group: tuple[int, ...], threads: list[int]) -> None:
         for reg, fmt, count in self.locals:  # local memory is fresh for each work group
-            regs[reg] = memoryview(bytearray(count * struct.calcsize(fmt))).cast(fmt)
+            regs[reg] = memoryview(bytearray(count * struct.calcsize(fmt))).cast(fmt)  # type: ignore[call-overload]
         thread_regs = []
         for lid in itertools.product(*(range(n) for n in reversed(threads))):
             lid = lid[::-1]

@@ -6,22 +6,35 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from contextlib import ContextDecorator
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, TypeAlias, Union
 
 import numpy as np
 
 from lazy import function as F
 from lazy.device import Buffer
-from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype, to_np_dtype
+from lazy.dtype import (
+    ConstType,
+    DType,
+    dtypes,
+    least_upper_dtype,
+    least_upper_float,
+    sum_acc_dtype,
+    to_dtype,
+    to_np_dtype,
+)
 from lazy.engine.realize import run_schedule
 from lazy.engine.schedule import ScheduleItem, create_schedule
-from lazy.helpers import all_int, argfix, make_pair, prod
+from lazy.helpers import all_int, argfix, prod
 from lazy.lazy import LazyBuffer
 from lazy.ops import Ops
 from lazy.plugins import Device
 from lazy.symbolic import Node, Variable, sint
 
 TensorLike = Union["Tensor", ConstType]
+# the builtins, for annotations inside Tensor (whose methods `bool`, `int`, `float` shadow them)
+PyBool: TypeAlias = bool
+PyInt: TypeAlias = int
+PyFloat: TypeAlias = float
 
 
 def _broadcast_shape(op: str, *shapes: tuple[sint, ...]) -> tuple[sint, ...]:
@@ -83,7 +96,9 @@ class Tensor:
         elif data is None:
             lb = LazyBuffer.metaop(Ops.EMPTY, (0,), dtype or dtypes.default_float, device)
         else:
-            raise TypeError(f"cannot make a Tensor from {type(data).__name__}; pass a list, number, numpy array or bytes")
+            raise TypeError(
+                f"cannot make a Tensor from {type(data).__name__}; pass a list, number, numpy array or bytes"
+            )
         self.lazydata: LazyBuffer = lb if lb.device == device else lb.copy_to_device(device)
 
     # -- basics ---------------------------------------------------------------------------------------------------------
@@ -111,7 +126,7 @@ class Tensor:
         return self.dtype.itemsize
 
     def nbytes(self) -> int:
-        return int(self.numel()) * self.element_size()
+        return int(self.numel()) * self.element_size()  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return f"<Tensor {self.lazydata!r} on {self.device} with grad {self.grad.lazydata if self.grad else None!r}>"
@@ -125,7 +140,7 @@ class Tensor:
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
-        return int(self.shape[0])
+        return int(self.shape[0])  # type: ignore[arg-type]
 
     class train(ContextDecorator):
         def __init__(self, mode: bool = True):
@@ -199,7 +214,7 @@ class Tensor:
         if not all_int(self.shape):
             raise ValueError(f"numpy() needs a concrete shape, not {self.shape}")
         if prod(self.shape) == 0:
-            return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)
+            return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)  # type: ignore[arg-type]
         t = self if self.dtype != dtypes.bfloat16 else self.cast(dtypes.float32)
         t = t.contiguous().realize()
         buf = t.lazydata.base.realized
@@ -207,7 +222,7 @@ class Tensor:
         return buf.numpy()[: prod(self.shape)].reshape(self.shape).copy()
 
     def data(self) -> memoryview:
-        return memoryview(self.numpy())
+        return memoryview(self.numpy())  # type: ignore[arg-type]
 
     def item(self) -> ConstType:
         if self.numel() != 1:
@@ -232,7 +247,13 @@ class Tensor:
         return self
 
     def clone(self) -> Tensor:
-        return Tensor(self.lazydata.contiguous() if self.lazydata.base is not self.lazydata else self.lazydata.e(Ops.ADD, self.lazydata.const(0)).contiguous(), self.device, requires_grad=self.requires_grad)
+        return Tensor(
+            self.lazydata.contiguous()
+            if self.lazydata.base is not self.lazydata
+            else self.lazydata.e(Ops.ADD, self.lazydata.const(0)).contiguous(),
+            self.device,
+            requires_grad=self.requires_grad,
+        )
 
     # -- creation -------------------------------------------------------------------------------------------------------
 
@@ -258,7 +279,13 @@ class Tensor:
         return Tensor.full(argfix(*shape), 1.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
 
     def full_like(self, fill_value: ConstType, **kwargs: Any) -> Tensor:
-        return Tensor.full(self.shape, fill_value, dtype=kwargs.pop("dtype", self.dtype), device=kwargs.pop("device", self.device), **kwargs)
+        return Tensor.full(
+            self.shape,
+            fill_value,
+            dtype=kwargs.pop("dtype", self.dtype),
+            device=kwargs.pop("device", self.device),
+            **kwargs,
+        )
 
     def zeros_like(self, **kwargs: Any) -> Tensor:
         return self.full_like(0, **kwargs)
@@ -271,7 +298,12 @@ class Tensor:
         if stop is None:
             start, stop = 0, start
         count = max(math.ceil((stop - start) / step), 0)
-        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.default_int))
+        dtype = to_dtype(
+            kwargs.pop(
+                "dtype",
+                dtypes.default_float if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.default_int,
+            )
+        )
         idx = Tensor._index_ramp(count, kwargs.pop("device", None))
         return (idx.cast(dtype) * step + start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
 
@@ -575,10 +607,10 @@ class Tensor:
                 i = int(idx)
                 if not -size <= i < size:
                     raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
-                i += size if i < 0 else 0
+                i += size if i < 0 else 0  # type: ignore[assignment]
                 x = x.shrink(tuple((i, i + 1) if a == axis else None for a in range(x.ndim)))
             elif isinstance(idx, slice):
-                start, stop, step = idx.indices(size)
+                start, stop, step = idx.indices(size)  # type: ignore[arg-type]
                 if step > 0:
                     x = x.shrink(tuple((start, max(start, stop)) if a == axis else None for a in range(x.ndim)))
                     x = x._stride(axis, step)
@@ -586,7 +618,7 @@ class Tensor:
                     lo = stop + 1
                     x = x.shrink(tuple((lo, max(lo, start + 1)) if a == axis else None for a in range(x.ndim)))
                     x = x.flip(axis)._stride(axis, -step)
-                out_shape.append(x.shape[axis])
+                out_shape.append(x.shape[axis])  # type: ignore[arg-type]
             else:
                 raise TypeError(f"cannot index a tensor with {type(idx).__name__} {idx!r}")
             axis += 1
@@ -607,9 +639,11 @@ class Tensor:
         offset = 0
         for t in tensors:
             size = t.shape[dim]
-            padded = t.cast(dtype).pad(tuple((offset, total - offset - size) if i == dim else (0, 0) for i in range(self.ndim)))
+            padded = t.cast(dtype).pad(
+                tuple((offset, total - offset - size) if i == dim else (0, 0) for i in range(self.ndim))
+            )
             out = padded if out is None else out + padded
-            offset += size
+            offset += size  # type: ignore[assignment]
         assert out is not None
         return out
 
@@ -732,7 +766,11 @@ class Tensor:
         return (n - best).cast(dtypes.int32)
 
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        return (-self).argmax(axis, keepdim) if not dtypes.is_unsigned(self.dtype) else (dtypes.max(self.dtype) - self).argmax(axis, keepdim)  # type: ignore[operator]
+        return (
+            (-self).argmax(axis, keepdim)
+            if not dtypes.is_unsigned(self.dtype)
+            else (dtypes.max(self.dtype) - self).argmax(axis, keepdim)
+        )  # type: ignore[operator]
 
     def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self.cast(dtypes.bool).max(axis, keepdim)
@@ -859,13 +897,13 @@ class Tensor:
     def silu(self) -> Tensor:
         return self * self.sigmoid()
 
-    def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
+    def leaky_relu(self, neg_slope: PyFloat = 0.01) -> Tensor:
         return self.relu() - (-neg_slope * self).relu()
 
-    def elu(self, alpha: float = 1.0) -> Tensor:
+    def elu(self, alpha: PyFloat = 1.0) -> Tensor:
         return self.relu() - alpha * (1 - self.exp()).relu()
 
-    def softplus(self, beta: float = 1.0) -> Tensor:
+    def softplus(self, beta: PyFloat = 1.0) -> Tensor:
         return (1 / beta) * (1 + (self * beta).exp()).log()
 
     def abs(self) -> Tensor:
@@ -885,19 +923,19 @@ class Tensor:
 
     clamp = clip
 
-    def add(self, y: TensorLike, reverse: bool = False) -> Tensor:
+    def add(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         return F.Add.apply(*self._broadcasted(y, reverse, "add"))
 
-    def sub(self, y: TensorLike, reverse: bool = False) -> Tensor:
+    def sub(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         x, y2 = self._broadcasted(y, reverse, "sub")
         if x.dtype == dtypes.bool:
             raise TypeError("subtraction of bool tensors is not supported; use logical_xor or cast first")
         return F.Add.apply(x, F.Neg.apply(y2))
 
-    def mul(self, y: TensorLike, reverse: bool = False) -> Tensor:
+    def mul(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         return F.Mul.apply(*self._broadcasted(y, reverse, "mul"))
 
-    def div(self, y: TensorLike, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+    def div(self, y: TensorLike, reverse: PyBool = False, rounding_mode: str | None = None) -> Tensor:
         x, y2 = self._broadcasted(y, reverse, "div")
         if rounding_mode == "trunc":
             return x.idiv(y2) if dtypes.is_int(x.dtype) else (x / y2).trunc()
@@ -906,7 +944,7 @@ class Tensor:
         x, y2 = x._float(), y2._float()
         return F.Mul.apply(x, F.Reciprocal.apply(y2))
 
-    def idiv(self, y: TensorLike, reverse: bool = False) -> Tensor:
+    def idiv(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         """Integer division truncating toward zero (C semantics)."""
         x, y2 = self._broadcasted(y, reverse, "idiv")
         return F.IDiv.apply(x, y2)
@@ -919,11 +957,11 @@ class Tensor:
         fix = ((self < 0) != (y < 0)) & (F.Mod.apply(self, y) != 0)
         return q - fix.cast(q.dtype)
 
-    def floordiv(self, y: TensorLike, reverse: bool = False) -> Tensor:
+    def floordiv(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         x, y2 = self._broadcasted(y, reverse, "floordiv")
         return x._floordiv(y2)
 
-    def mod(self, y: TensorLike, reverse: bool = False) -> Tensor:
+    def mod(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         """Python/PyTorch modulo: the result has the sign of the divisor."""
         x, y2 = self._broadcasted(y, reverse, "mod")
         if not dtypes.is_int(x.dtype):
@@ -932,7 +970,7 @@ class Tensor:
         fix = (r != 0) & ((r < 0) != (y2 < 0))
         return fix.where(r + y2, r)
 
-    def pow(self, y: TensorLike, reverse: bool = False) -> Tensor:
+    def pow(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         if not reverse and isinstance(y, (int, float)) and not isinstance(y, bool):
             if y == 2:
                 return self * self
@@ -1027,7 +1065,7 @@ class Tensor:
         return self.ne(y)
 
     # bitwise / logical
-    def _bitwise(self, y: TensorLike, op: Ops, reverse: bool = False) -> Tensor:
+    def _bitwise(self, y: TensorLike, op: Ops, reverse: PyBool = False) -> Tensor:
         x, y2 = self._broadcasted(y, reverse, op.name.lower())
         if dtypes.is_float(x.dtype):
             raise TypeError(f"{op.name.lower()} needs integer or bool tensors, not {x.dtype}")
@@ -1042,10 +1080,10 @@ class Tensor:
     def xor(self, y: TensorLike) -> Tensor:
         return self._bitwise(y, Ops.XOR)
 
-    def lshift(self, y: int) -> Tensor:
+    def lshift(self, y: PyInt) -> Tensor:
         return self._bitwise(y, Ops.SHL)
 
-    def rshift(self, y: int) -> Tensor:
+    def rshift(self, y: PyInt) -> Tensor:
         return self._bitwise(y, Ops.SHR)
 
     def __and__(self, y: TensorLike) -> Tensor:
@@ -1057,14 +1095,18 @@ class Tensor:
     def __xor__(self, y: TensorLike) -> Tensor:
         return self.xor(y)
 
-    def __lshift__(self, y: int) -> Tensor:
+    def __lshift__(self, y: PyInt) -> Tensor:
         return self.lshift(y)
 
-    def __rshift__(self, y: int) -> Tensor:
+    def __rshift__(self, y: PyInt) -> Tensor:
         return self.rshift(y)
 
     def __invert__(self) -> Tensor:
-        return self.logical_not() if self.dtype == dtypes.bool else self ^ ((1 << (8 * self.dtype.itemsize)) - 1 if dtypes.is_unsigned(self.dtype) else -1)
+        return (
+            self.logical_not()
+            if self.dtype == dtypes.bool
+            else self ^ ((1 << (8 * self.dtype.itemsize)) - 1 if dtypes.is_unsigned(self.dtype) else -1)
+        )
 
     # operators
     def __neg__(self) -> Tensor:
@@ -1144,7 +1186,7 @@ class Tensor:
         out_dtype = least_upper_dtype(x.dtype, w2.dtype)
         return (x * w2).sum(-1, acc_dtype=sum_acc_dtype(out_dtype)).cast(out_dtype)
 
-    def matmul(self, w: Tensor, reverse: bool = False) -> Tensor:
+    def matmul(self, w: Tensor, reverse: PyBool = False) -> Tensor:
         return w.dot(self) if reverse else self.dot(w)
 
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -1157,20 +1199,22 @@ class Tensor:
             x = f(x)
         return x
 
-    def layernorm(self, axis: int = -1, eps: float = 1e-5) -> Tensor:
+    def layernorm(self, axis: PyInt = -1, eps: PyFloat = 1e-5) -> Tensor:
         y = self - self.mean(axis, keepdim=True)
         return y.mul((y * y).mean(axis, keepdim=True).add(eps).rsqrt())
 
-    def dropout(self, p: float = 0.5) -> Tensor:
+    def dropout(self, p: PyFloat = 0.5) -> Tensor:
         if not Tensor.training or p == 0:
             return self
         keep = Tensor.rand(*self.shape, device=self.device) >= p
         return keep.where(self, 0) * (1 / (1 - p))
 
-    def one_hot(self, num_classes: int) -> Tensor:
+    def one_hot(self, num_classes: PyInt) -> Tensor:
         return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.int32)
 
-    def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0) -> Tensor:
+    def sparse_categorical_crossentropy(
+        self, Y: Tensor, ignore_index: PyInt = -1, label_smoothing: PyFloat = 0.0
+    ) -> Tensor:
         log_probs = self.log_softmax()
         n_classes = self.shape[-1]
         assert isinstance(n_classes, int)
@@ -1181,7 +1225,7 @@ class Tensor:
         smooth = -log_probs.mean(-1).mul(mask).sum() / count
         return (1 - label_smoothing) * nll + label_smoothing * smooth
 
-    def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: PyFloat = 0.0) -> Tensor:
         n = self.shape[-1]
         assert isinstance(n, int)
         y = Y.one_hot(n).cast(self.dtype) if dtypes.is_int(Y.dtype) else Y

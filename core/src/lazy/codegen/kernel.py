@@ -64,7 +64,9 @@ class Kernel:
         self.output_shape: tuple[sint, ...] = ast.src[0].arg.st.shape
         reduce_shape = self._reduce_input_shape() if self.reduceops else self.output_shape
         self.full_shape_initial = reduce_shape
-        self.kinds: list[Axis] = [Axis.REDUCE if o != f else Axis.GLOBAL for o, f in zip(self.output_shape, reduce_shape)]
+        self.kinds: list[Axis] = [
+            Axis.REDUCE if o != f else Axis.GLOBAL for o, f in zip(self.output_shape, reduce_shape)
+        ]
         self.applied_opts: list[Opt] = []
         self.local_dims = 0
         self._reorder_reduce_last()
@@ -185,12 +187,14 @@ class Kernel:
         if amount == size:  # the whole axis: no split needed
             self._move_to_end(opt.axis, target)
         else:
-            inner = self._split(opt.axis, amount)
+            inner = self._split(opt.axis, amount)  # type: ignore[arg-type]
             self._move_to_end(inner, target)
         if target in (Axis.LOCAL, Axis.GROUP):
             self._place_locals()
             threads = prod(self.full_shape[i] for i in self.axes(Axis.LOCAL, Axis.GROUP))
-            if len(self.axes(Axis.LOCAL, Axis.GROUP)) > 3 or (self.caps.local_size_max and threads > self.caps.local_size_max):
+            if len(self.axes(Axis.LOCAL, Axis.GROUP)) > 3 or (
+                self.caps.local_size_max and threads > self.caps.local_size_max
+            ):
                 raise KernelOptError(f"{opt}: {threads} threads per group is over the device's limit")
         if self.upcast_size() > self.caps.upcast_max * 4:
             raise KernelOptError(f"{opt}: {self.upcast_size()} registers is too many")

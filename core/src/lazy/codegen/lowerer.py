@@ -69,7 +69,7 @@ def choose_vector_axis(k: Kernel) -> tuple[int | None, int]:
     for axis in reversed(k.axes(Axis.UPCAST)):
         size = k.full_shape[axis]
         if size in k.caps.vector_widths and out_st.real_strides()[axis] == 1:
-            return axis, int(size)
+            return axis, int(size)  # type: ignore[arg-type]
     return None, 1
 
 
@@ -84,6 +84,7 @@ class Lowerer:
         self.values: dict[tuple[int, Lane], UOp] = {}
         self.global_size: list[int] | None = None
         self.local_size: list[int] | None = None
+        self.open_if: UOp | None = None
         self.core_split = 0
         self.symbolic_vars: list[Variable] = []
         self.vec_axis, self.vec_width = choose_vector_axis(k)
@@ -96,7 +97,9 @@ class Lowerer:
 
     def define_params(self) -> None:
         for buf in sorted(self.k.membufs, key=lambda m: m.idx):
-            self.bufs_uop[buf.idx] = self.b.add(UOps.DEFINE_GLOBAL, buf.dtype.ptr(), (), (buf.idx, f"data{buf.idx}", buf.idx == 0))
+            self.bufs_uop[buf.idx] = self.b.add(
+                UOps.DEFINE_GLOBAL, buf.dtype.ptr(), (), (buf.idx, f"data{buf.idx}", buf.idx == 0)
+            )
         found: dict[Variable, None] = {}
         for st in self.k.sts:
             for v in sorted(st.vars(), key=lambda v: v.expr):
@@ -110,11 +113,17 @@ class Lowerer:
             self.var_uops[v] = self.b.add(UOps.DEFINE_VAR, INDEX, (), (v.expr, v.min, v.max))
 
     def open_loops(self, axes: list[int], prefix: str) -> list[UOp]:
-        ranges = []
+        ranges: list[UOp] = []
         for i in axes:
             size = self.full_shape[i]
             var = self.axis_vars[i]
-            if prefix == "gidx" and self.core_split == 0 and self.k.caps.core_split and isinstance(size, int) and not ranges:
+            if (
+                prefix == "gidx"
+                and self.core_split == 0
+                and self.k.caps.core_split
+                and isinstance(size, int)
+                and not ranges
+            ):
                 self.core_split = size
                 lo = self.b.add(UOps.DEFINE_VAR, INDEX, (), ("core_lo", 0, size))
                 hi = self.b.add(UOps.DEFINE_VAR, INDEX, (), ("core_hi", 0, size))
@@ -229,7 +238,7 @@ class Lowerer:
     def const(self, buf: ConstBuffer, lane: Lane) -> UOp:
         if isinstance(buf.val, Node):
             var = buf.val.unbind()[0] if hasattr(buf.val, "unbind") else buf.val
-            value = self.var_uops[var] if var in self.var_uops else self.node(buf.val)
+            value = self.var_uops[var] if var in self.var_uops else self.node(buf.val)  # type: ignore[index]
             value = self.b.add(UOps.CAST, buf.dtype, (value,)) if buf.dtype != INDEX else value
         else:
             value = self.b.const(buf.val, buf.dtype)
@@ -267,8 +276,10 @@ class Lowerer:
 
     def lanes(self, kinds: tuple[Axis, ...]) -> list[Lane]:
         """Every lane where only axes of `kinds` vary (the others fixed at 0)."""
-        ranges = [range(self.full_shape[a]) if self.k.kinds[a] in kinds and a != self.vec_axis else range(1)  # type: ignore[arg-type]
-                  for a in self.lane_axes]
+        ranges = [
+            range(self.full_shape[a]) if self.k.kinds[a] in kinds and a != self.vec_axis else range(1)  # type: ignore[arg-type]
+            for a in self.lane_axes
+        ]
         return list(itertools.product(*ranges))
 
     def output_lane(self, lane: Lane) -> Lane:
@@ -278,7 +289,10 @@ class Lowerer:
 
     def reduce(self, rop: LazyOp) -> None:
         dtype = rop.dtype.vec(self.vec_width) if self.vec_axis is not None else rop.dtype
-        accs = {lane: self.b.add(UOps.DEFINE_ACC, dtype, (), identity_element(rop.op, rop.dtype)) for lane in self.lanes((Axis.UPCAST,))}
+        accs = {
+            lane: self.b.add(UOps.DEFINE_ACC, dtype, (), identity_element(rop.op, rop.dtype))
+            for lane in self.lanes((Axis.UPCAST,))
+        }
         loops = self.open_loops(self.k.axes(Axis.REDUCE), "ridx")
         current = dict(accs)
         src = rop.src[0]
@@ -333,7 +347,7 @@ class Lowerer:
         if k.caps.has_threads:
             out_axes = self.define_specials(out_axes)
         outer = self.open_loops(out_axes, "gidx")
-        self.open_if: UOp | None = None
+        self.open_if = None
         for rop in k.reduceops:
             self.reduce(rop)
         store = k.ast.src[0]

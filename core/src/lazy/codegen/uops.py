@@ -29,19 +29,35 @@ vector dtype through a scalar pointer accesses `count` consecutive elements star
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
-from typing import Any, Callable
+from typing import Any
 
 from lazy.dtype import DType, PtrDType, dtypes
 from lazy.ops import GroupOp, Ops, exec_alu
 
 
 class UOps(Enum):
-    DEFINE_GLOBAL = auto(); DEFINE_VAR = auto(); DEFINE_LOCAL = auto(); DEFINE_ACC = auto()  # noqa: E702
-    CONST = auto(); SPECIAL = auto(); RANGE = auto(); ENDRANGE = auto()  # noqa: E702
-    LOAD = auto(); STORE = auto(); ALU = auto(); CAST = auto(); BITCAST = auto()  # noqa: E702
-    VECTORIZE = auto(); GEP = auto(); ASSIGN = auto(); IF = auto(); ENDIF = auto(); BARRIER = auto()  # noqa: E702
+    DEFINE_GLOBAL = auto()
+    DEFINE_VAR = auto()
+    DEFINE_LOCAL = auto()
+    DEFINE_ACC = auto()  # noqa: E702
+    CONST = auto()
+    SPECIAL = auto()
+    RANGE = auto()
+    ENDRANGE = auto()  # noqa: E702
+    LOAD = auto()
+    STORE = auto()
+    ALU = auto()
+    CAST = auto()
+    BITCAST = auto()  # noqa: E702
+    VECTORIZE = auto()
+    GEP = auto()
+    ASSIGN = auto()
+    IF = auto()
+    ENDIF = auto()
+    BARRIER = auto()  # noqa: E702
 
     def __repr__(self) -> str:
         return f"UOps.{self.name}"
@@ -142,17 +158,19 @@ def _fold(ctx: Any, x: UOp) -> UOp | None:
     return None
 
 
-SIMPLIFY = PatternMatcher([
-    (alu(Ops.ADD, var("x"), cnst(0)), lambda ctx, x: x),  # x+0 -> x
-    (alu(Ops.ADD, cnst(0), var("x")), lambda ctx, x: x),  # 0+x -> x
-    (alu(Ops.MUL, var("x"), cnst(1)), lambda ctx, x: x),  # x*1 -> x
-    (alu(Ops.MUL, cnst(1), var("x")), lambda ctx, x: x),  # 1*x -> x
-    (alu(Ops.IDIV, var("x"), cnst(1)), lambda ctx, x: x),  # x//1 -> x
-    (alu(Ops.WHERE, cnst(True), var("x"), var("y")), lambda ctx, x, y: x),  # where(True, x, y) -> x
-    (alu(Ops.WHERE, cnst(False), var("x"), var("y")), lambda ctx, x, y: y),  # where(False, x, y) -> y
-    (alu(Ops.WHERE, var("c"), var("x"), var("x")), lambda ctx, c, x: x),  # where(c, x, x) -> x
-    (alu(Ops.AND, var("x"), cnst(True)), lambda ctx, x: x),  # x&True -> x (bool)
-])
+SIMPLIFY = PatternMatcher(
+    [
+        (alu(Ops.ADD, var("x"), cnst(0)), lambda ctx, x: x),  # x+0 -> x
+        (alu(Ops.ADD, cnst(0), var("x")), lambda ctx, x: x),  # 0+x -> x
+        (alu(Ops.MUL, var("x"), cnst(1)), lambda ctx, x: x),  # x*1 -> x
+        (alu(Ops.MUL, cnst(1), var("x")), lambda ctx, x: x),  # 1*x -> x
+        (alu(Ops.IDIV, var("x"), cnst(1)), lambda ctx, x: x),  # x//1 -> x
+        (alu(Ops.WHERE, cnst(True), var("x"), var("y")), lambda ctx, x, y: x),  # where(True, x, y) -> x
+        (alu(Ops.WHERE, cnst(False), var("x"), var("y")), lambda ctx, x, y: y),  # where(False, x, y) -> y
+        (alu(Ops.WHERE, var("c"), var("x"), var("x")), lambda ctx, c, x: x),  # where(c, x, x) -> x
+        (alu(Ops.AND, var("x"), cnst(True)), lambda ctx, x: x),  # x&True -> x (bool)
+    ]
+)
 FOLDABLE = frozenset(GroupOp.ALU)
 
 

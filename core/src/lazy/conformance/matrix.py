@@ -21,7 +21,17 @@ def usable_devices() -> list[str]:
 
 def _run_one(device: str, out_dir: pathlib.Path, keyword: str | None, extra_args: list[str]) -> dict:
     json_path, report = out_dir / f"{device.replace(':', '_').replace('/', '_')}.json", out_dir / f"{device}.md"
-    cmd = [sys.executable, "-m", "lazy.conformance", "--device", device, "--json", str(json_path), "--report", str(report)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lazy.conformance",
+        "--device",
+        device,
+        "--json",
+        str(json_path),
+        "--report",
+        str(report),
+    ]
     if keyword:
         cmd += ["-k", keyword]
     proc = subprocess.run([*cmd, *extra_args], capture_output=True, text=True)

@@ -24,7 +24,7 @@ def np_values(values: list[Any], dtype: DType) -> np.ndarray:
 
 def buffer_from(device: str, array: np.ndarray, dtype: DType) -> Buffer:
     buf = Buffer(device, array.size, dtype).allocate()
-    return buf.copyin(memoryview(np.ascontiguousarray(array)).cast("B"))
+    return buf.copyin(memoryview(np.ascontiguousarray(array)).cast("B"))  # type: ignore[arg-type]
 
 
 def empty_buffer(device: str, size: int, dtype: DType, fill: Any = 0) -> Buffer:
@@ -106,7 +106,7 @@ class KernelBuilder:
     def load(self, buf: UOp, idx: UOp, dtype: DType | None = None, gate: UOp | None = None,
              alt: UOp | None = None) -> UOp:  # fmt: skip
         dtype = dtype or buf.dtype.base()  # type: ignore[union-attr]
-        return self.b.add(UOps.LOAD, dtype, (buf, idx) if gate is None else (buf, idx, gate, alt))
+        return self.b.add(UOps.LOAD, dtype, (buf, idx) if gate is None else (buf, idx, gate, alt))  # type: ignore[arg-type]
 
     def store(self, buf: UOp, idx: UOp, value: UOp, gate: UOp | None = None) -> None:
         self.b.add(UOps.STORE, None, (buf, idx, value) if gate is None else (buf, idx, value, gate))

@@ -4,7 +4,8 @@ calls with the new input buffers swapped in. On a device with queues the whole c
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from lazy.device import Buffer, get_device
 from lazy.engine.realize import CompiledRunner, ExecItem, capturing, run_schedule
@@ -79,8 +80,10 @@ class TinyJit(Generic[R]):
     def _check_signature(self, tensors: list[Any]) -> None:
         sig = [(tuple(d if isinstance(d, int) else "sym" for d in t.shape), t.dtype, t.device) for t in tensors]
         if self.cnt >= 2 and sig != self.signature:
-            raise JitError(f"jit: inputs changed from {self.signature} to {sig}; a jitted function needs the same "
-                           "shapes (except symbolic dimensions), dtypes and devices on every call — call .reset()")
+            raise JitError(
+                f"jit: inputs changed from {self.signature} to {sig}; a jitted function needs the same "
+                "shapes (except symbolic dimensions), dtypes and devices on every call — call .reset()"
+            )
         self.signature = sig
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:

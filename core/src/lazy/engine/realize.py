@@ -4,8 +4,9 @@ the second time the same kernel shape is seen costs a dict lookup, then launch i
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from lazy.codegen.kernel import Opt
 from lazy.codegen.program import get_program
@@ -65,7 +66,11 @@ class BufferCopy(Runner):
     """A copy between two devices through the best path their allocators offer."""
 
     def __init__(self, nbytes: int, dest_device: str, src_device: str):
-        self.name, self.device, self.mem_estimate = f"copy {nbytes:8d} {src_device} -> {dest_device}", dest_device, nbytes
+        self.name, self.device, self.mem_estimate = (
+            f"copy {nbytes:8d} {src_device} -> {dest_device}",
+            dest_device,
+            nbytes,
+        )
 
     def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
         dest, src = bufs[0], bufs[1]
@@ -143,7 +148,9 @@ class ExecItem:
         if DEBUG >= 2:
             ms = (elapsed or 0) * 1e3
             gflops = ops / (elapsed * 1e9) if elapsed else 0
-            print(f"{colored(self.runner.device, 'cyan'):>16s} {self.runner.name:40s} {ms:9.3f} ms {gflops:9.2f} GFLOP/s")
+            print(
+                f"{colored(self.runner.device, 'cyan'):>16s} {self.runner.name:40s} {ms:9.3f} ms {gflops:9.2f} GFLOP/s"
+            )
         return elapsed
 
 

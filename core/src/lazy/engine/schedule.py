@@ -43,7 +43,9 @@ class _Graph:
 
     def __init__(self, outs: list[LazyBuffer]):
         self.children: dict[LazyBuffer, list[LazyBuffer]] = defaultdict(list)  # base -> consumer bases (with repeats)
-        self.views_of: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = defaultdict(list)  # base -> (consumer, src)
+        self.views_of: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = defaultdict(
+            list
+        )  # base -> (consumer, src)
         self.bases: dict[LazyBuffer, None] = {}
         for out in outs:
             self._visit(out.base)
@@ -103,7 +105,9 @@ def _grows(st: ShapeTracker, base: LazyBuffer) -> bool:
         if prod(st.shape) <= prod(base.shape):
             return False
         last = st.views[-1]
-        return not (len(st.views) == 1 and last.mask is not None and prod(b - a for a, b in last.mask) <= prod(base.shape))
+        return not (
+            len(st.views) == 1 and last.mask is not None and prod(b - a for a, b in last.mask) <= prod(base.shape)
+        )
     except TypeError:
         return True
 
@@ -186,7 +190,9 @@ class _KernelBuilder:
         return out
 
 
-def _schedule_one(base: LazyBuffer, realizes: set[LazyBuffer], reduce: LazyBuffer | None) -> tuple[ScheduleItem, list[LazyBuffer]]:
+def _schedule_one(
+    base: LazyBuffer, realizes: set[LazyBuffer], reduce: LazyBuffer | None
+) -> tuple[ScheduleItem, list[LazyBuffer]]:
     if base.op is Ops.EMPTY:
         return ScheduleItem(LazyOp(Ops.EMPTY), (base.buffer,), (base,)), []
     if base.op is Ops.COPY:

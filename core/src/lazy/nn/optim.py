@@ -43,7 +43,11 @@ class SGD(Optimizer):
                  nesterov: bool = False):  # fmt: skip
         super().__init__(params, lr)
         self.momentum, self.wd, self.nesterov = momentum, weight_decay, nesterov
-        self.b = [Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params] if momentum else []
+        self.b = (
+            [Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params]
+            if momentum
+            else []
+        )
 
     def _step(self) -> list[Tensor]:
         for i, p in enumerate(self.params):
@@ -66,8 +70,12 @@ class LAMB(Optimizer):
         device = self.params[0].device
         self.b1_t = Tensor.ones(1, device=device, requires_grad=False).contiguous().realize()
         self.b2_t = Tensor.ones(1, device=device, requires_grad=False).contiguous().realize()
-        self.m = [Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params]
-        self.v = [Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params]
+        self.m = [
+            Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params
+        ]
+        self.v = [
+            Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params
+        ]
 
     def _step(self) -> list[Tensor]:
         self.b1_t.assign(self.b1_t * self.b1)

@@ -13,6 +13,7 @@ def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
         return {prefix.strip("."): obj}
     if hasattr(obj, "_asdict"):
         return get_state_dict(obj._asdict(), prefix)
+    items: Any
     if isinstance(obj, dict):
         items = obj.items()
     elif isinstance(obj, (list, tuple)):

@@ -24,7 +24,9 @@ class Capabilities:
     shared_max: int = 0  # bytes of local memory per work group
     vector_widths: tuple[int, ...] = ()  # float vector widths the renderer can emit (e.g. (4, 8))
     dtypes: frozenset[DType] = frozenset(ALL_DTYPES)  # element types the device can compute in
-    core_split: bool = False  # CPU: the kernel takes [lo, hi) of its outermost loop so a runtime can split it over cores
+    core_split: bool = (
+        False  # CPU: the kernel takes [lo, hi) of its outermost loop so a runtime can split it over cores
+    )
     upcast_max: int = 64  # most accumulator registers an upcast may create
     unsupported: tuple[tuple[str, str], ...] = ()  # (conformance feature, reason) a device declares it lacks
 

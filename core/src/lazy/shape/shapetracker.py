@@ -6,10 +6,9 @@ A movement op changes only the last view and pushes a new view only when that on
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import functools
 from typing import Any
 
 from lazy.helpers import prod
