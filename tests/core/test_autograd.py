@@ -73,7 +73,7 @@ def np_sigmoid(a: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-a))
 
 
-# -- elementwise --------------------------------------------------------------------------------------------------------
+# -- elementwise -------------------------------------------------------------------------------------------------------
 
 UNARY = {
     "neg": (lambda x: -x, lambda a: -a, {}),
@@ -125,9 +125,11 @@ BINARY = {
 }
 
 
+GRAD_BROADCAST_SHAPES = [((2, 3), (2, 3)), ((3, 1), (1, 4)), ((2, 3), (3,)), ((), (2, 2)), ((2, 1, 3), (2, 1))]
+
+
 @pytest.mark.parametrize("name", sorted(BINARY))
-@pytest.mark.parametrize("shapes", [((2, 3), (2, 3)), ((3, 1), (1, 4)), ((2, 3), (3,)), ((), (2, 2)), ((2, 1, 3), (2, 1))],
-                         ids=str)  # fmt: skip
+@pytest.mark.parametrize("shapes", GRAD_BROADCAST_SHAPES, ids=str)
 def test_binary_grad_with_broadcasting(name, shapes):
     fn, kwargs = BINARY[name]
     check_grad(fn, *shapes, **kwargs)
@@ -145,7 +147,7 @@ def test_where_grad():
     check_grad(lambda x: (x > 0).where(x * 2, -x), (2, 3), ref=lambda a: np.where(a > 0, a * 2, -a), kinks=(0.0,))
 
 
-# -- reductions ---------------------------------------------------------------------------------------------------------
+# -- reductions --------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2)], ids=str)
@@ -204,7 +206,7 @@ def test_cross_entropy_grad():
     check_grad(lambda x: x.sparse_categorical_crossentropy(Tensor(labels.astype(np.int32))), (3, 4), ref=ref)
 
 
-# -- movement -----------------------------------------------------------------------------------------------------------
+# -- movement ----------------------------------------------------------------------------------------------------------
 
 MOVEMENT = {
     "reshape": (lambda x: x.reshape(3, 4), lambda a: a.reshape(3, 4)),
@@ -251,11 +253,14 @@ def test_split_grad():
     check_grad(lambda x: x.split([1, 2], dim=1)[1] * 2, (2, 3), ref=lambda a: a[:, 1:] * 2)
 
 
-# -- linear algebra -----------------------------------------------------------------------------------------------------
+# -- linear algebra ----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("shapes", [((3,), (3,)), ((3,), (3, 2)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((2, 2, 3), (2, 3, 2)),
-                                    ((2, 2, 3), (3, 2)), ((2, 1, 2, 3), (3, 3, 2))], ids=str)  # fmt: skip
+MATMUL_SHAPES = [((3,), (3,)), ((3,), (3, 2)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((2, 2, 3), (2, 3, 2)),
+                 ((2, 2, 3), (3, 2)), ((2, 1, 2, 3), (3, 3, 2))]  # fmt: skip
+
+
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
 def test_matmul_grad(shapes):
     check_grad(lambda x, y: x @ y, *shapes, ref=np.matmul)
 
@@ -264,7 +269,7 @@ def test_linear_grad():
     check_grad(lambda x, w, b: x.linear(w, b), (2, 3), (3, 4), (4,), ref=lambda a, w, b: a @ w + b)
 
 
-# -- graph rules --------------------------------------------------------------------------------------------------------
+# -- graph rules -------------------------------------------------------------------------------------------------------
 
 
 def test_backward_non_scalar_with_gradient():

@@ -60,8 +60,11 @@ def test_where_broadcast_mismatch():
     still_works()
 
 
-@pytest.mark.parametrize("shapes", [((2, 3), (4, 5)), ((3,), (4,)), ((3,), (4, 2)), ((2, 3), (2,)), ((2, 2, 3), (2, 4, 2)),
-                                    ((2, 2, 3), (5, 3, 2)), ((2, 3, 4), (3, 4, 5))], ids=str)  # fmt: skip
+MATMUL_MISMATCHES = [((2, 3), (4, 5)), ((3,), (4,)), ((3,), (4, 2)), ((2, 3), (2,)), ((2, 2, 3), (2, 4, 2)),
+                     ((2, 2, 3), (5, 3, 2)), ((2, 3, 4), (3, 4, 5))]  # fmt: skip
+
+
+@pytest.mark.parametrize("shapes", MATMUL_MISMATCHES, ids=str)
 def test_matmul_mismatch(shapes):
     with pytest.raises(ValueError) as info:
         Tensor.ones(*shapes[0]) @ Tensor.ones(*shapes[1])

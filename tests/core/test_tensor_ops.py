@@ -38,7 +38,7 @@ def equal(t: Tensor, expected: object) -> None:
     np.testing.assert_array_equal(got, expected)
 
 
-# -- creation -----------------------------------------------------------------------------------------------------------
+# -- creation ----------------------------------------------------------------------------------------------------------
 
 
 def test_creation_from_list_and_numpy():
@@ -77,7 +77,7 @@ def test_creation_helpers():
     assert x.zeros_like().dtype == dtypes.int32
 
 
-# -- elementwise math ---------------------------------------------------------------------------------------------------
+# -- elementwise math --------------------------------------------------------------------------------------------------
 
 UNARY = {
     "neg": (lambda t: -t, lambda a: -a, None),
@@ -247,7 +247,7 @@ def test_clip():
     close(Tensor(a).clip(max_=0.0), np.minimum(a, 0.0))
 
 
-# -- dtype promotion ----------------------------------------------------------------------------------------------------
+# -- dtype promotion ---------------------------------------------------------------------------------------------------
 
 PROMOTIONS = [
     (dtypes.int32, dtypes.float32, dtypes.float32),
@@ -379,7 +379,7 @@ def test_bitwise_and_logical():
     equal(x.logical_not(), [False, False, True])
 
 
-# -- integer division -----------------------------------------------------------------------------------------------
+# -- integer division --------------------------------------------------------------------------------------------------
 
 INT_PAIRS = [(a, b) for a in (-7, -6, -1, 0, 1, 6, 7) for b in (-3, -2, 2, 3)]
 
@@ -433,7 +433,7 @@ def test_int64_and_int8_floordiv():
     equal(out, c // np.array([3, -3, 2], np.int8))
 
 
-# -- reductions ---------------------------------------------------------------------------------------------------------
+# -- reductions --------------------------------------------------------------------------------------------------------
 
 REDUCE_AXES = [None, 0, 1, -1, (0, 2), (0, 1, 2)]
 
@@ -448,22 +448,25 @@ def test_reduce(op, axis, keepdim):
     close(out, getattr(np, op if op in ("sum", "mean") else "a" + op)(a, axis=axis, keepdims=keepdim), rtol=1e-5)
 
 
-def test_sum_dtypes_like_torch():
+def test_sum_dtypes_follow_tinygrad():
+    # tinygrad (which lazy follows where it differs from torch): ints and bool accumulate in at least int32,
+    # unsigned ints in at least uint32, half and bfloat16 in float32 and come back in their own dtype
     i = Tensor(np.array([[1, 2], [3, 4]], np.int32))
-    assert i.sum().dtype == dtypes.int64 and i.sum(0).dtype == dtypes.int64
+    assert i.sum().dtype == dtypes.int32 and i.sum(0).dtype == dtypes.int32
     equal(i.sum(0), [4, 6])
-    assert Tensor(np.array([100, 100], np.int8)).sum().dtype == dtypes.int64
+    assert Tensor(np.array([100, 100], np.int8)).sum().dtype == dtypes.int32
     assert Tensor(np.array([100, 100], np.int8)).sum().item() == 200  # no int8 overflow
-    assert Tensor([True, True, False]).sum().dtype == dtypes.int64
+    assert Tensor(np.array([1, 2], np.int64)).sum().dtype == dtypes.int64
+    assert Tensor([True, True, False]).sum().dtype == dtypes.int32
     assert Tensor([True, True, False]).sum().item() == 2
     assert Tensor([1.0, 2.0]).sum().dtype == dtypes.float32
     assert Tensor([1.0, 2.0], dtype=dtypes.float16).sum().dtype == dtypes.float16
 
 
-def test_sum_of_uint8_is_int64_like_torch():
+def test_sum_of_uint8_accumulates_in_uint32():
     out = Tensor(np.array([200, 100], np.uint8)).sum()
     assert out.item() == 300
-    assert out.dtype == dtypes.int64  # torch.tensor([200, 100], dtype=torch.uint8).sum().dtype == torch.int64
+    assert out.dtype == dtypes.uint32
 
 
 def test_mean_of_int_is_float32():
@@ -575,7 +578,7 @@ def test_var_std():
     close(Tensor(a).var(0, correction=0), a.var(0), rtol=1e-5)
 
 
-# -- movement -----------------------------------------------------------------------------------------------------------
+# -- movement ----------------------------------------------------------------------------------------------------------
 
 
 def test_reshape_permute_transpose_expand():
@@ -701,7 +704,7 @@ def test_repeat_split_chunk():
     assert [p.shape for p in Tensor(a).chunk(2, 1)] == [(2, 2), (2, 1)]
 
 
-# -- matmul -------------------------------------------------------------------------------------------------------------
+# -- matmul ------------------------------------------------------------------------------------------------------------
 
 MATMUL_SHAPES = [((4,), (4,)), ((3,), (3, 2)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((2, 2, 3), (2, 3, 4)),
                  ((2, 2, 3), (3, 4)), ((3,), (2, 3, 4)), ((2, 1, 2, 3), (3, 3, 2)), ((1, 3), (3, 1))]  # fmt: skip
@@ -732,7 +735,7 @@ def test_linear():
     close(Tensor(x).linear(Tensor(w), Tensor(b)), x @ w + b, rtol=1e-5, atol=1e-6)
 
 
-# -- host transfer, devices ---------------------------------------------------------------------------------------------
+# -- host transfer, devices --------------------------------------------------------------------------------------------
 
 
 def test_item_and_tolist():
@@ -770,7 +773,7 @@ def test_len_and_bool():
         bool(Tensor([1]))
 
 
-# -- empty and 0-d tensors ----------------------------------------------------------------------------------------------
+# -- empty and 0-d tensors ---------------------------------------------------------------------------------------------
 
 
 def _empty(*shape: int) -> Tensor:
@@ -836,7 +839,7 @@ def test_zero_dim_tensors():
     assert Tensor(7).dtype == dtypes.int32 and Tensor(True).dtype == dtypes.bool
 
 
-# -- jit ----------------------------------------------------------------------------------------------------------------
+# -- jit ---------------------------------------------------------------------------------------------------------------
 
 
 def test_jit_replays_with_new_inputs():

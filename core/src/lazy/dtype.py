@@ -217,12 +217,13 @@ def least_upper_float(dtype: DType) -> DType:
 
 
 def sum_acc_dtype(dtype: DType) -> DType:
-    """The dtype a sum of `dtype` is accumulated and returned in (PyTorch: ints sum to int64, bool too)."""
+    """The dtype a sum of `dtype` accumulates in (tinygrad's rule): unsigned ints in at least uint32, ints and bool in
+    at least int32, floats in at least float32 (half and bfloat16 sums are cast back by `Tensor.sum`)."""
     if dtypes.is_unsigned(dtype):
-        return least_upper_dtype(dtype, dtypes.uint64)
+        return least_upper_dtype(dtype, dtypes.uint32)
     if dtypes.is_int(dtype) or dtype == dtypes.bool:
-        return least_upper_dtype(dtype, dtypes.int64)
-    return least_upper_dtype(dtype, dtypes.float32)  # half and bfloat16 accumulate in float32
+        return least_upper_dtype(dtype, dtypes.int32)
+    return least_upper_dtype(dtype, dtypes.float32)
 
 
 def to_dtype(x: DType | str) -> DType:

@@ -28,7 +28,8 @@ class Function:
             self.requires_grad = None
         else:
             self.requires_grad = False
-        self.parents: tuple[Tensor, ...] = tensors if self.requires_grad else ()
+        # ops on tensors that may need a gradient (True, or None: undecided) are recorded; False opts out
+        self.parents: tuple[Tensor, ...] = tensors if self.requires_grad is not False else ()
 
     def forward(self, *args: Any, **kwargs: Any) -> LazyBuffer:
         raise NotImplementedError(f"forward not implemented for {type(self).__name__}")
@@ -47,7 +48,7 @@ class Function:
             ctx.requires_grad,
             None,
         )
-        ret._ctx = ctx if ctx.requires_grad and not Tensor.no_grad else None
+        ret._ctx = ctx if ctx.requires_grad is not False and not Tensor.no_grad else None
         return ret
 
 
@@ -75,10 +76,8 @@ class Cast(Function):
         self.input_dtype, self.bitcast = x.dtype, bitcast
         return x.cast(dtype, bitcast)
 
-    def backward(self, grad_output: LazyBuffer) -> LazyBuffer:
-        if self.bitcast:
-            raise RuntimeError("bitcast is not differentiable; detach() the input first")
-        return grad_output.cast(self.input_dtype)
+    def backward(self, grad_output: LazyBuffer) -> LazyBuffer | None:
+        return None if self.bitcast else grad_output.cast(self.input_dtype)  # a bitcast has no gradient
 
 
 class Neg(Function):

@@ -415,46 +415,48 @@ class Tensor:
                 continue
             if id(node) in visited or node._ctx is None:
                 continue
+            if node.requires_grad is True and node._ctx.requires_grad is not True and node is not self:
+                continue  # marked as needing a gradient on top of an unrecorded history (a weight from rand): a leaf
             visited.add(id(node))
             stack.append((node, True))
             stack.extend((p, False) for p in node._ctx.parents if id(p) not in visited)
         return order
 
-    def backward(self, gradient: Tensor | None = None) -> Tensor:
-        """Accumulate d(self)/d(leaf) into every leaf's `.grad` that has `requires_grad`."""
+    def _backprop(self, gradient: Tensor | None) -> dict[int, tuple[Tensor, Tensor]]:
+        """d(self)/d(t) for every tensor t in the recorded graph that requires a gradient: {id(t): (t, grad)}."""
         if gradient is None:
             if self.shape != () and prod(self.shape) != 1:
                 raise ValueError(f"backward() without a gradient needs a scalar output, not shape {self.shape}")
             gradient = Tensor(1.0, device=self.device, dtype=self.dtype, requires_grad=False).reshape(self.shape)
         if gradient.shape != self.shape:
             raise ValueError(f"backward: gradient shape {gradient.shape} does not match output shape {self.shape}")
-        self.grad = gradient
+        grads: dict[int, tuple[Tensor, Tensor]] = {id(self): (self, gradient)}
         for t0 in reversed(self._deepwalk()):
-            if t0.grad is None:
+            if id(t0) not in grads:
                 continue
             assert t0._ctx is not None
-            grads = t0._ctx.backward(t0.grad.lazydata)
-            grads_t = [Tensor(g, device=self.device, requires_grad=False) if g is not None else None
-                       for g in (grads if isinstance(grads, tuple) else (grads,))]  # fmt: skip
-            for parent, g in zip(t0._ctx.parents, grads_t):
-                if g is None or not parent.requires_grad:
+            out = t0._ctx.backward(grads[id(t0)][1].lazydata)
+            for parent, g in zip(t0._ctx.parents, out if isinstance(out, tuple) else (out,)):
+                if g is None or parent.requires_grad is False:
                     continue
                 assert g.shape == parent.shape, f"grad shape {g.shape} != {parent.shape} in {type(t0._ctx).__name__}"
-                parent.grad = g if parent.grad is None else parent.grad + g
-            del t0._ctx
-            t0._ctx = None
+                g_t = Tensor(g, device=self.device, requires_grad=False)
+                grads[id(parent)] = (parent, g_t if id(parent) not in grads else grads[id(parent)][1] + g_t)
+        return grads
+
+    def backward(self, gradient: Tensor | None = None) -> Tensor:
+        """Accumulate d(self)/d(t) into `.grad` of every tensor t with `requires_grad` that self depends on. The
+        graph is kept, so calling it twice accumulates twice (as tinygrad does)."""
+        for t, g in self._backprop(gradient).values():
+            if t.requires_grad:
+                t.grad = g if t.grad is None else t.grad + g
         return self
 
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
-        """d(self)/d(target) for each target, without touching `.grad`."""
-        saved = [(t, t.grad, t.requires_grad) for t in targets]
-        for t in targets:
-            t.grad, t.requires_grad = None, True
-        self.backward(gradient)
-        out = [t.grad if t.grad is not None else t.zeros_like() for t in targets]
-        for t, g, rg in saved:
-            t.grad, t.requires_grad = g, rg
-        return out
+        """d(self)/d(target) for each target, without touching any `.grad`. Targets must have had `requires_grad`
+        when the graph was built (ops on tensors that don't require a gradient are not recorded)."""
+        grads = self._backprop(gradient)
+        return [grads[id(t)][1] if id(t) in grads else t.zeros_like() for t in targets]
 
     # -- movement -------------------------------------------------------------------------------------------------------
 
@@ -716,10 +718,14 @@ class Tensor:
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self._reduce(F.Max, axis, keepdim)
 
+    def _order_flip(self) -> Tensor:
+        """An order-reversing map with no overflow: -x for floats, ~x for ints (-x-1), not x for bool."""
+        if self.dtype == dtypes.bool:
+            return self.logical_not()
+        return -self if dtypes.is_float(self.dtype) else ~self
+
     def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
-            return dtypes.max(self.dtype) - (dtypes.max(self.dtype) - self).max(axis, keepdim)  # type: ignore[operator]
-        return -((-self).max(axis, keepdim))
+        return self._order_flip().max(axis, keepdim)._order_flip()
 
     def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         out_dtype = least_upper_float(self.dtype)
@@ -759,18 +765,14 @@ class Tensor:
         axis = self._resolve_axis(axis)
         n = self.shape[axis]
         assert isinstance(n, int)
-        is_max = self == self.max(axis, keepdim=True)
+        is_max = (self == self.max(axis, keepdim=True)) | (self != self)  # a NaN is the maximum, like torch
         # the first maximum wins: score n - i for index i, take the largest score
         score = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - axis - 1))
         best = (is_max * score).max(axis, keepdim=keepdim)
         return (n - best).cast(dtypes.int32)
 
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        return (
-            (-self).argmax(axis, keepdim)
-            if not dtypes.is_unsigned(self.dtype)
-            else (dtypes.max(self.dtype) - self).argmax(axis, keepdim)
-        )  # type: ignore[operator]
+        return self._order_flip().argmax(axis, keepdim)
 
     def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self.cast(dtypes.bool).max(axis, keepdim)
@@ -782,6 +784,8 @@ class Tensor:
 
     def _broadcasted(self, y: TensorLike, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
         x: Tensor = self
+        if isinstance(y, np.generic):
+            y = y.item()  # a numpy scalar acts like the Python scalar it holds
         if not isinstance(y, Tensor):
             if isinstance(y, (np.ndarray, list, tuple)):
                 y = Tensor(y, device=self.device)
@@ -903,8 +907,10 @@ class Tensor:
     def elu(self, alpha: PyFloat = 1.0) -> Tensor:
         return self.relu() - alpha * (1 - self.exp()).relu()
 
-    def softplus(self, beta: PyFloat = 1.0) -> Tensor:
-        return (1 / beta) * (1 + (self * beta).exp()).log()
+    def softplus(self, beta: PyFloat = 1.0, threshold: PyFloat = 20.0) -> Tensor:
+        """log(1 + exp(beta*x)) / beta, and x itself where beta*x > threshold (as torch: no overflow to inf)."""
+        scaled = self * beta
+        return (scaled > threshold).where(self, (1 / beta) * (1 + scaled.exp()).log())
 
     def abs(self) -> Tensor:
         return self.relu() + (-self).relu()
@@ -971,38 +977,40 @@ class Tensor:
         return fix.where(r + y2, r)
 
     def pow(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
-        if not reverse and isinstance(y, (int, float)) and not isinstance(y, bool):
-            if y == 2:
-                return self * self
-            if y == 1:
-                return self
-            if y == 0:
-                return self.ones_like()
-            if y == 0.5:
-                return self.sqrt()
-            if isinstance(y, int) and 0 < y <= 8:
-                out = self
-                for _ in range(y - 1):
-                    out = out * self
-                return out
+        if not reverse and isinstance(y, int) and not isinstance(y, bool) and 0 <= y <= 64:
+            return self._int_power(y)  # exact, and keeps the dtype (ints stay ints)
+        if not reverse and isinstance(y, float) and y == 0.5:
+            return self.sqrt()
         base, exponent = self._broadcasted(y, reverse, "pow")
+        out_dtype = base.dtype
         base, exponent = base._float(), exponent._float()
         magnitude = (base.abs().log() * exponent).exp()
-        # negative base: real only for integer exponents; the sign flips for odd ones
+        # negative base: real only for integer exponents; the sign flips for odd ones; x**0 is 1 (0**0 too)
         is_int = exponent == exponent.trunc()
         odd = (exponent.abs() % 2) == 1
         negative = base < 0
         signed = negative.where(odd.where(-magnitude, magnitude), magnitude)
-        return (negative & is_int.logical_not()).where(math.nan, signed)
+        out = (exponent == 0).where(1.0, (negative & is_int.logical_not()).where(math.nan, signed))
+        return out.round().cast(out_dtype) if not dtypes.is_float(out_dtype) else out
+
+    def _int_power(self, n: int) -> Tensor:
+        """self**n for an int n >= 0 by repeated squaring: log2(n) multiplies."""
+        result: Tensor | None = None
+        square = self
+        while n:
+            if n & 1:
+                result = square if result is None else result * square
+            n >>= 1
+            if n:
+                square = square * square
+        return result if result is not None else self.ones_like()
 
     def maximum(self, y: TensorLike) -> Tensor:
         return F.Maximum.apply(*self._broadcasted(y, False, "maximum"))
 
     def minimum(self, y: TensorLike) -> Tensor:
         x, y2 = self._broadcasted(y, False, "minimum")
-        if x.dtype == dtypes.bool:
-            return x & y2
-        return -F.Maximum.apply(-x, -y2) if not dtypes.is_unsigned(x.dtype) else x.lt(y2).where(x, y2)
+        return x._order_flip().maximum(y2._order_flip())._order_flip()
 
     def where(self, x: TensorLike, y: TensorLike) -> Tensor:
         if isinstance(x, Tensor):
@@ -1016,7 +1024,11 @@ class Tensor:
         return F.Where.apply(cond, x_t._broadcast_to(shape), y_t._broadcast_to(shape))
 
     def trunc(self) -> Tensor:
-        return self.cast(dtypes.int64).cast(self.dtype) if dtypes.is_float(self.dtype) else self
+        if not dtypes.is_float(self.dtype):
+            return self
+        # floats this large are integers already (and inf/nan stay themselves); the rest round-trip through int64
+        exact = {dtypes.float16: 2**10, dtypes.bfloat16: 2**7, dtypes.float32: 2**23}.get(self.dtype, 2**52)
+        return (self.abs() < exact).where(self.cast(dtypes.int64).cast(self.dtype), self)
 
     def floor(self) -> Tensor:
         t = self.trunc()
@@ -1180,6 +1192,11 @@ class Tensor:
         k_x, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
         if k_x != k_w:
             raise ValueError(f"matmul: shapes {self.shape} and {w.shape} are not aligned ({k_x} != {k_w})")
+        try:
+            _broadcast_shape("matmul", self.shape[:-2], w.shape[:-2])
+        except ValueError:
+            raise ValueError(f"matmul: the batch dimensions of shapes {self.shape} and {w.shape} cannot be broadcast "
+                             "together") from None  # fmt: skip
         x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
         w2 = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2) :])
         w2 = w2.transpose(-1, -min(w.ndim, 2))
