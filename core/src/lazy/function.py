@@ -21,13 +21,14 @@ class Function:
 
     def __init__(self, device: str, *tensors: Tensor):
         self.device = device
-        self.needs_input_grad = [t.requires_grad for t in tensors]
-        if any(self.needs_input_grad):
+        flags = [t.requires_grad for t in tensors]
+        if any(flags):
             self.requires_grad: bool | None = True
-        elif None in self.needs_input_grad:
+        elif None in flags:
             self.requires_grad = None
         else:
             self.requires_grad = False
+        self.needs_input_grad = [f is not False for f in flags]  # undecided inputs may be asked for by gradient()
         # ops on tensors that may need a gradient (True, or None: undecided) are recorded; False opts out
         self.parents: tuple[Tensor, ...] = tensors if self.requires_grad is not False else ()
 
