@@ -797,6 +797,10 @@ class Tensor:
                     y_dtype = x.dtype if isinstance(y, bool) else dtypes.default_int
                 if isinstance(y, Node):
                     y_dtype = dtypes.int32
+                if not reverse and y_dtype == x.dtype and not isinstance(y, Node):
+                    # the common case, `x + 1`: the constant is made in x's shape directly (no reshape/expand ops)
+                    const = LazyBuffer.const_like(y, x.dtype, x.device, x.shape)
+                    return x, Tensor(const, device=x.device, requires_grad=False)
                 y = Tensor(y, device=self.device, dtype=y_dtype, requires_grad=False)
         if x.device != y.device:
             raise ValueError(f"{op}: tensors are on different devices ({x.device} and {y.device}); use .to() first")

@@ -81,6 +81,8 @@ class ShapeTracker:
         return {v.unbind()[0]: v.val for v in self.vars() if v._val is not None}
 
     def unbind(self) -> tuple[ShapeTracker, dict[Variable, int]]:
+        if self.static:
+            return self, {}
         views, var_vals = zip(*(view.unbind() for view in self.views))
         return ShapeTracker(tuple(views)), {k: v for vals in var_vals for k, v in vals.items()}
 
