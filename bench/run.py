@@ -205,8 +205,11 @@ def main() -> None:
     sizes = {"elementwise": 1 << 20, "reduce": 1 << 20, "matmul": 256} if args.quick else \
         {"elementwise": 16 << 20, "reduce": 16 << 20, "matmul": 1024}  # fmt: skip
 
-    lines = [f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-             f"numpy {np.__version__}. Command: `{' '.join([os.path.basename(sys.executable), *sys.argv])}`.", ""]  # fmt: skip
+    lines = [
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"numpy {np.__version__}. Command: `{' '.join([os.path.basename(sys.executable), *sys.argv])}`.",
+        "",
+    ]
     imp = import_time()
     lines += [f"`import lazy` (median of 5 fresh processes): **{imp * 1e3:.0f} ms**", ""]
     lines += [

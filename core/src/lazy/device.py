@@ -311,8 +311,14 @@ class Program(Protocol):
     With `wait=True` it returns the kernel's run time in seconds.
     """
 
-    def __call__(self, *bufs: Any, global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None,
-                 vals: tuple[int, ...] = (), wait: bool = False) -> float | None: ...  # fmt: skip
+    def __call__(
+        self,
+        *bufs: Any,
+        global_size: tuple[int, ...] | None = None,
+        local_size: tuple[int, ...] | None = None,
+        vals: tuple[int, ...] = (),
+        wait: bool = False,
+    ) -> float | None: ...
 
 
 class Compiled:

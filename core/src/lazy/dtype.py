@@ -5,11 +5,11 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias, Union
+from typing import Any, Final, TypeAlias
 
 import numpy as np
 
-ConstType = Union[float, int, bool]
+ConstType = float | int | bool
 PyBool: TypeAlias = bool  # the builtin, for annotations inside `dtypes` (whose attribute `bool` shadows it)
 
 

@@ -78,8 +78,14 @@ class HWQueue:
     def __init__(self) -> None:
         self.cmds: list[list[Any]] = []
 
-    def exec(self, program: Any, bufs: tuple[Any, ...], vals: tuple[int, ...] = (),
-             global_size: tuple[int, ...] | None = None, local_size: tuple[int, ...] | None = None) -> HWQueue:  # fmt: skip
+    def exec(
+        self,
+        program: Any,
+        bufs: tuple[Any, ...],
+        vals: tuple[int, ...] = (),
+        global_size: tuple[int, ...] | None = None,
+        local_size: tuple[int, ...] | None = None,
+    ) -> HWQueue:
         self.cmds.append(["exec", program, bufs, vals, global_size, local_size])
         return self
 

@@ -164,8 +164,10 @@ class LazyBuffer:
 
     @staticmethod
     def _fold(op: Ops, srcs: tuple[LazyBuffer, ...], dtype: DType) -> LazyBuffer | None:
-        consts = [s.const_value() if s.is_unrealized_unmasked_const() and not isinstance(s.const_value(), Node) else None
-                  for s in srcs]  # fmt: skip
+        consts = [
+            s.const_value() if s.is_unrealized_unmasked_const() and not isinstance(s.const_value(), Node) else None
+            for s in srcs
+        ]
         if all(c is not None for c in consts):
             return srcs[0].const_like(exec_alu(op, dtype, consts), dtype, srcs[0].device, srcs[0].shape)
         if op is Ops.ADD:
@@ -209,8 +211,8 @@ class LazyBuffer:
         ax = axis[0]
         size = self.shape[ax]
         assert isinstance(size, int)
-        plan = next(((p, w) for w in (32, 16, 8, 1) for p in (64, 32, 16, 8) if size % (p * w) == 0 and size // (p * w) >= 16),
-                    None)  # fmt: skip
+        candidates = ((p, w) for w in (32, 16, 8, 1) for p in (64, 32, 16, 8))
+        plan = next(((p, w) for p, w in candidates if size % (p * w) == 0 and size // (p * w) >= 16), None)
         if plan is None:
             return None
         chunks, lanes = plan

@@ -101,7 +101,7 @@ class Tensor:
             )
         self.lazydata: LazyBuffer = lb if lb.device == device else lb.copy_to_device(device)
 
-    # -- basics ---------------------------------------------------------------------------------------------------------
+    # -- basics --------------------------------------------------------------------------------------------------------
 
     @property
     def device(self) -> str:
@@ -168,7 +168,7 @@ class Tensor:
         def __exit__(self, *exc: object) -> None:
             Tensor.no_grad = self.prev
 
-    # -- realization ----------------------------------------------------------------------------------------------------
+    # -- realization ---------------------------------------------------------------------------------------------------
 
     def schedule(self, *others: Tensor) -> list[ScheduleItem]:
         """The kernels and copies that realizing these tensors would run (nothing runs)."""
@@ -255,7 +255,7 @@ class Tensor:
             requires_grad=self.requires_grad,
         )
 
-    # -- creation -------------------------------------------------------------------------------------------------------
+    # -- creation ------------------------------------------------------------------------------------------------------
 
     @staticmethod
     def empty(*shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
@@ -402,7 +402,7 @@ class Tensor:
         self.requires_grad = requires_grad
         return self
 
-    # -- autograd -------------------------------------------------------------------------------------------------------
+    # -- autograd ------------------------------------------------------------------------------------------------------
 
     def _deepwalk(self) -> list[Tensor]:
         order: list[Tensor] = []
@@ -458,7 +458,7 @@ class Tensor:
         grads = self._backprop(gradient)
         return [grads[id(t)][1] if id(t) in grads else t.zeros_like() for t in targets]
 
-    # -- movement -------------------------------------------------------------------------------------------------------
+    # -- movement ------------------------------------------------------------------------------------------------------
 
     def _resolve_shape(self, shape: tuple[Any, ...]) -> tuple[sint, ...]:
         shape = tuple(int(s) if isinstance(s, (np.integer,)) else s for s in shape)
@@ -533,7 +533,8 @@ class Tensor:
         return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
 
     def pad(self, padding: Sequence[Any], value: float = 0.0) -> Tensor:
-        """`padding`: ((before, after), ...) per axis, or a flat torch-style tuple for the last axes (last axis first)."""
+        """`padding`: ((before, after), ...) per axis, or a flat torch-style tuple for the last axes, last axis
+        first."""
         if padding and not isinstance(padding[0], (tuple, list)) and padding[0] is not None:
             flat = list(padding)
             if len(flat) % 2:
@@ -686,7 +687,7 @@ class Tensor:
         assert isinstance(n, int)
         return self.split(math.ceil(n / chunks), dim)
 
-    # -- reductions -----------------------------------------------------------------------------------------------------
+    # -- reductions ----------------------------------------------------------------------------------------------------
 
     def _reduce_axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
         if axis is None:
@@ -780,7 +781,7 @@ class Tensor:
     def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self.logical_not().any(axis, keepdim).logical_not()
 
-    # -- elementwise ----------------------------------------------------------------------------------------------------
+    # -- elementwise ---------------------------------------------------------------------------------------------------
 
     def _broadcasted(self, y: TensorLike, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
         x: Tensor = self
@@ -997,7 +998,7 @@ class Tensor:
         out = (exponent == 0).where(1.0, (negative & is_int.logical_not()).where(math.nan, signed))
         return out.round().cast(out_dtype) if not dtypes.is_float(out_dtype) else out
 
-    def _int_power(self, n: int) -> Tensor:
+    def _int_power(self, n: PyInt) -> Tensor:
         """self**n for an int n >= 0 by repeated squaring: log2(n) multiplies."""
         result: Tensor | None = None
         square = self
@@ -1188,7 +1189,7 @@ class Tensor:
     def __itruediv__(self, y: TensorLike) -> Tensor:
         return self.assign(self.div(y))
 
-    # -- linear algebra and nn ------------------------------------------------------------------------------------------
+    # -- linear algebra and nn -----------------------------------------------------------------------------------------
 
     def dot(self, w: Tensor) -> Tensor:
         if self.ndim == 0 or w.ndim == 0:
