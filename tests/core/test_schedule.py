@@ -110,3 +110,23 @@ def test_two_outputs_share_one_schedule(abc):
     _, (ta, tb, _) = abc
     x, y = ta + tb, ta - tb
     assert kernels(x, y) == 2
+
+
+def test_jit_replays_and_shares_memory_between_intermediates():
+    from lazy import jit
+
+    @jit
+    def chain(x: Tensor) -> Tensor:
+        a = (x + 1).contiguous()  # each step realized on its own: five intermediate buffers of one size
+        b = (a * 2).contiguous()
+        c = (b - 3).contiguous()
+        d = (c * c).contiguous()
+        return (d + a).realize()
+
+    for step in range(4):
+        x = np.arange(8, dtype=np.float32) + step
+        out = chain(Tensor(x, device=D)).numpy()
+        a = x + 1
+        np.testing.assert_allclose(out, ((a * 2 - 3) ** 2) + a)
+    buffers = {id(b) for ei in chain.jit_cache for b in ei.bufs}
+    assert len(chain.jit_cache) == 5 and len(buffers) < 7  # without planning: input, 4 intermediates, output

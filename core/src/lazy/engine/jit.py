@@ -4,6 +4,7 @@ calls with the new input buffers swapped in. On a device with queues the whole c
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -103,14 +104,26 @@ class TinyJit(Generic[R]):
 
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], input_buffers: list[Buffer]) -> None:
         captured: list[ExecItem] = []
-        capturing.append(captured.append)
+        owners: list[tuple[Buffer, weakref.ref[Any]]] = []
+
+        def record(ei: ExecItem, outputs: tuple[Any, ...]) -> None:
+            captured.append(ei)
+            owners.extend((out.buffer, weakref.ref(out)) for out in outputs)
+
+        capturing.append(record)
         try:
             self.ret = self.fxn(*args, **kwargs)
             rets = self.ret if isinstance(self.ret, (tuple, list)) else (self.ret,)
             _realize([r.lazydata for r in _tensors_in(tuple(rets), {})])
         finally:
-            capturing.remove(captured.append)
+            capturing.remove(record)
         self.jit_cache = [ExecItem(ei.runner, list(ei.bufs), dict(ei.var_vals)) for ei in captured]
+        del captured
+        # buffers written here whose LazyBuffer is gone: nothing outside the jit can see them, so they may share memory
+        keep = {id(b) for b in input_buffers}
+        keep |= {id(t.lazydata.base.buffer) for t in _tensors_in(tuple(rets), {})}
+        internal = {id(buf): buf for buf, owner in owners if owner() is None and id(buf) not in keep}
+        plan_memory(self.jit_cache, internal)
         for i, ei in enumerate(self.jit_cache):
             for j, buf in enumerate(ei.bufs):
                 for k, inp in enumerate(input_buffers):
@@ -146,6 +159,31 @@ class TinyJit(Generic[R]):
             return
         for ei in self.jit_cache:
             ei.run(var_vals)
+
+
+def plan_memory(items: list[ExecItem], internal: dict[int, Buffer]) -> int:
+    """Let internal buffers whose lifetimes (first to last use in `items`) do not overlap share one allocation.
+    Rewrites `items` in place; returns how many buffers were folded into others."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i, ei in enumerate(items):
+        for buf in ei.bufs:
+            if id(buf) in internal:
+                first.setdefault(id(buf), i)
+                last[id(buf)] = i
+    slots: dict[tuple[str, int], list[list[Any]]] = {}  # (device, nbytes) -> [[busy until, buffer], ...]
+    replace: dict[int, Buffer] = {}
+    for key in sorted(first, key=first.__getitem__):
+        buf = internal[key]
+        pool = slots.setdefault((buf.device, buf.nbytes), [])
+        free = next((slot for slot in pool if slot[0] < first[key]), None)  # strictly before: no in-place hazard
+        if free is None:
+            pool.append([last[key], buf])
+        else:
+            replace[key], free[0] = free[1], last[key]
+    for ei in items:
+        ei.bufs = [replace.get(id(b), b) for b in ei.bufs]
+    return len(replace)
 
 
 def jit(fxn: Callable[..., R]) -> TinyJit[R]:

@@ -164,8 +164,9 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
     raise RuntimeError(f"don't know how to run a {si.ast.op} schedule item")
 
 
-# the jit listens here while capturing: each ExecItem that runs is passed to these callbacks
-capturing: list[Callable[[ExecItem], None]] = []
+# the jit listens here while capturing: each ExecItem that runs is passed to these callbacks, with the LazyBuffers
+# whose memory it writes (so the jit can tell which buffers die with the function and may share memory)
+capturing: list[Callable[[ExecItem, tuple[Any, ...]], None]] = []
 
 
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[Variable, int] | None = None) -> None:
@@ -173,7 +174,7 @@ def run_schedule(schedule: list[ScheduleItem], var_vals: dict[Variable, int] | N
         ei = lower_schedule_item(si)
         ei.run(var_vals)
         for cb in capturing:
-            cb(ei)
+            cb(ei, si.outputs)
         for out in si.outputs:
             out.done = True
             forget_graph(out)
