@@ -118,7 +118,6 @@ class TinyJit(Generic[R]):
         finally:
             capturing.remove(record)
         self.jit_cache = [ExecItem(ei.runner, list(ei.bufs), dict(ei.var_vals)) for ei in captured]
-        del captured
         # buffers written here whose LazyBuffer is gone: nothing outside the jit can see them, so they may share memory
         keep = {id(b) for b in input_buffers}
         keep |= {id(t.lazydata.base.buffer) for t in _tensors_in(tuple(rets), {})}
