@@ -60,6 +60,22 @@ BF16_HELPERS = [
 ]
 
 
+# half: _Float16 where the compiler has it (gcc 12, clang 15+ define __FLT16_MAX__ then); older clang on x86-64 only
+# has the storage type __fp16, whose arithmetic happens in float and is rounded back on assignment: the same results
+# double -> __fp16 would call a libgcc helper with another ABI: go through float, rounded to odd so the second
+# rounding (float -> half) gives the correctly rounded result
+HALF_TYPE = (
+    "#ifdef __FLT16_MAX__",
+    "typedef _Float16 lazy_half;",
+    "#else",
+    "typedef __fp16 lazy_half;",
+    "#endif",
+    "static inline float lazy_odd_float(double x) { float f = (float)x; if ((double)f != x && x == x) {",
+    "  unsigned int b; __builtin_memcpy(&b, &f, 4); if (((double)f > x) == (x > 0)) b -= 1;",
+    "  b |= 1; __builtin_memcpy(&f, &b, 4); } return f; }",
+)
+
+
 class ClangRenderer(CStyleLanguage):
     """C for the host compiler: GCC vector extensions (`vector_size`) for vectors, `_Float16` for half, bfloat16
     held as its 16 bits and computed in float, and checked integer division."""
@@ -67,7 +83,7 @@ class ClangRenderer(CStyleLanguage):
     device = "CPU"
     caps = HOST_CAPS
     buffer_suffix = " restrict"
-    type_map = {**CStyleLanguage.type_map, dtypes.bool: "_Bool", dtypes.float16: "_Float16",
+    type_map = {**CStyleLanguage.type_map, dtypes.bool: "_Bool", dtypes.float16: "lazy_half",
                 dtypes.bfloat16: "unsigned short"}  # fmt: skip
     vector_cast = "__builtin_convertvector({x}, {type})"
     infinity = "__builtin_inff()"
@@ -98,6 +114,8 @@ class ClangRenderer(CStyleLanguage):
         return super().render_float_const(value, dtype)
 
     def render_cast(self, x: str, src: DType, dst: DType) -> str:
+        if src == dtypes.float64 and dst == dtypes.float16:
+            return f"((lazy_half)lazy_odd_float({x}))"
         bf16 = dtypes.bfloat16
         if bf16 not in (src.scalar(), dst.scalar()) or src == dst:
             return super().render_cast(x, src, dst)
@@ -118,6 +136,8 @@ class ClangRenderer(CStyleLanguage):
     def render_prelude(self, uops: list[UOp]) -> list[str]:
         used = {u.dtype.base() if u.dtype.is_ptr else u.dtype for u in uops if u.dtype is not None}  # type: ignore[attr-defined]
         lines = list(BF16_HELPERS) if any(d.scalar() == dtypes.bfloat16 for d in used) else []
+        if any(d.scalar() == dtypes.float16 for d in used):
+            lines += HALF_TYPE
         for vec in sorted((d for d in used if d.count > 1), key=lambda d: d.name):
             name, elem = vec.name, self.type_map[vec.scalar()]
             lane = "unsigned char" if vec.scalar() == dtypes.bool else elem  # no vectors of _Bool: bytes hold 0/1
