@@ -210,6 +210,11 @@ def main() -> None:
         f"numpy {np.__version__}. Command: `{' '.join([os.path.basename(sys.executable), *sys.argv])}`.",
         "",
     ]
+    from lazy.conformance.runner import device_versions
+
+    for device in args.devices.split(","):
+        lines.append(f"{device}: " + ", ".join(f"{k} {v}" for k, v in device_versions(device).items()))
+    lines.append("")
     imp = import_time()
     lines += [f"`import lazy` (median of 5 fresh processes): **{imp * 1e3:.0f} ms**", ""]
     lines += [

@@ -3,8 +3,10 @@ imports no compiler binding and compiles nothing; `lazy_cpu.device` does the wor
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import shutil
+import subprocess
 
 from lazy.device import Compiled
 from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, hookimpl
@@ -27,6 +29,22 @@ def probe_llvm() -> tuple[bool, str]:
     return True, "llvmlite"
 
 
+def cpu_versions() -> dict[str, str]:
+    """The C compiler the CPU device would use, with its version line (for conformance reports)."""
+    path = next((p for cc in C_COMPILERS if (p := shutil.which(cc)) is not None), None)
+    if path is None:
+        return {}
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout
+    return {path: (out.splitlines() or ["unknown"])[0]}
+
+
+def llvm_versions() -> dict[str, str]:
+    try:
+        return {"llvmlite": importlib.metadata.version("llvmlite")}
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+
+
 def open_cpu(name: str) -> Compiled:
     from lazy_cpu.device import open_cpu as open_device
 
@@ -43,7 +61,8 @@ def open_llvm(name: str) -> Compiled:
 def lazy_devices() -> list[DeviceSpec]:
     return [
         DeviceSpec("CPU", PLUGIN_API_VERSION, 100, probe_cpu, open_cpu,
-                   "C kernels compiled by the system C compiler (clang or gcc), run on all cores"),
+                   "C kernels compiled by the system C compiler (clang or gcc), run on all cores",
+                   library_versions=cpu_versions),
         DeviceSpec("LLVM", PLUGIN_API_VERSION, 90, probe_llvm, open_llvm,
-                   "LLVM IR kernels compiled in process by llvmlite, run on all cores"),
+                   "LLVM IR kernels compiled in process by llvmlite, run on all cores", library_versions=llvm_versions),
     ]  # fmt: skip
