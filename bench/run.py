@@ -178,14 +178,23 @@ def tinygrad_rows(sizes: dict[str, int], repeats: int) -> dict[str, float]:
     r = TTensor(rng.random(sizes["reduce"], dtype=np.float32), device=dev).realize()
     t16 = TTensor(np.arange(16, dtype=np.float32), device=dev).realize()
 
-    def sync() -> None:
+    def timed(make: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            make().realize()
+            TDevice[dev].synchronize()
+
+        return run
+
+    def tiny() -> None:
+        for _ in range(50):
+            (t16 + 1).realize()
         TDevice[dev].synchronize()
 
     return {
-        "elementwise": best_of(lambda: ((a + b) * c).realize() and sync(), repeats),
-        "reduce": best_of(lambda: r.sum().realize() and sync(), repeats),
-        "matmul": best_of(lambda: (x @ y).realize() and sync(), repeats),
-        "tiny": best_of(lambda: [(t16 + 1).realize() for _ in range(50)] and sync(), repeats) / 50,
+        "elementwise": best_of(timed(lambda: (a + b) * c), repeats),
+        "reduce": best_of(timed(lambda: r.sum()), repeats),
+        "matmul": best_of(timed(lambda: x @ y), repeats),
+        "tiny": best_of(tiny, repeats) / 50,
     }
 
 

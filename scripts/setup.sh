@@ -10,3 +10,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q -e "./core[conformance]" -e ./plugins/lazy-cpu \
   scikit-learn pytest pytest-xdist hypothesis ruff mypy
+# bytecode now, as a regular `pip install` does: editable installs have none, and PYTHONDONTWRITEBYTECODE would
+# otherwise make every `import lazy` compile from source
+.venv/bin/python -m compileall -q core/src plugins/lazy-cpu/src
