@@ -27,6 +27,23 @@ def caps(device: Any) -> Any:
     return device.renderer.caps
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "requires(feature): skipped when the device's Capabilities.unsupported lists it")
+
+
+@pytest.fixture(autouse=True)
+def _skip_declared_unsupported(request: pytest.FixtureRequest) -> None:
+    """A test marked `requires("kernels")` is skipped, with the device's own reason, when the device declares it does
+    not support that feature (a copy-only device declares ("kernels", why) in its Capabilities.unsupported)."""
+    marker = request.node.get_closest_marker("requires")
+    if marker is None:
+        return
+    reasons = dict(request.getfixturevalue("caps").unsupported)
+    for feature in marker.args:
+        if feature in reasons:
+            pytest.skip(f"{request.getfixturevalue('device_name')} declares no {feature}: {reasons[feature]}")
+
+
 def usable_other_devices(device: str) -> list[str]:
     """Every device other than `device` whose probe says it is usable."""
     from lazy.plugins import Device

@@ -32,6 +32,7 @@ def pair(device_name, start=0.0):
     )
 
 
+@pytest.mark.requires("kernels")
 def test_exec_then_signal_means_done(device, device_name):
     program, gs, ls = add_one_kernel(device)
     out, a = pair(device_name)
@@ -44,6 +45,7 @@ def test_exec_then_signal_means_done(device, device_name):
     np.testing.assert_array_equal(out.numpy(), np.arange(N) + 1)
 
 
+@pytest.mark.requires("kernels")
 def test_wait_orders_queues(device, device_name):
     program, gs, ls = add_one_kernel(device)
     out, a = pair(device_name)
@@ -68,6 +70,7 @@ def test_timeline_values_increase(device):
     assert not device.pending
 
 
+@pytest.mark.requires("kernels")
 def test_timestamps_are_monotonic(device, device_name):
     program, gs, ls = add_one_kernel(device)
     out, a = pair(device_name)
@@ -90,6 +93,7 @@ def test_copy_queue(device, device_name):
     np.testing.assert_array_equal(dest.numpy(), np.arange(N))
 
 
+@pytest.mark.requires("kernels")
 def test_graph_replay_with_new_buffers(device, device_name):
     program, gs, ls = add_one_kernel(device)
     out, a = pair(device_name)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from lazy.helpers import Context
 from lazy.nn import Linear
 from lazy.nn.optim import SGD
 from lazy.tensor import Tensor
+
+pytestmark = pytest.mark.requires("kernels")  # a copy-only device skips this layer, with its reason
 
 
 def mlp_losses(device_name, steps=30):
