@@ -130,3 +130,14 @@ def test_jit_replays_and_shares_memory_between_intermediates():
         np.testing.assert_allclose(out, ((a * 2 - 3) ** 2) + a)
     buffers = {id(b) for ei in chain.jit_cache for b in ei.bufs}
     assert len(chain.jit_cache) == 5 and len(buffers) < 7  # without planning: input, 4 intermediates, output
+
+
+def test_slices_and_size_changing_bitcasts_are_buffer_views():
+    raw = np.arange(4, dtype=np.float32).tobytes()
+    t = Tensor(np.frombuffer(b"head" + raw, dtype=np.uint8), device=D).realize()
+    view = t[4:].bitcast("float")  # the bytes after a 4-byte header, read as float32: no kernel
+    assert view.shape == (4,) and kernels(view) == 0
+    GlobalCounters.reset()
+    np.testing.assert_array_equal(view.numpy(), [0, 1, 2, 3])
+    assert GlobalCounters.kernel_count == 0
+    np.testing.assert_array_equal((view * 2).numpy(), [0, 2, 4, 6])

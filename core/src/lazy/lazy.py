@@ -48,10 +48,13 @@ class LazyBuffer:
         self._base = base
         if base is None:
             self.op, self.arg, self.srcs = op, arg, srcs
-            # an ASSIGN writes into its target's memory; everything else gets a Buffer of its own
-            self.buffer: Buffer = (
-                srcs[1].base.buffer if op is Ops.ASSIGN else Buffer(device, self._buffer_size(), dtype)
-            )
+            # an ASSIGN writes into its target's memory, a BUFFER_VIEW reads its source's; the rest own their memory
+            if op is Ops.ASSIGN:
+                self.buffer: Buffer = srcs[1].base.buffer
+            elif op is Ops.BUFFER_VIEW:
+                self.buffer = srcs[0].buffer.view(self._buffer_size(), dtype, arg)
+            else:
+                self.buffer = Buffer(device, self._buffer_size(), dtype)
             self.forced_realize = op in (Ops.CONTIGUOUS,)
             self.done = False  # set once the buffer holds this node's value
         else:
@@ -132,8 +135,27 @@ class LazyBuffer:
             return self
         if self.is_unrealized_unmasked_const() and not isinstance(self.const_value(), Node):
             return LazyBuffer.const_like(self.const_value(), self.dtype, device, self.shape)
-        src = self.contiguous()
+        src = self.buffer_view() or self.contiguous()  # a plain slice is copied straight out of the source's memory
         return create_lazybuffer(device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.COPY, None, (src,))
+
+    def buffer_view(self, dtype: DType | None = None) -> LazyBuffer | None:
+        """A base sharing memory with this node's base, when it reads one consecutive range of it (a shrink or
+        reshape of a contiguous buffer): no kernel needed. With `dtype`, the same bytes reinterpreted (a bitcast,
+        which may change the element size and so the last dimension)."""
+        st, base = self.st, self.base
+        if not st.consecutive or not isinstance(st.views[0].offset, int) or base.op in (Ops.CONST, None):
+            return None
+        if base.op is not Ops.BUFFER_VIEW and self is base and dtype is None:
+            return self
+        dtype = dtype or self.dtype
+        shape = self.shape
+        if dtype.itemsize != self.dtype.itemsize:
+            last = shape[-1] if shape else 1
+            if not isinstance(last, int) or (last * self.dtype.itemsize) % dtype.itemsize:
+                return None
+            shape = (*shape[:-1], last * self.dtype.itemsize // dtype.itemsize)
+        offset = st.views[0].offset * self.dtype.itemsize
+        return create_lazybuffer(self.device, ShapeTracker.from_shape(shape), dtype, Ops.BUFFER_VIEW, offset, (base,))
 
     # -- compute ------------------------------------------------------------------------------------------------------
 

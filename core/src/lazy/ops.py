@@ -61,7 +61,8 @@ class Ops(Enum):
     CONTIGUOUS = auto()
     ASSIGN = auto()
     CUSTOM = auto()
-    VIEW = auto()  # noqa: E702
+    VIEW = auto()
+    BUFFER_VIEW = auto()  # a base sharing its source's memory: arg is the byte offset (no kernel, no copy)  # noqa: E702
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
@@ -76,7 +77,9 @@ class GroupOp:
     Elementwise = ALU | frozenset({Ops.CAST, Ops.BITCAST})
     Reduce = frozenset({Ops.SUM, Ops.RMAX})
     Buffer = frozenset({Ops.LOAD, Ops.CONST, Ops.STORE})
-    Meta = frozenset({Ops.EMPTY, Ops.CONST, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN, Ops.CUSTOM, Ops.VIEW})
+    Meta = frozenset(
+        {Ops.EMPTY, Ops.CONST, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN, Ops.CUSTOM, Ops.VIEW, Ops.BUFFER_VIEW}
+    )
     Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
     Comparison = frozenset({Ops.CMPLT, Ops.CMPNE})
     # ops where f(0, ...) may be non-zero: a padded (masked) input to them is not zero after the op

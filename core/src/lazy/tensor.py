@@ -4,6 +4,7 @@ only the primitive ops; nothing runs until `.realize()` (or `.numpy()`, `.item()
 from __future__ import annotations
 
 import math
+import pathlib
 from collections.abc import Sequence
 from contextlib import ContextDecorator
 from typing import Any, ClassVar, TypeAlias, Union
@@ -72,6 +73,7 @@ class Tensor:
     def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
                  requires_grad: bool | None = None):  # fmt: skip
         dtype = to_dtype(dtype) if dtype is not None else None
+        requested = device
         device = Device.canonicalize(device) if device is not None else Device.DEFAULT
         self.grad: Tensor | None = None
         self.requires_grad: bool | None = requires_grad
@@ -84,6 +86,10 @@ class Tensor:
             lb = LazyBuffer.const_like(data, dtype or dtypes.int32, device, ())
         elif isinstance(data, bytes):
             lb = _from_np(np.frombuffer(data, dtype=np.uint8), device)
+        elif isinstance(data, pathlib.Path):  # the file's bytes, on the DISK device: nothing is read until used
+            disk = f"DISK:{data}"
+            lb = LazyBuffer.metaop(Ops.EMPTY, (data.stat().st_size,), dtype or dtypes.uint8, Device.canonicalize(disk))
+            device = lb.device if requested is None else device
         elif isinstance(data, (list, tuple)):
             target = dtype or dtypes.from_py(data)
             arr = np.array(data, dtype=to_np_dtype(target) if target != dtypes.bfloat16 else np.float32)
@@ -216,7 +222,9 @@ class Tensor:
         if prod(self.shape) == 0:
             return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)  # type: ignore[arg-type]
         t = self if self.dtype != dtypes.bfloat16 else self.cast(dtypes.float32)
-        t = t.contiguous().realize()
+        view = t.lazydata.buffer_view()  # a plain slice is read straight out of memory (copy-only devices need it)
+        t = Tensor(view, device=t.device) if view is not None else t.contiguous()
+        t.realize()
         buf = t.lazydata.base.realized
         assert buf is not None
         return buf.numpy()[: prod(self.shape)].reshape(self.shape).copy()
@@ -823,10 +831,21 @@ class Tensor:
         return self if self.dtype == dtype else F.Cast.apply(self, dtype=dtype)
 
     def bitcast(self, dtype: DType | str) -> Tensor:
+        """The same bytes as another dtype. A different element size changes the last dimension and needs a plain
+        (consecutive) tensor, which then shares memory (e.g. the bytes of a file read as float32)."""
         dtype = to_dtype(dtype)
         if self.requires_grad:
             raise RuntimeError("bitcast is not differentiable; call .detach() first")
-        return self if self.dtype == dtype else F.Cast.apply(self, dtype=dtype, bitcast=True)
+        if self.dtype == dtype:
+            return self
+        if dtype.itemsize != self.dtype.itemsize:
+            view = self.lazydata.buffer_view(dtype)
+            if view is None:
+                raise ValueError(f"bitcast from {self.dtype} to {dtype} of shape {self.shape}: a different element size "
+                                 "needs a contiguous tensor whose last dimension holds whole elements; call "
+                                 ".contiguous() first")  # fmt: skip
+            return Tensor(view, device=self.device, requires_grad=False)
+        return F.Cast.apply(self, dtype=dtype, bitcast=True)
 
     def float(self) -> Tensor:
         return self.cast(dtypes.float32)

@@ -98,6 +98,9 @@ class EmptyRunner(Runner):
 def check_dtypes(ast: LazyOp, dev: Compiled) -> None:
     """Refuse, by name, a kernel that computes in a dtype the device cannot (before anything is compiled)."""
     caps = dev.renderer.caps
+    if (reason := dict(caps.unsupported).get("kernels")) is not None:
+        raise DeviceError(f"{dev.device} cannot run kernels ({reason}); move the tensor to a compute device first, "
+                          "e.g. .to('CPU')")  # fmt: skip
     bad = sorted({n.dtype for n in ast.toposort() if n.op is not Ops.SINK and not caps.supports(n.dtype)}, key=str)
     if bad:
         names = ", ".join(d.name for d in bad)

@@ -81,8 +81,10 @@ def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[set[LazyBuffe
             continue
         if base.forced_realize or base.op in (Ops.EMPTY, Ops.COPY, Ops.ASSIGN, Ops.CUSTOM, Ops.CONTIGUOUS):
             realizes.add(base)
-        if base.op in (Ops.COPY, Ops.ASSIGN):
+        if base.op in (Ops.COPY, Ops.ASSIGN, Ops.BUFFER_VIEW):
             realizes.update(s.base for s in base.srcs if s.base.realized is None and s.base.op is not Ops.CONST)
+        if base.op is Ops.BUFFER_VIEW:
+            realizes.add(base)
     # realize before an expand, and before a pad of ops that are unsafe to pad
     for base, uses in graph.views_of.items():
         if base.realized is not None or base.op is Ops.CONST:
@@ -195,6 +197,9 @@ def _schedule_one(
 ) -> tuple[ScheduleItem, list[LazyBuffer]]:
     if base.op is Ops.EMPTY:
         return ScheduleItem(LazyOp(Ops.EMPTY), (base.buffer,), (base,)), []
+    if base.op is Ops.BUFFER_VIEW:  # nothing to run once the source is there: the view shares its memory
+        src = base.srcs[0].base
+        return ScheduleItem(LazyOp(Ops.EMPTY), (base.buffer, src.buffer), (base,)), [src]
     if base.op is Ops.COPY:
         src = base.srcs[0].base
         return ScheduleItem(LazyOp(Ops.COPY, (), base.buffer.nbytes), (base.buffer, src.buffer), (base,)), [src]
