@@ -841,8 +841,8 @@ class Tensor:
         if dtype.itemsize != self.dtype.itemsize:
             view = self.lazydata.buffer_view(dtype)
             if view is None:
-                raise ValueError(f"bitcast from {self.dtype} to {dtype} of shape {self.shape}: a different element size "
-                                 "needs a contiguous tensor whose last dimension holds whole elements; call "
+                raise ValueError(f"bitcast from {self.dtype} to {dtype} of shape {self.shape}: a different element "
+                                 "size needs a contiguous tensor whose last dimension holds whole elements; call "
                                  ".contiguous() first")  # fmt: skip
             return Tensor(view, device=self.device, requires_grad=False)
         return F.Cast.apply(self, dtype=dtype, bitcast=True)
