@@ -1,0 +1,174 @@
+"""`OpenCLRenderer`: OpenCL C, a dialect of core's C-style renderer, with capabilities read from the device (work-group
+limits, local memory, fp16/fp64) by `DeviceLimits`. Imports no OpenCL binding: it renders text only."""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lazy.codegen.uops import UOp
+from lazy.dtype import ALL_DTYPES, DType, dtypes
+from lazy.ops import Ops, truncate
+from lazy.renderer import Capabilities
+from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage
+
+_POSITIVE_INT = re.compile(r"[1-9][0-9]*[uUlL]*")  # a divisor literal that needs no zero check
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What the renderer needs to know about one OpenCL device (read with clGetDeviceInfo by `lazy_opencl.device`)."""
+
+    local_max: tuple[int, int, int] = (1024, 1024, 64)
+    local_size_max: int = 1024
+    shared_max: int = 1 << 15
+    fp16: bool = False
+    fp64: bool = False
+
+    def capabilities(self) -> Capabilities:
+        unsupported = {dtypes.float16: not self.fp16, dtypes.float64: not self.fp64}
+        missing = []
+        if not self.fp16:
+            missing.append(("float16", "the OpenCL device does not report cl_khr_fp16"))
+        if not self.fp64:
+            missing.append(("float64", "the OpenCL device does not report cl_khr_fp64"))
+        return Capabilities(has_threads=True, has_local=True, local_max=self.local_max,
+                            local_size_max=self.local_size_max, shared_max=self.shared_max, vector_widths=(4,),
+                            dtypes=frozenset(d for d in ALL_DTYPES if not unsupported.get(d, False)),
+                            core_split=False, unsupported=tuple(missing))  # fmt: skip
+
+
+def _checked_div(op: str) -> Callable[..., str]:
+    """Integer / or %: x/0 is 0 (and INT_MIN/-1 wraps) as in `lazy.ops`; a CPU OpenCL device would otherwise trap."""
+
+    def render(a: str, b: str, dtype: DType) -> str:
+        if _POSITIVE_INT.fullmatch(b):
+            return f"({a}{op}{b})"
+        if dtypes.is_unsigned(dtype) or dtype == dtypes.bool:
+            return f"(({b})?({a}{op}{b}):0)"
+        minus_one = f"(-{a})" if op == "/" else "0"
+        return f"(({b})==0?0:({b})==-1?{minus_one}:({a}{op}{b}))"
+
+    return render
+
+
+def _idiv(a: str, b: str, dtype: DType) -> str:
+    return f"trunc({a}/{b})" if dtypes.is_float(dtype) else _checked_div("/")(a, b, dtype)
+
+
+def _mod(a: str, b: str, dtype: DType) -> str:
+    return f"fmod({a},{b})" if dtypes.is_float(dtype) else _checked_div("%")(a, b, dtype)
+
+
+def _mulacc(a: str, b: str, c: str, dtype: DType) -> str:
+    # float32 (and half, computed in float32): one rounding of a*b+c, as the reference's exact product then rounding
+    return f"fma({a},{b},{c})" if dtype == dtypes.float32 else f"(({a}*{b})+{c})"
+
+
+BF16_HELPERS = (
+    "inline float lazy_bf2f(ushort x) { return as_float(((uint)x) << 16); }",
+    "inline ushort lazy_f2bf(float f) { uint u = as_uint(f); "
+    "if ((u & 0x7fffffffu) <= 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u); return (ushort)(u >> 16); }",
+)
+
+
+class OpenCLRenderer(CStyleLanguage):
+    """OpenCL C: `__kernel`/`__global`/`__local`, work-item ids from `get_group_id`/`get_local_id`, vload4/vstore4 for
+    vectors (safe at any element alignment), bool buffers held as uchar, bfloat16 held as ushort and computed in float,
+    checked integer division, and no implicit fma (`FP_CONTRACT OFF`)."""
+
+    device = "CL"
+    kernel_prefix = "__kernel "
+    buffer_prefix = "__global "
+    buffer_suffix = " restrict"
+    smem_prefix = "__local "
+    barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
+    code_for_workitem = {"g": lambda dim: f"get_group_id({dim})", "l": lambda dim: f"get_local_id({dim})"}
+    type_map = {
+        dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short",
+        dtypes.uint16: "ushort", dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long",
+        dtypes.uint64: "ulong", dtypes.float16: "half", dtypes.bfloat16: "ushort", dtypes.float32: "float",
+        dtypes.float64: "double",
+    }  # fmt: skip
+    vector_ctor = "(({type})({args}))"
+    vector_cast = "convert_{type}({x})"
+    code_for_op = {**BASE_CODE_FOR_OP, Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MULACC: _mulacc}
+    native_vector_dtypes = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64,
+                                      dtypes.uint64})  # fmt: skip
+
+    def __init__(self, limits: DeviceLimits | None = None):
+        self.limits = limits or DeviceLimits()
+        self.caps = self.limits.capabilities()
+
+    # --- types --------------------------------------------------------------------------------------------------
+    def vector_type(self, dtype: DType) -> str:
+        scalar = dtype.scalar()
+        return f"{'uchar' if scalar == dtypes.bool else self.type_map[scalar]}{dtype.count}"
+
+    def render_param(self, name: str, dtype: DType, written: bool) -> str:
+        if dtype.is_ptr and dtype.base() == dtypes.bool:  # type: ignore[attr-defined]
+            return f"__global {'' if written else 'const '}uchar* restrict {name}"  # bool is no kernel argument type
+        return super().render_param(name, dtype, written)
+
+    def render_int_const(self, value: int, dtype: DType) -> str:
+        bits = dtype.itemsize * 8
+        suffix = {dtypes.uint32: "u", dtypes.int64: "l", dtypes.uint64: "ul"}.get(dtype, "")
+        if value == -(1 << (bits - 1)) and bits >= 32:  # the most negative value has no literal of its own
+            text = f"(-{(1 << (bits - 1)) - 1}{suffix}-1)"
+        else:
+            text = f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
+        return text if bits >= 32 else f"(({self.render_dtype(dtype)}){text})"
+
+    def render_float_const(self, value: float, dtype: DType) -> str:
+        if dtype == dtypes.bfloat16:  # the constant's bits
+            bits = struct.unpack("<I", struct.pack("<f", truncate(value, dtypes.bfloat16)))[0] >> 16
+            return f"((ushort)0x{bits:04x})"
+        return super().render_float_const(value, dtype)
+
+    # --- conversions and vectors ----------------------------------------------------------------------------------
+    def render_cast(self, x: str, src: DType, dst: DType) -> str:
+        bf16 = dtypes.bfloat16
+        if bf16 in (src.scalar(), dst.scalar()) and src != dst:
+            if dst.count > 1:
+                return self.render_vectorize(dst, [self.render_cast(self.render_gep(x, i), src.scalar(), dst.scalar())
+                                                   for i in range(dst.count)])  # fmt: skip
+            if src == bf16:
+                as_float = f"lazy_bf2f({x})"
+                return as_float if dst == dtypes.float32 else super().render_cast(as_float, dtypes.float32, dst)
+            return f"lazy_f2bf({x if src == dtypes.float32 else super().render_cast(x, src, dtypes.float32)})"
+        return super().render_cast(x, src, dst)
+
+    def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
+        return f"as_{self.render_dtype(dst)}({x})"
+
+    def render_gep(self, x: str, lane: int) -> str:
+        return f"({x}).s{lane:x}"
+
+    def compute_dtype(self, op: Ops, dtype: DType) -> DType:
+        if dtype == dtypes.bfloat16 and op is not Ops.WHERE:
+            return dtypes.float32
+        if dtype == dtypes.float16 and op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.MULACC):
+            return dtypes.float32
+        return dtype
+
+    # --- memory -----------------------------------------------------------------------------------------------------
+    def render_vector_load(self, buf: str, idx: str, dtype: DType) -> str:
+        return f"vload{dtype.count}(0, {buf}+{idx})"
+
+    def render_vector_store(self, buf: str, idx: str, val: str, dtype: DType) -> str:
+        return f"vstore{dtype.count}({val}, 0, {buf}+{idx});"
+
+    # --- the kernel -------------------------------------------------------------------------------------------------
+    def render_prelude(self, uops: list[UOp]) -> list[str]:
+        used = {u.dtype.base() if u.dtype.is_ptr else u.dtype for u in uops if u.dtype is not None}  # type: ignore[attr-defined]
+        scalars = {d.scalar() for d in used}
+        lines = ["#pragma OPENCL FP_CONTRACT OFF"]  # a*b+c stays two roundings unless the kernel asked for MULACC
+        if dtypes.float64 in scalars:
+            lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+        if dtypes.float16 in scalars:
+            lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+        if dtypes.bfloat16 in scalars:
+            lines += BF16_HELPERS
+        return lines
