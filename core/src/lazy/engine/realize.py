@@ -3,7 +3,9 @@ the second time the same kernel shape is seen costs a dict lookup, then launch i
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -172,7 +174,19 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
 capturing: list[Callable[[ExecItem, tuple[Any, ...]], None]] = []
 
 
+def precompile(schedule: list[ScheduleItem]) -> None:
+    """Compile the kernels of a schedule that are not cached yet on a thread pool (compilers run as subprocesses or
+    release the GIL, so new kernels build in parallel); errors surface here, before anything runs."""
+    todo = {(si.bufs[0].device, si.ast): si for si in schedule if si.ast.op is Ops.SINK}
+    todo = {k: si for k, si in todo.items() if (k[0], k[1], BEAM.value, NOOPT.value, None) not in method_cache}
+    if len(todo) < 2 or BEAM >= 1:  # BEAM times candidates on the device: one kernel at a time
+        return
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(lambda key: get_runner(*key), todo))
+
+
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[Variable, int] | None = None) -> None:
+    precompile(schedule)
     for si in schedule:
         ei = lower_schedule_item(si)
         ei.run(var_vals)
