@@ -470,6 +470,8 @@ class _DeviceRegistry:
             unusable.append(f"{spec.name}: {reason}")
         if unusable:
             msg = "no usable default device; installed devices are unusable: " + "; ".join(unusable)
+        elif disabled := [p.name for p in index.plugins if p.status == "disabled"]:
+            msg = f"no usable default device: the installed plugins {', '.join(disabled)} are disabled by LAZY_PLUGINS"
         else:
             msg = "no usable default device: no device plugin is installed"
         if others := sorted(s.name for s in index.specs.values() if not s.default_ok):
