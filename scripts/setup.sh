@@ -8,8 +8,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
 fi
-.venv/bin/python -m pip install -q -e "./core[conformance]" -e ./plugins/lazy-cpu \
+.venv/bin/python -m pip install -q -e "./core[conformance]" -e ./plugins/lazy-cpu -e "./plugins/lazy-opencl[pocl]" \
   scikit-learn pytest pytest-xdist hypothesis ruff mypy
 # bytecode now, as a regular `pip install` does: editable installs have none, and PYTHONDONTWRITEBYTECODE would
 # otherwise make every `import lazy` compile from source
-.venv/bin/python -m compileall -q core/src plugins/lazy-cpu/src
+.venv/bin/python -m compileall -q core/src plugins/*/src

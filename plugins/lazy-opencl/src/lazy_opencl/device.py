@@ -108,8 +108,8 @@ class CLAllocator(LRUAllocator):
             dest_dev.last_event.wait()
             return
         staging = np.empty(size, np.uint8)  # two contexts (two platforms): through the host
-        src_dev.allocator._copyout(memoryview(staging), src)
-        dest_dev.allocator._copyin(dest, memoryview(staging))
+        src_dev.allocator._copyout(memoryview(staging), src)  # type: ignore[arg-type]
+        dest_dev.allocator._copyin(dest, memoryview(staging))  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -140,7 +140,7 @@ class CLCompiler(Compiler):
             except cl.Error:
                 log = ""
             raise CompileError(self.dev.device, src, f"{e}\n{log}".strip()) from None
-        return bytes(program.get_info(cl.program_info.BINARIES)[0])
+        return bytes(program.get_info(cl.program_info.BINARIES)[0])  # type: ignore[index]
 
 
 class CLProgram:
@@ -184,9 +184,10 @@ class CLProgram:
             self.check(gs, ls)
         for i, buf in enumerate(bufs):
             if isinstance(buf, CLView):
+                align = self.dev.cl_device.mem_base_addr_align // 8
                 raise DeviceError(f"{self.dev.device}: kernel {self.name} was given a sub-buffer at byte offset "
-                                  f"{buf.offset}, which is not a multiple of CL_DEVICE_MEM_BASE_ADDR_ALIGN "
-                                  f"({self.dev.allocator.align} bytes); copy it to a buffer of its own first")  # fmt: skip
+                                  f"{buf.offset}, not a multiple of CL_DEVICE_MEM_BASE_ADDR_ALIGN ({align} bytes); "
+                                  "copy it to a buffer of its own first")  # fmt: skip
             self.kernel.set_arg(i, buf)
         for i, val in enumerate(vals, len(bufs)):
             self.kernel.set_arg(i, np.int32(val))
@@ -209,6 +210,8 @@ class CLProgram:
 
 class CLDevice(Compiled):
     """One OpenCL device with its own context and in-order, profiling command queue."""
+
+    allocator: CLAllocator
 
     def __init__(self, device: str, cl_device: Any):
         self.cl_device = cl_device
