@@ -7,7 +7,7 @@ scripts/setup.sh
 PY=.venv/bin/python
 echo "== ruff"; $PY -m ruff check core plugins tests examples bench
 echo "== ruff format"; $PY -m ruff format --check core plugins tests examples bench
-echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu plugins/lazy-opencl/src/lazy_opencl
+echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu plugins/lazy-opencl/src/lazy_opencl plugins/lazy-disk/src/lazy_disk
 echo "== tests"; $PY -m pytest -q -n 2 tests plugins
 echo "== conformance"; $PY -m lazy.conformance --all --out reports/conformance
 echo "== main job"; $PY examples/digits.py --epochs 30

@@ -838,13 +838,16 @@ class Tensor:
             raise RuntimeError("bitcast is not differentiable; call .detach() first")
         if self.dtype == dtype:
             return self
-        if dtype.itemsize != self.dtype.itemsize:
+        base = self.lazydata.base
+        in_memory = base.realized is not None or base.op is Ops.EMPTY  # nothing to compute: reinterpret the bytes
+        if dtype.itemsize != self.dtype.itemsize or in_memory:
             view = self.lazydata.buffer_view(dtype)
-            if view is None:
+            if view is not None:
+                return Tensor(view, device=self.device, requires_grad=False)
+            if dtype.itemsize != self.dtype.itemsize:
                 raise ValueError(f"bitcast from {self.dtype} to {dtype} of shape {self.shape}: a different element "
                                  "size needs a contiguous tensor whose last dimension holds whole elements; call "
                                  ".contiguous() first")  # fmt: skip
-            return Tensor(view, device=self.device, requires_grad=False)
         return F.Cast.apply(self, dtype=dtype, bitcast=True)
 
     def float(self) -> Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import buffers, end, from_device, load_program, loop, run, to_device
+from cpu_testing import buffers, end, from_device, load_program, loop, run, to_device
 
 from lazy.codegen.uops import UOpBuilder, UOps
 from lazy.dtype import dtypes

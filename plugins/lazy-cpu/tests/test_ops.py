@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import buffers, end, loop, run
+from cpu_testing import buffers, end, loop, run
 
 from lazy.codegen.uops import UOpBuilder, UOps
 from lazy.dtype import ALL_DTYPES, DType, dtypes, to_np_dtype

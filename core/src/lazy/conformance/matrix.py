@@ -20,7 +20,8 @@ def usable_devices() -> list[str]:
 
 
 def _run_one(device: str, out_dir: pathlib.Path, keyword: str | None, extra_args: list[str]) -> dict:
-    json_path, report = out_dir / f"{device.replace(':', '_').replace('/', '_')}.json", out_dir / f"{device}.md"
+    stem = device.replace(":", "_").replace("/", "_")
+    json_path, report = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
     cmd = [
         sys.executable,
         "-m",

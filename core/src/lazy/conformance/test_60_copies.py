@@ -31,5 +31,8 @@ def test_copy_both_ways(device_name, caps, other_device, dtype):
     assert there.device == Device.canonicalize(other_device)
     want = np.array(data, dtype=np.float16 if dtype == dtypes.float16 else None)
     np.testing.assert_array_equal(there.numpy(), want.astype(there.numpy().dtype))
-    back = (there + there).to(device_name)
-    np.testing.assert_array_equal(back.numpy(), (here + here).numpy())
+    back = there.to(device_name)
+    np.testing.assert_array_equal(back.numpy(), want.astype(back.numpy().dtype))
+    if "kernels" not in dict(Device[other_device].renderer.caps.unsupported):  # a value computed there comes back too
+        doubled = there + there
+        np.testing.assert_array_equal(doubled.to(device_name).numpy(), doubled.numpy())

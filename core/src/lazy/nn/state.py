@@ -1,9 +1,19 @@
-"""Model state: find a model's tensors by attribute path, and load them back with shape and dtype checks."""
+"""Model state: find a model's tensors by attribute path, load them back with shape and dtype checks, and read and
+write safetensors files through the `DISK` device (loads are zero-copy views of the file; saves are atomic)."""
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
+import struct
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
+from lazy.device import Buffer
+from lazy.dtype import DType, dtypes
+from lazy.helpers import all_int, prod
 from lazy.tensor import Tensor
 
 
@@ -48,3 +58,193 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
         if value.dtype != target.dtype:
             raise TypeError(f"load_state_dict: {key} has dtype {value.dtype}, the model expects {target.dtype}")
         target.replace(value.to(target.device)).realize()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# safetensors: an 8-byte little-endian header length N, N bytes of JSON ({name: {"dtype", "shape", "data_offsets"}},
+# optional "__metadata__": {str: str}), then the data; offsets count from the first byte after the header.
+
+SAFETENSORS_DTYPES: dict[str, DType] = {
+    "BOOL": dtypes.bool, "I8": dtypes.int8, "U8": dtypes.uint8, "I16": dtypes.int16, "U16": dtypes.uint16,
+    "I32": dtypes.int32, "U32": dtypes.uint32, "I64": dtypes.int64, "U64": dtypes.uint64, "F16": dtypes.float16,
+    "BF16": dtypes.bfloat16, "F32": dtypes.float32, "F64": dtypes.float64,
+}  # fmt: skip
+SAFETENSORS_NAMES: dict[DType, str] = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}
+MAX_HEADER = 100 << 20  # the safetensors library's own limit on the JSON header
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One tensor of a safetensors file: where its bytes are, counted from the start of the file."""
+
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    start: int
+    end: int
+
+
+def _refuse(path: Any, problem: str) -> ValueError:
+    return ValueError(f"{path}: not a valid safetensors file: {problem}")
+
+
+def _read_header(path: pathlib.Path) -> tuple[list[TensorEntry], dict[str, str]]:
+    """Parse and check the whole header against the file's size, before anything is created from it."""
+    with open(path, "rb") as f:
+        file_size = os.fstat(f.fileno()).st_size
+        if file_size < 8:
+            raise _refuse(path, f"it is {file_size} bytes long, shorter than the 8-byte header length")
+        (header_len,) = struct.unpack("<Q", f.read(8))
+        if header_len > min(MAX_HEADER, file_size - 8):
+            raise _refuse(path, f"the header claims {header_len} bytes but the file holds {file_size - 8} after the "
+                                "length (truncated or not safetensors)")  # fmt: skip
+        raw = f.read(header_len)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _refuse(path, f"the header is not valid JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise _refuse(path, f"the header is a JSON {type(header).__name__}, not an object")
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise _refuse(path, "__metadata__ must map strings to strings")
+    data_start, data_size = 8 + header_len, file_size - 8 - header_len
+    entries = sorted((_parse_entry(path, name, info, data_start) for name, info in header.items()),
+                     key=lambda e: (e.start, e.end))  # fmt: skip
+    pos = data_start
+    for entry in entries:
+        if entry.start < pos:
+            where = f"data_offsets start at {entry.start - data_start}, the previous tensor ends at {pos - data_start}"
+            raise _refuse(path, f"tensor {entry.name!r} overlaps the tensor before it ({where})")
+        if entry.start > pos:
+            raise _refuse(path, f"{entry.start - pos} bytes before tensor {entry.name!r} belong to no tensor")
+        pos = entry.end
+    if pos - data_start != data_size:
+        what = "truncated" if pos - data_start > data_size else "has trailing bytes after the last tensor"
+        raise _refuse(path, f"the tensors need {pos - data_start} data bytes but the file holds {data_size}: {what}")
+    return entries, metadata
+
+
+def _parse_entry(path: pathlib.Path, name: str, info: Any, data_start: int) -> TensorEntry:
+    if not isinstance(info, dict):
+        raise _refuse(path, f"entry {name!r} is not an object")
+    dtype = SAFETENSORS_DTYPES.get(info.get("dtype"))  # type: ignore[arg-type]
+    if dtype is None:
+        raise _refuse(path, f"tensor {name!r} has unknown dtype {info.get('dtype')!r} (known: "
+                            f"{', '.join(SAFETENSORS_DTYPES)})")  # fmt: skip
+    shape, offsets = info.get("shape"), info.get("data_offsets")
+    if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
+        raise _refuse(path, f"tensor {name!r} has shape {shape!r}, not a list of non-negative ints")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int and o >= 0 for o in offsets)):
+        raise _refuse(path, f"tensor {name!r} has data_offsets {offsets!r}, not [start, end]")
+    start, end = offsets
+    if end - start != prod(shape) * dtype.itemsize:
+        raise _refuse(path, f"tensor {name!r} of shape {tuple(shape)} and dtype {info['dtype']} needs "
+                            f"{prod(shape) * dtype.itemsize} bytes, but its data_offsets {offsets} span "
+                            f"{end - start}")  # fmt: skip
+    return TensorEntry(name, dtype, tuple(shape), data_start + start, data_start + end)
+
+
+def safe_load_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The `__metadata__` of a safetensors file (empty when it has none). The whole header is checked."""
+    return _read_header(pathlib.Path(path))[1]
+
+
+def safe_load(path: str | os.PathLike[str]) -> dict[str, Tensor]:
+    """The tensors of a safetensors file, on device `DISK:<path>`: views of the memory-mapped file, nothing read yet.
+    `.to(device)` copies one tensor straight out of the file. A truncated or corrupt file is refused (ValueError)
+    before any tensor is made."""
+    path = pathlib.Path(path)
+    entries, _ = _read_header(path)
+    disk = Tensor(path).realize()  # (file_size,) uint8 on DISK:<path>, mapped now: later saves over path don't move it
+    out: dict[str, Tensor] = {}
+    for entry in sorted(entries, key=lambda e: e.name):
+        if prod(entry.shape) == 0:
+            out[entry.name] = Tensor.empty(*entry.shape, dtype=entry.dtype, device=disk.device)
+            continue
+        view = disk[entry.start : entry.end].lazydata.buffer_view(entry.dtype)  # same bytes, no kernel
+        assert view is not None, "a slice of a whole file is always one consecutive range"
+        out[entry.name] = Tensor(view, device=disk.device).reshape(entry.shape)
+    return out
+
+
+def _plain_buffer(tensor: Tensor) -> Buffer:
+    """The realized buffer holding exactly `tensor`'s elements in order (a kernel only for a non-plain view)."""
+    lb = tensor.lazydata
+    plain = lb.buffer_view() or lb.contiguous()
+    Tensor(plain, device=tensor.device).realize()
+    buf = plain.base.buffer
+    assert buf.nbytes == tensor.nbytes(), f"{buf} does not hold exactly {tensor.shape}"
+    return buf.ensure_allocated()
+
+
+def _safetensors_header(tensors: dict[str, Tensor], metadata: dict[str, str] | None) -> bytes:
+    header: dict[str, Any] = {"__metadata__": dict(metadata)} if metadata else {}
+    offset = 0
+    for name, tensor in tensors.items():
+        if not isinstance(name, str) or name == "__metadata__":
+            raise ValueError(f"safe_save: {name!r} cannot name a tensor (names are strings other than __metadata__)")
+        if not isinstance(tensor, Tensor) or not all_int(tensor.shape):
+            raise TypeError(f"safe_save: {name!r} must be a Tensor with a concrete shape, not {tensor!r}")
+        if (dtype_name := SAFETENSORS_NAMES.get(tensor.dtype)) is None:
+            raise TypeError(f"safe_save: {name!r} has dtype {tensor.dtype}, which safetensors cannot hold")
+        header[name] = {
+            "dtype": dtype_name,
+            "shape": list(tensor.shape),
+            "data_offsets": [offset, offset + tensor.nbytes()],
+        }
+        offset += tensor.nbytes()
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # the data starts 8-byte aligned, as the safetensors library writes it
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike[str], metadata: dict[str, str] | None = None) -> None:
+    """Write `tensors` to a safetensors file through the `DISK` device, atomically and durably: the data goes to a
+    temporary file in the same directory, which is fsynced and then renamed over `path` (and the directory fsynced).
+    A failure part way leaves the old file as it was and no temporary file behind."""
+    from lazy.engine.realize import BufferCopy
+    from lazy.plugins import Device
+
+    path = pathlib.Path(path)
+    if metadata is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise TypeError("safe_save: metadata must map strings to strings")
+    header = _safetensors_header(tensors, metadata)
+    sources = [_plain_buffer(t) for t in tensors.values()]  # every kernel runs before the file is touched
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
+    disk_name = f"DISK:{tmp}"
+    total = len(header) + sum(src.nbytes for src in sources)
+    file_buf: Buffer | None = None
+    try:
+        file_buf = Tensor.empty(total, dtype=dtypes.uint8, device=disk_name).realize().lazydata.base.buffer
+        file_buf.view(len(header), dtypes.uint8, 0).ensure_allocated().copyin(header)
+        offset = len(header)
+        for src in sources:
+            dest = file_buf.view(src.nbytes, dtypes.uint8, offset).ensure_allocated()
+            BufferCopy(src.nbytes, disk_name, src.device)([dest, src], {})
+            offset += src.nbytes
+        Device[disk_name].synchronize()  # DISK: msync + fsync, the data is on stable storage
+        file_buf.deallocate()
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)  # the new file keeps the old one's permissions
+        os.replace(tmp, path)
+    except BaseException:
+        if file_buf is not None:
+            file_buf.deallocate()
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: pathlib.Path) -> None:
+    """Make a rename in `directory` durable (POSIX; a no-op where directories cannot be opened, e.g. Windows)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

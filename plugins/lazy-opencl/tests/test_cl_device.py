@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import from_device, load_program, to_device
-from test_renderer import add_one, group_sum
+from cl_testing import from_device, load_program, to_device
+from test_cl_renderer import add_one, group_sum
 
 import lazy_opencl
 from lazy.device import CompileError, DeviceError

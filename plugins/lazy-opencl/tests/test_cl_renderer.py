@@ -4,7 +4,7 @@ bfloat16 and integer division run on the device."""
 from __future__ import annotations
 
 import numpy as np
-from conftest import buffers, run, special
+from cl_testing import buffers, run, special
 
 from lazy.codegen.uops import UOpBuilder, UOps
 from lazy.dtype import dtypes

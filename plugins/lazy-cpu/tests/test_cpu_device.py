@@ -10,7 +10,7 @@ import traceback
 
 import numpy as np
 import pytest
-from conftest import buffers, end, from_device, load_program, loop, to_device
+from cpu_testing import buffers, end, from_device, load_program, loop, to_device
 
 import lazy_cpu
 from lazy.codegen.uops import UOpBuilder, UOps
