@@ -1,7 +1,7 @@
 """Load throughput: a safetensors file read through DISK into CPU (`safe_load` + `.to("CPU")`) against
 `numpy.fromfile` on the same file. Both run warm (the file in the page cache), best of `--repeat` runs.
 
-    .venv/bin/python plugins/lazy-disk/scripts/bench_load.py [--mib 1024] [--tensors 8] [--dir /tmp]
+    .venv/bin/python bench/safetensors_load.py [--mib 1024] [--tensors 8] [--dir /tmp]
 """
 
 from __future__ import annotations
