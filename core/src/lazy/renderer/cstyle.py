@@ -5,6 +5,7 @@ method a dialect overrides, so a device renderer is usually a short subclass."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,24 @@ from lazy.codegen.uops import UOp, UOps
 from lazy.dtype import DType, dtypes
 from lazy.ops import GroupOp, Ops
 from lazy.renderer import Renderer
+
+POSITIVE_INT = re.compile(r"[1-9][0-9]*[uUlL]*")  # a divisor literal that needs no zero check
+
+
+def checked_div(op: str) -> Callable[..., str]:
+    """Integer `/` or `%` (`op`) with `lazy.ops` semantics in C: x/0 is 0 and INT_MIN/-1 wraps, instead of the trap
+    that kills the process on a CPU (or an undefined result elsewhere). Dialects use it in their `code_for_op`."""
+
+    def render(a: str, b: str, dtype: DType) -> str:
+        if POSITIVE_INT.fullmatch(b):
+            return f"({a}{op}{b})"
+        if dtypes.is_unsigned(dtype) or dtype == dtypes.bool:
+            return f"(({b})?({a}{op}{b}):0)"
+        minus_one = f"(-{a})" if op == "/" else "0"
+        return f"(({b})==0?0:({b})==-1?{minus_one}:({a}{op}{b}))"
+
+    return render
+
 
 KernelParam = tuple[str, DType, bool]  # (name, dtype: a PtrDType for buffers or int32 for vars, written?)
 

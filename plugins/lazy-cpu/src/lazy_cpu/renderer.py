@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Callable
 
@@ -11,39 +10,24 @@ from lazy.codegen.uops import UOp
 from lazy.dtype import DType, dtypes
 from lazy.ops import Ops, truncate
 from lazy.renderer import Capabilities
-from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage
+from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, checked_div
 from lazy_cpu.llvmir import LLVMRenderer
 
 __all__ = ["ClangRenderer", "LLVMRenderer", "HOST_CAPS"]
 
 HOST_CAPS = Capabilities(has_threads=False, has_local=False, vector_widths=(4, 8), core_split=True)
-_POSITIVE_INT = re.compile(r"[1-9][0-9]*[uUlL]*")  # a divisor literal that needs no zero check
 
 
 def _builtin(name: str) -> Callable[..., str]:
     return lambda *xs, dtype: f"__builtin_{name}{'' if dtype == dtypes.float64 else 'f'}({','.join(xs)})"
 
 
-def _checked_div(op: str) -> Callable[..., str]:
-    """Integer / or %: x/0 is 0 (and INT_MIN/-1 wraps) as in `lazy.ops`, instead of a trap that kills the process."""
-
-    def render(a: str, b: str, dtype: DType) -> str:
-        if _POSITIVE_INT.fullmatch(b):
-            return f"({a}{op}{b})"
-        if dtypes.is_unsigned(dtype) or dtype == dtypes.bool:
-            return f"(({b})?({a}{op}{b}):0)"
-        minus_one = f"(-{a})" if op == "/" else "0"
-        return f"(({b})==0?0:({b})==-1?{minus_one}:({a}{op}{b}))"
-
-    return render
-
-
 def _idiv(a: str, b: str, dtype: DType) -> str:
-    return _builtin("trunc")(f"({a}/{b})", dtype=dtype) if dtypes.is_float(dtype) else _checked_div("/")(a, b, dtype)
+    return _builtin("trunc")(f"({a}/{b})", dtype=dtype) if dtypes.is_float(dtype) else checked_div("/")(a, b, dtype)
 
 
 def _mod(a: str, b: str, dtype: DType) -> str:
-    return _builtin("fmod")(a, b, dtype=dtype) if dtypes.is_float(dtype) else _checked_div("%")(a, b, dtype)
+    return _builtin("fmod")(a, b, dtype=dtype) if dtypes.is_float(dtype) else checked_div("%")(a, b, dtype)
 
 
 def _mulacc(a: str, b: str, c: str, dtype: DType) -> str:

@@ -3,18 +3,14 @@ limits, local memory, fp16/fp64) by `DeviceLimits`. Imports no OpenCL binding: i
 
 from __future__ import annotations
 
-import re
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from lazy.codegen.uops import UOp
 from lazy.dtype import ALL_DTYPES, DType, dtypes
 from lazy.ops import Ops, truncate
 from lazy.renderer import Capabilities
-from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage
-
-_POSITIVE_INT = re.compile(r"[1-9][0-9]*[uUlL]*")  # a divisor literal that needs no zero check
+from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, checked_div
 
 
 @dataclass(frozen=True)
@@ -40,26 +36,12 @@ class DeviceLimits:
                             core_split=False, unsupported=tuple(missing))  # fmt: skip
 
 
-def _checked_div(op: str) -> Callable[..., str]:
-    """Integer / or %: x/0 is 0 (and INT_MIN/-1 wraps) as in `lazy.ops`; a CPU OpenCL device would otherwise trap."""
-
-    def render(a: str, b: str, dtype: DType) -> str:
-        if _POSITIVE_INT.fullmatch(b):
-            return f"({a}{op}{b})"
-        if dtypes.is_unsigned(dtype) or dtype == dtypes.bool:
-            return f"(({b})?({a}{op}{b}):0)"
-        minus_one = f"(-{a})" if op == "/" else "0"
-        return f"(({b})==0?0:({b})==-1?{minus_one}:({a}{op}{b}))"
-
-    return render
-
-
 def _idiv(a: str, b: str, dtype: DType) -> str:
-    return f"trunc({a}/{b})" if dtypes.is_float(dtype) else _checked_div("/")(a, b, dtype)
+    return f"trunc({a}/{b})" if dtypes.is_float(dtype) else checked_div("/")(a, b, dtype)
 
 
 def _mod(a: str, b: str, dtype: DType) -> str:
-    return f"fmod({a},{b})" if dtypes.is_float(dtype) else _checked_div("%")(a, b, dtype)
+    return f"fmod({a},{b})" if dtypes.is_float(dtype) else checked_div("%")(a, b, dtype)
 
 
 def _mulacc(a: str, b: str, c: str, dtype: DType) -> str:
