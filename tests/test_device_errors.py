@@ -62,3 +62,12 @@ def test_unknown_device_lists_the_devices_that_exist():
     with pytest.raises(DeviceError) as info:
         Tensor([1.0], device="NOSUCHDEV")
     assert "NOSUCHDEV" in str(info.value) and "PYTHON" in str(info.value)
+
+
+def test_plugins_report_their_library_versions_for_conformance_reports():
+    from lazy.conformance.runner import device_versions
+
+    llvm = device_versions("LLVM")
+    assert llvm["lazy-core"] and llvm["lazy-cpu"] and llvm["llvmlite"][0].isdigit()
+    cpu = device_versions("CPU")
+    assert any(("clang" in v or "gcc" in v or "cc" in k) for k, v in cpu.items() if k not in ("lazy-core", "lazy-cpu"))
