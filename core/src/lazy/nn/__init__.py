@@ -18,3 +18,122 @@ class Linear:
 
     def __call__(self, x: Tensor) -> Tensor:
         return x.linear(self.weight.transpose(), self.bias)
+
+
+def _affine(x: Tensor, weight: Tensor | None, bias: Tensor | None, shape: tuple[int, ...]) -> Tensor:
+    """x * weight + bias, with weight/bias broadcast along `shape` (1 except the channel axis)."""
+    if weight is not None:
+        x = x * weight.reshape(shape)
+    return x + bias.reshape(shape) if bias is not None else x
+
+
+class BatchNorm:
+    """Batch normalisation over the channel axis 1 of (N, C, ...): batch statistics in training (updating the
+    running ones with `momentum`), running statistics in evaluation. `BatchNorm2d`/`BatchNorm1d` are aliases."""
+
+    def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
+                 momentum: float = 0.1):  # fmt: skip
+        self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
+        self.weight: Tensor | None = Tensor.ones(sz) if affine else None
+        self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
+        self.num_batches_tracked = Tensor.zeros(1, dtype="int", requires_grad=False)
+        if track_running_stats:
+            self.running_mean = Tensor.zeros(sz, requires_grad=False)
+            self.running_var = Tensor.ones(sz, requires_grad=False)
+
+    def __call__(self, x: Tensor) -> Tensor:  # (N, C, *spatial) -> same
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        axes = tuple(i for i in range(x.ndim) if i != 1)
+        if Tensor.training or not self.track_running_stats:
+            mean = x.mean(axes)
+            var = (x - mean.reshape(shape)).square().mean(axes)
+            if Tensor.training and self.track_running_stats:
+                n = x.numel() // x.shape[1]
+                unbiased = var.detach() * (n / max(n - 1, 1))
+                self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
+                self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * unbiased)
+                self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+        else:
+            mean, var = self.running_mean, self.running_var
+        normed = (x - mean.reshape(shape)) * (var.reshape(shape) + self.eps).rsqrt()
+        return _affine(normed, self.weight, self.bias, shape)
+
+
+BatchNorm1d = BatchNorm2d = BatchNorm
+
+
+class LayerNorm:
+    """Normalise over the last len(normalized_shape) axes, then scale and shift elementwise."""
+
+    def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5, elementwise_affine: bool = True):
+        self.shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = eps
+        self.weight: Tensor | None = Tensor.ones(*self.shape) if elementwise_affine else None
+        self.bias: Tensor | None = Tensor.zeros(*self.shape) if elementwise_affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if tuple(x.shape[-len(self.shape) :]) != self.shape:
+            raise ValueError(f"LayerNorm: input shape {x.shape} does not end in the normalized shape {self.shape}")
+        axes = tuple(range(-len(self.shape), 0))
+        y = x - x.mean(axes, keepdim=True)
+        y = y * (y.square().mean(axes, keepdim=True) + self.eps).rsqrt()
+        return _affine(y, self.weight, self.bias, self.shape)
+
+
+class RMSNorm:
+    """x / sqrt(mean(x^2) + eps) over the last axis, times a learned scale."""
+
+    def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
+        self.eps = eps
+        self.weight: Tensor | None = Tensor.ones(dim) if elementwise_affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        y = x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
+        return y * self.weight if self.weight is not None else y
+
+
+class GroupNorm:
+    """Normalise each of `num_groups` channel groups of (N, C, ...) over the group's channels and spatial axes."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: {num_channels} channels do not split into {num_groups} groups")
+        self.num_groups, self.eps = num_groups, eps
+        self.weight: Tensor | None = Tensor.ones(num_channels) if affine else None
+        self.bias: Tensor | None = Tensor.zeros(num_channels) if affine else None
+
+    def __call__(self, x: Tensor) -> Tensor:  # (N, C, *spatial) -> same
+        grouped = x.reshape(x.shape[0], self.num_groups, -1)
+        y = grouped - grouped.mean(-1, keepdim=True)
+        y = (y * (y.square().mean(-1, keepdim=True) + self.eps).rsqrt()).reshape(x.shape)
+        return _affine(y, self.weight, self.bias, (1, -1) + (1,) * (x.ndim - 2))
+
+
+class InstanceNorm(GroupNorm):
+    """GroupNorm with one group per channel."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
+        super().__init__(num_features, num_features, eps, affine)
+
+
+class Embedding:
+    """Rows of a (vocab_size, embed_size) table picked by integer indices: (..., ) -> (..., embed_size)."""
+
+    def __init__(self, vocab_size: int, embed_size: int):
+        self.vocab_size, self.embed_size = vocab_size, embed_size
+        self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
+
+    def __call__(self, idx: Tensor) -> Tensor:
+        # one-hot rows times the table: a matmul, so the gradient reaches exactly the rows that were used
+        hot = (idx.unsqueeze(-1) == Tensor.arange(self.vocab_size, device=idx.device)).cast(self.weight.dtype)
+        return hot @ self.weight
+
+
+class Dropout:
+    def __init__(self, p: float = 0.5):
+        if not 0 <= p < 1:
+            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        self.p = p
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.dropout(self.p)

@@ -103,3 +103,27 @@ def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0
 def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,  # noqa: N802
           weight_decay: float = 0.01) -> LAMB:  # fmt: skip
     return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
+
+
+class LARS(Optimizer):
+    """SGD with momentum whose step for each parameter is scaled by its trust ratio ||w|| / ||g + wd*w||."""
+
+    def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4,
+                 nesterov: bool = False, trust_coefficient: float = 0.001):  # fmt: skip
+        super().__init__(params, lr)
+        self.momentum, self.wd, self.nesterov, self.tc = momentum, weight_decay, nesterov, trust_coefficient
+        self.b = [
+            Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params
+        ]
+
+    def _step(self) -> list[Tensor]:
+        for i, p in enumerate(self.params):
+            assert p.grad is not None
+            g = p.grad.detach()
+            w_norm, g_norm = p.detach().square().sum().sqrt(), g.square().sum().sqrt()
+            ratio = ((w_norm > 0) & (g_norm > 0)).where(self.tc * w_norm / (g_norm + self.wd * w_norm), 1.0)
+            g = (g + self.wd * p.detach()) * ratio
+            self.b[i].assign(self.momentum * self.b[i] + g)
+            g = (g + self.momentum * self.b[i]) if self.nesterov else self.b[i]
+            p.assign((p.detach() - g * self.lr).cast(p.dtype))
+        return self.b
