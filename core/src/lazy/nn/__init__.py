@@ -48,7 +48,7 @@ class BatchNorm:
             mean = x.mean(axes)
             var = (x - mean.reshape(shape)).square().mean(axes)
             if Tensor.training and self.track_running_stats:
-                n = x.numel() // x.shape[1]
+                n = int(x.numel()) // int(x.shape[1])  # type: ignore[arg-type]
                 unbiased = var.detach() * (n / max(n - 1, 1))
                 self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
                 self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * unbiased)

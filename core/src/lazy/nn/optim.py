@@ -17,6 +17,12 @@ class Optimizer:
         self.buffers = dedup([p for p in params if not p.requires_grad])
         self.lr = Tensor([lr], requires_grad=False, device=self.params[0].device).contiguous().realize()
 
+    def _state_like_params(self) -> list[Tensor]:
+        """One zero-filled, realized buffer per parameter (momenta, moments): the optimizer's own state."""
+        return [
+            Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params
+        ]
+
     def zero_grad(self) -> None:
         for p in self.params:
             p.grad = None
@@ -43,11 +49,7 @@ class SGD(Optimizer):
                  nesterov: bool = False):  # fmt: skip
         super().__init__(params, lr)
         self.momentum, self.wd, self.nesterov = momentum, weight_decay, nesterov
-        self.b = (
-            [Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params]
-            if momentum
-            else []
-        )
+        self.b = self._state_like_params() if momentum else []
 
     def _step(self) -> list[Tensor]:
         for i, p in enumerate(self.params):
@@ -70,12 +72,7 @@ class LAMB(Optimizer):
         device = self.params[0].device
         self.b1_t = Tensor.ones(1, device=device, requires_grad=False).contiguous().realize()
         self.b2_t = Tensor.ones(1, device=device, requires_grad=False).contiguous().realize()
-        self.m = [
-            Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params
-        ]
-        self.v = [
-            Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params
-        ]
+        self.m, self.v = self._state_like_params(), self._state_like_params()
 
     def _step(self) -> list[Tensor]:
         self.b1_t.assign(self.b1_t * self.b1)
