@@ -141,3 +141,28 @@ def test_slices_and_size_changing_bitcasts_are_buffer_views():
     np.testing.assert_array_equal(view.numpy(), [0, 1, 2, 3])
     assert GlobalCounters.kernel_count == 0
     np.testing.assert_array_equal((view * 2).numpy(), [0, 2, 4, 6])
+
+
+def test_a_view_that_is_all_padding_reads_zero():
+    # regression: a slice that lands entirely in padding, on a size-1 axis, once read the source instead of 0
+    x = Tensor([2.0, 3.0, 4.0], device=D).realize().pad(((0, 1),))  # [2, 3, 4, 0]
+    r = x.shrink(((0, 2),)) * x.shrink(((2, 4),))  # [8, 0], not realized: fused below
+    assert (r.shrink(((0, 1),)) * r.shrink(((1, 2),))).item() == 0.0
+
+
+def test_fused_slices_of_padded_views_match_numpy():
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        n = int(rng.integers(2, 6))
+        base = rng.integers(-5, 5, n).astype(np.float32)
+        before, after = (int(v) for v in rng.integers(0, 3, 2))
+        padded_np = np.pad(base, (before, after))
+        padded = Tensor(base, device=D).realize().pad(((before, after),))
+        size = n + before + after
+        half = int(rng.integers(1, size))
+        a0, b0 = int(rng.integers(0, size - half + 1)), int(rng.integers(0, size - half + 1))
+        prod_np = padded_np[a0 : a0 + half] * padded_np[b0 : b0 + half]
+        prod = padded[a0 : a0 + half] * padded[b0 : b0 + half]
+        i, j = (int(v) for v in rng.integers(0, half, 2))
+        got = (prod[i : i + 1] * prod[j : j + 1] + prod.sum()).numpy()
+        np.testing.assert_allclose(got, prod_np[i : i + 1] * prod_np[j : j + 1] + prod_np.sum())

@@ -147,6 +147,12 @@ def _fusion_root(graph: _Graph, reduce: LazyBuffer, realizes: set[LazyBuffer]) -
         node = child
 
 
+def _all_padding(st: ShapeTracker) -> bool:
+    """True when a view stack has an empty mask range: every element is padding. (Such a mask cannot survive the
+    kernel dropping size-1 axes, so it must become a constant before lowering.)"""
+    return any(v.mask is not None and any(b - a == 0 for a, b in v.mask) for v in st.views)
+
+
 class _KernelBuilder:
     def __init__(self, root: LazyBuffer, realizes: set[LazyBuffer]):
         self.root, self.realizes = root, realizes
@@ -167,7 +173,9 @@ class _KernelBuilder:
         key = (lb, st)
         if key in self.cache:
             return self.cache[key]
-        if lb.op is Ops.CONST and lb.realized is None:
+        if _all_padding(st):  # no element is valid (an empty mask range): it reads as 0, whatever the source is
+            out = LazyOp(Ops.CONST, (), ConstBuffer(0, lb.dtype, ShapeTracker.from_shape(st.shape)))
+        elif lb.op is Ops.CONST and lb.realized is None:
             val = lb.arg
             if isinstance(val, Node):
                 unbound, bound_val = val.unbind()  # type: ignore[attr-defined]
