@@ -11,4 +11,5 @@ echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu plugins/
 echo "== tests"; $PY -m pytest -q -n 2 tests plugins
 echo "== conformance"; $PY -m lazy.conformance --all --out reports/conformance
 echo "== main job"; $PY examples/digits.py --epochs 30
+echo "== CNN example"; $PY examples/digits_cnn.py --epochs 15
 echo "== char transformer example"; $PY examples/char_transformer.py --steps 300

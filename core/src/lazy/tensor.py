@@ -3,6 +3,7 @@ only the primitive ops; nothing runs until `.realize()` (or `.numpy()`, `.item()
 
 from __future__ import annotations
 
+import itertools
 import math
 import pathlib
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from lazy.dtype import (
 )
 from lazy.engine.realize import run_schedule
 from lazy.engine.schedule import ScheduleItem, create_schedule
-from lazy.helpers import all_int, argfix, prod
+from lazy.helpers import all_int, argfix, make_pair, prod
 from lazy.lazy import LazyBuffer
 from lazy.ops import Ops
 from lazy.plugins import Device
@@ -406,6 +407,76 @@ class Tensor:
         bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
         return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
 
+    @staticmethod
+    def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+        shape = argfix(*shape)
+        std = math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
+        return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
+
+    @staticmethod
+    def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+        if std < 0:
+            raise ValueError(f"normal needs std >= 0, got {std}")
+        rg = kwargs.pop("requires_grad", None)
+        return (std * Tensor.randn(*shape, **kwargs) + mean).requires_grad_(rg)
+
+    @staticmethod
+    def randint(*shape: Any, low: int = 0, high: int = 10, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
+        """Uniform integers in [low, high)."""
+        dt = to_dtype(dtype)
+        if not isinstance(low, int) or not isinstance(high, int):
+            raise TypeError(f"randint needs integer bounds, got low={low!r} high={high!r}")
+        if not dtypes.is_int(dt):
+            raise TypeError(f"randint needs an integer dtype, not {dt}")
+        if low >= high:
+            raise ValueError(f"randint needs low < high, got low={low} high={high}")
+        rg = kwargs.pop("requires_grad", None)
+        # scale first and add low after the cast, so truncation never rounds a negative value toward zero
+        offset = ((high - low) * Tensor.rand(*shape, dtype=dtypes.float32, **kwargs)).cast(dt)
+        return (offset.minimum(high - low - 1) + low).cast(dt).requires_grad_(rg)
+
+    @staticmethod
+    def linspace(start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None,
+                 **kwargs: Any) -> Tensor:  # fmt: skip
+        """`steps` evenly spaced values from `start` to `stop`, both included."""
+        if steps < 0:
+            raise ValueError(f"linspace needs steps >= 0, got {steps}")
+        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+        if dt == dtypes.bool:
+            raise ValueError("linspace cannot make a bool tensor; pick a numeric dtype")
+        device = kwargs.pop("device", None)
+        if steps == 1:
+            return Tensor.full((1,), start, device=device, dtype=dt, **kwargs)
+        ramp = Tensor.arange(steps, device=device, dtype=dtypes.default_float)
+        return (start + ramp * ((stop - start) / (steps - 1))).cast(dt).requires_grad_(kwargs.get("requires_grad"))
+
+    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+        """`num_samples` indices per row drawn with probability proportional to the (non-negative) weights in self."""
+        if not 1 <= self.ndim <= 2 or num_samples < 1:
+            raise ValueError(
+                f"multinomial needs 1 or 2 dimensions and num_samples >= 1, got {self.shape}, {num_samples}"
+            )
+        weight = (self.unsqueeze(0) if self.ndim == 1 else self).detach().float()  # (rows, n)
+        rows, n = weight.shape
+        assert isinstance(n, int), "multinomial needs a concrete number of categories"
+        if not replacement and num_samples > n:
+            raise ValueError(f"multinomial without replacement cannot draw {num_samples} of {n} categories")
+        if replacement or num_samples == 1:
+            cdf = weight.cumsum(1)
+            cdf = cdf / cdf[:, -1:]  # (rows, n)
+            draws = Tensor.rand(num_samples, rows, 1, device=self.device)
+            indices = (draws >= cdf).sum(2).minimum(n - 1).permute(1, 0)  # (rows, num_samples)
+        else:
+            # Efraimidis-Spirakis: the largest keys log(u)/w, picked one at a time
+            keys = Tensor.rand(rows, n, device=self.device).log() / weight
+            picks = []
+            for _ in range(num_samples):
+                pick = keys.argmax(1, keepdim=True)  # (rows, 1)
+                picks.append(pick)
+                keys = (pick == Tensor.arange(n, device=self.device)).where(-math.inf, keys)
+            indices = picks[0].cat(*picks[1:], dim=1)
+        return (indices.squeeze(0) if self.ndim == 1 else indices).cast(dtypes.int32)
+
     def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
         self.requires_grad = requires_grad
         return self
@@ -540,9 +611,9 @@ class Tensor:
         dim = self._resolve_axis(dim, self.ndim + 1)
         return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
 
-    def pad(self, padding: Sequence[Any], value: float = 0.0) -> Tensor:
+    def pad(self, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
         """`padding`: ((before, after), ...) per axis, or a flat torch-style tuple for the last axes, last axis
-        first."""
+        first. `mode`: "constant" (with `value`), "reflect", "replicate" or "circular"."""
         if padding and not isinstance(padding[0], (tuple, list)) and padding[0] is not None:
             flat = list(padding)
             if len(flat) % 2:
@@ -553,10 +624,12 @@ class Tensor:
             arg = [(0, 0) if p is None else tuple(p) for p in padding]
         if len(arg) != self.ndim:
             raise ValueError(f"pad: padding {padding} does not match the {self.ndim} axes of {self.shape}")
+        if mode != "constant":
+            return self._pad_mode(tuple(arg), mode)  # type: ignore[arg-type]
         if any(b < 0 or a < 0 for b, a in arg):
             shrink_arg = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(arg, self.shape))
             x = self.shrink(shrink_arg)
-            return x.pad(tuple((max(b, 0), max(a, 0)) for b, a in arg), value)
+            return x.pad(tuple((max(b, 0), max(a, 0)) for b, a in arg), value=value)
         if all(b == 0 and a == 0 for b, a in arg):
             return self
         out = F.Pad.apply(self, arg=tuple(arg))
@@ -564,6 +637,38 @@ class Tensor:
             mask = F.Pad.apply(Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device), arg=tuple(arg))
             out = mask.where(out, value)
         return out
+
+    def _pad_mode(self, arg: tuple[tuple[int, int], ...], mode: str) -> Tensor:
+        """Padding filled from the tensor itself, one axis at a time: mirrored ("reflect", edge not repeated), the
+        edge value ("replicate") or wrapped around ("circular")."""
+        if mode not in ("reflect", "replicate", "circular"):
+            raise ValueError(f'pad: mode must be "constant", "reflect", "replicate" or "circular", got {mode!r}')
+        x = self
+        for axis, (before, after) in enumerate(arg):
+            n = x.shape[axis]
+            assert isinstance(n, int), "pad modes need concrete sizes"
+            if before < 0 or after < 0:
+                raise ValueError(f"pad: {mode} padding must not be negative, got {arg}")
+            if before == after == 0:
+                continue
+            limit = n - 1 if mode == "reflect" else n if mode == "circular" else math.inf
+            if max(before, after) > limit or (n == 0 and before + after):
+                raise ValueError(f"pad: {mode} padding {(before, after)} is too large for an axis of size {n}")
+
+            def part(start: int, stop: int, axis: int = axis, src: Tensor = x) -> Tensor:
+                return src.shrink(tuple((start, stop) if i == axis else None for i in range(src.ndim)))
+
+            if mode == "reflect":
+                left, right = part(1, before + 1).flip(axis), part(n - 1 - after, n - 1).flip(axis)
+            elif mode == "circular":
+                left, right = part(n - before, n), part(0, after)
+            else:
+                edge = [s if i != axis else 1 for i, s in enumerate(x.shape)]
+                left = part(0, 1).expand(tuple(before if i == axis else s for i, s in enumerate(edge)))
+                right = part(n - 1, n).expand(tuple(after if i == axis else s for i, s in enumerate(edge)))
+            pieces = [p for p in (left, x, right) if p.shape[axis] != 0]
+            x = pieces[0].cat(*pieces[1:], dim=axis)
+        return x
 
     def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
         full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
@@ -695,6 +800,117 @@ class Tensor:
         assert isinstance(n, int)
         return self.split(math.ceil(n / chunks), dim)
 
+    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+        """Each element `repeats` times in a row along `dim` (the flattened tensor when None)."""
+        x, axis = (self.flatten(), 0) if dim is None else (self, self._resolve_axis(dim))
+        shape = x.shape
+        x = x.reshape(shape[: axis + 1] + (1,) + shape[axis + 1 :]).expand(
+            shape[: axis + 1] + (repeats,) + shape[axis + 1 :]
+        )
+        return x.reshape(shape[:axis] + (shape[axis] * repeats,) + shape[axis + 1 :])
+
+    def roll(self, shifts: int | tuple[int, ...], dims: int | tuple[int, ...] | None = None) -> Tensor:
+        """Shift elements circularly along `dims` (the flattened tensor when None)."""
+        if dims is None:
+            return self.flatten().roll(shifts, 0).reshape(self.shape)
+        axes = tuple(self._resolve_axis(d) for d in ((dims,) if isinstance(dims, int) else dims))
+        amounts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        if len(axes) != len(amounts):
+            raise ValueError(f"roll: {len(amounts)} shifts for {len(axes)} dims")
+        if 0 in self.shape:
+            return self
+        window: list[tuple[sint, sint] | None] = [None] * self.ndim
+        for axis, shift in zip(axes, amounts):
+            size = self.shape[axis]
+            start = size - shift % size
+            window[axis] = (start, start + size)
+        # two copies side by side hold every rotation as a window
+        return self.repeat(tuple(2 if i in axes else 1 for i in range(self.ndim))).shrink(window)
+
+    def meshgrid(self, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+        """Coordinate grids from 1-D (or scalar) tensors; `indexing` "ij" (matrix) or "xy" (Cartesian)."""
+        if indexing not in ("ij", "xy"):
+            raise ValueError(f'meshgrid: indexing must be "ij" or "xy", got {indexing!r}')
+        tensors = (self, *args)
+        if len(tensors) == 1:
+            return tensors
+        sizes = [int(prod(t.shape)) for t in tensors]  # type: ignore[call-overload]
+        order = list(range(len(tensors)))
+        if indexing == "xy":
+            order[0], order[1] = 1, 0
+        shape = tuple(sizes[i] for i in order)
+        out = []
+        for i, t in enumerate(tensors):
+            axis = order.index(i)
+            out.append(t.reshape(tuple(sizes[i] if a == axis else 1 for a in range(len(shape)))).expand(shape))
+        return tuple(out)
+
+    @staticmethod
+    def _tri(rows: int, cols: int, diagonal: int, device: str | None) -> Tensor:
+        """(rows, cols) bool mask, True where col - row >= diagonal (the upper triangle)."""
+        return Tensor.arange(rows, device=device).unsqueeze(-1) + diagonal <= Tensor.arange(cols, device=device)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        rows, cols = self.shape[-2], self.shape[-1]
+        assert isinstance(rows, int) and isinstance(cols, int)
+        return Tensor._tri(rows, cols, diagonal, self.device).where(self, 0)
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        rows, cols = self.shape[-2], self.shape[-1]
+        assert isinstance(rows, int) and isinstance(cols, int)
+        return Tensor._tri(rows, cols, diagonal + 1, self.device).where(0, self)
+
+    def masked_fill(self, mask: Tensor, value: TensorLike) -> Tensor:
+        return mask.where(value, self)
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim`; other dims of index may be smaller."""
+        if index.ndim != self.ndim:
+            raise ValueError(f"gather: index has {index.ndim} dimensions, self has {self.ndim}")
+        dim = self._resolve_axis(dim)
+        if any(i > s for d, (s, i) in enumerate(zip(self.shape, index.shape)) if d != dim):
+            raise ValueError(f"gather: index shape {index.shape} is larger than {self.shape} outside dim {dim}")
+        n = self.shape[dim]
+        assert isinstance(n, int)
+        # (..., 1 at dim, ..., n): the candidates along dim moved to a new last axis
+        x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
+        x = x.unsqueeze(-1).transpose(-1, dim)
+        hit = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)  # (*index.shape, n)
+        return hit.where(x, 0).sum(-1, dtype=self.dtype)
+
+    @staticmethod
+    def einsum(formula: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
+        """Einstein summation for formulas like "ij,jk->ik" (no "..." and no letter twice in one operand)."""
+        tensors: list[Tensor] = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
+            else list(operands)  # type: ignore[arg-type]  # fmt: skip
+        spec = formula.replace(" ", "")
+        inputs, output = spec.split("->") if "->" in spec else (spec, None)
+        terms = inputs.split(",")
+        if "." in spec or any(len(set(t)) != len(t) for t in terms):
+            raise NotImplementedError(
+                f"einsum: '...' and repeated letters in one operand are not supported ({formula})"
+            )
+        if len(terms) != len(tensors):
+            raise ValueError(f"einsum: {formula} names {len(terms)} operands, got {len(tensors)}")
+        if output is None:
+            output = "".join(sorted(c for c in set(inputs) - {","} if inputs.count(c) == 1))
+        letters = sorted(set(inputs) - {","})
+        sizes: dict[str, sint] = {}
+        aligned = []
+        for term, t in zip(terms, tensors):
+            if len(term) != t.ndim:
+                raise ValueError(f"einsum: term {term!r} does not match shape {t.shape}")
+            sizes.update(zip(term, t.shape))
+            ordered = t.permute(tuple(term.index(c) for c in sorted(term)))
+            aligned.append(ordered.reshape(tuple(sizes[c] if c in term else 1 for c in letters)))
+        product = aligned[0]
+        for t in aligned[1:]:
+            product = product * t
+        summed = [i for i, c in enumerate(letters) if c not in output]
+        kept = [c for c in letters if c in output]
+        out = product.sum(tuple(summed)) if summed else product
+        return out.permute(tuple(kept.index(c) for c in output)) if output else out
+
     # -- reductions ----------------------------------------------------------------------------------------------------
 
     def _reduce_axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
@@ -717,12 +933,6 @@ class Tensor:
         if dtype is not None:
             return out.cast(dtype)
         return out.cast(self.dtype) if dtypes.is_float(self.dtype) and acc_dtype is None else out
-
-    def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        return self.log().sum(axis, keepdim).exp() if dtypes.is_float(self.dtype) else self._int_prod(axis, keepdim)
-
-    def _int_prod(self, axis: Any, keepdim: bool) -> Tensor:
-        raise NotImplementedError("prod of integer tensors is not supported yet")
 
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self._reduce(F.Max, axis, keepdim)
@@ -788,6 +998,106 @@ class Tensor:
 
     def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self.logical_not().any(axis, keepdim).logical_not()
+
+    def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
+             dtype: DType | str | None = None) -> Tensor:  # fmt: skip
+        """Product over `axis`, keeping the dtype (ints stay ints): halves multiplied pairwise, log2(n) steps.
+        Odd sizes are not padded with 1: products of shrinks of a padded view currently come out wrong (engine bug)."""
+        x = self.cast(dtype) if dtype is not None else self
+        if x.ndim == 0:
+            return x
+        axes = x._reduce_axes(axis)
+        kept = tuple(i for i in range(x.ndim) if i not in axes)
+        kept_shape = tuple(x.shape[i] for i in kept)
+        count = prod(x.shape[i] for i in axes)
+        assert isinstance(count, int), "prod needs concrete sizes along the reduced axes"
+        flat = x.permute(kept + axes).reshape(kept_shape + (count,))  # (*kept, n)
+        if count == 0:
+            flat = Tensor.ones(*kept_shape, 1, dtype=x.dtype, device=x.device)
+        if x.dtype == dtypes.bool:
+            flat = flat.cast(dtypes.int32)
+        lead: tuple[None, ...] = (None,) * len(kept_shape)
+        leftovers: list[Tensor] = []  # an odd element out is set aside, not padded with 1 (see the note below)
+        while flat.shape[-1] != 1:
+            n = flat.shape[-1]
+            assert isinstance(n, int)
+            if n % 2:
+                leftovers.append(flat.shrink(lead + ((n - 1, n),)))
+                flat, n = flat.shrink(lead + ((0, n - 1),)), n - 1
+            flat = flat.shrink(lead + ((0, n // 2),)) * flat.shrink(lead + ((n // 2, n),))
+        for leftover in leftovers:
+            flat = flat * leftover
+        out = flat.cast(x.dtype)
+        return out.reshape(tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdim else kept_shape)
+
+    def var_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
+                 correction: int = 1) -> tuple[Tensor, Tensor]:  # fmt: skip
+        return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def std_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
+                 correction: int = 1) -> tuple[Tensor, Tensor]:  # fmt: skip
+        return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def norm(self, ord: PyFloat = 2.0, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """Vector p-norm over `axis` (all elements when None): inf/-inf are max/min of |x|, 0 counts non-zeros."""
+        x = self._float().abs()
+        if ord == math.inf:
+            return x.max(axis, keepdim)
+        if ord == -math.inf:
+            return x.min(axis, keepdim)
+        if ord == 0:
+            return (x != 0).cast(x.dtype).sum(axis, keepdim)
+        if ord == 1:
+            return x.sum(axis, keepdim)
+        if ord == 2:
+            return x.square().sum(axis, keepdim).sqrt()
+        return x.pow(ord).sum(axis, keepdim).pow(1.0 / ord)
+
+    def _cumulative(self, axis: int, reduce: str, identity: ConstType) -> Tensor:
+        """out[i] = reduce(x[0..i]) along `axis`: each output sees the whole axis, masked to its prefix."""
+        if self.ndim == 0 or 0 in self.shape:
+            return self
+        axis = self._resolve_axis(axis)
+        x = self.transpose(axis, -1)  # (..., n)
+        n = x.shape[-1]
+        assert isinstance(n, int)
+        prefix = Tensor._tri(n, n, 1, self.device)  # (i, j): True where j > i, outside the prefix of i
+        windows = prefix.where(identity, x.unsqueeze(-2))  # (..., n_out, n_in)
+        return getattr(windows, reduce)(-1).transpose(-1, axis)
+
+    def cumsum(self, axis: int = 0) -> Tensor:
+        return self._cumulative(axis, "sum", 0)
+
+    def cumprod(self, axis: int) -> Tensor:
+        return self._cumulative(axis, "prod", 1)
+
+    def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """The running maximum along `axis` and the index where it was first reached."""
+        if self.ndim == 0:
+            return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
+        axis = self._resolve_axis(axis)
+        values = self._cumulative(axis, "max", dtypes.min(self.dtype))
+        n = self.shape[axis]
+        assert isinstance(n, int)
+        x, best = self.detach().transpose(axis, -1), values.detach().transpose(axis, -1)  # (..., n)
+        # (..., j, i): x[j] reaches the running max of position i, for j <= i; the first such j wins
+        reached = (x.unsqueeze(-1) == best.unsqueeze(-2)) & Tensor._tri(n, n, 0, self.device)
+        score = Tensor.arange(n, 0, -1, device=self.device).reshape(n, 1)
+        idx = (n - (reached.cast(dtypes.int32) * score).max(-2)).cast(dtypes.int32)
+        return values, idx.transpose(-1, axis)
+
+    def logcumsumexp(self, axis: int = 0) -> Tensor:
+        """log(cumsum(exp(x))) without overflow: every prefix is shifted by its own running max."""
+        if self.ndim == 0:
+            return self
+        axis = self._resolve_axis(axis)
+        x = self._float().transpose(axis, -1)  # (..., n)
+        n = x.shape[-1]
+        assert isinstance(n, int)
+        running = x.cummax(-1)[0].detach()  # (..., n)
+        outside = Tensor._tri(n, n, 1, self.device)  # (i, j): j > i
+        shifted = outside.where(-math.inf, x.unsqueeze(-2) - running.unsqueeze(-1))  # (..., i, j)
+        return (shifted.exp().sum(-1).log() + running).transpose(-1, axis)
 
     # -- elementwise ---------------------------------------------------------------------------------------------------
 
@@ -947,6 +1257,131 @@ class Tensor:
 
     def square(self) -> Tensor:
         return self * self
+
+    # -- more elementwise: inverse trig/hyperbolic, erf, activations, float checks -------------------------------------
+
+    def _poly(self, coefficients: Sequence[PyFloat]) -> Tensor:
+        """c[0]*x^(k-1) + ... + c[-1], by Horner's rule."""
+        out: Tensor | PyFloat = coefficients[0]
+        for c in coefficients[1:]:
+            out = out * self + c
+        assert isinstance(out, Tensor)
+        return out
+
+    def asin(self) -> Tensor:
+        # Abramowitz & Stegun 4.4.46 on |x|, |error| <= 2e-8: asin(x) = pi/2 - sqrt(1 - x) * poly(x)
+        a = self._float().abs()
+        coefficients = (-0.0012624911, 0.0066700901, -0.0170881256, 0.0308918810,
+                        -0.0501743046, 0.0889789874, -0.2145988016, 1.5707963050)  # fmt: skip
+        return self._float().sign() * (math.pi / 2 - (1.0 - a).sqrt() * a._poly(coefficients))
+
+    def acos(self) -> Tensor:
+        return math.pi / 2 - self.asin()
+
+    def atan(self) -> Tensor:
+        x = self._float()
+        return (x / (1 + x * x).sqrt()).asin()
+
+    def sinh(self) -> Tensor:
+        return (self.exp() - (-self._float()).exp()) / 2
+
+    def cosh(self) -> Tensor:
+        return (self.exp() + (-self._float()).exp()) / 2
+
+    def asinh(self) -> Tensor:
+        x = self._float()
+        return x.sign() * (x.abs() + (x.square() + 1).sqrt()).log()  # odd, and no cancellation for x < 0
+
+    def acosh(self) -> Tensor:
+        x = self._float()
+        return (x + (x.square() - 1).sqrt()).log()
+
+    def atanh(self) -> Tensor:
+        x = self._float()
+        return ((1 + x) / (1 - x)).log() / 2
+
+    def erf(self) -> Tensor:
+        # Abramowitz & Stegun 7.1.26 on |x|, |error| <= 1.5e-7
+        x = self._float()
+        t = 1.0 / (1.0 + 0.3275911 * x.abs())
+        tail = t * t._poly((1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)) * (-x.square()).exp()
+        return x.sign() * (1.0 - tail)
+
+    def lerp(self, end: Tensor, weight: TensorLike) -> Tensor:
+        return self + (end - self) * weight
+
+    def isnan(self) -> Tensor:
+        return self != self
+
+    def isinf(self, detect_positive: PyBool = True, detect_negative: PyBool = True) -> Tensor:
+        pos = (self == math.inf) if detect_positive else self.full_like(False, dtype=dtypes.bool)
+        return pos | (self == -math.inf) if detect_negative else pos
+
+    def isfinite(self) -> Tensor:
+        return (self.isinf() | self.isnan()).logical_not()
+
+    def nan_to_num(self, nan: PyFloat = 0.0, posinf: PyFloat | None = None, neginf: PyFloat | None = None) -> Tensor:
+        """NaN -> `nan`, +inf -> `posinf`, -inf -> `neginf` (default: the largest/lowest finite value of the dtype)."""
+        if not dtypes.is_float(self.dtype):
+            return self
+        finite_max = float(np.finfo(to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32).max)
+        if self.dtype == dtypes.bfloat16:
+            finite_max = 3.3895313892515355e38
+        hi = finite_max if posinf is None else posinf
+        lo = -finite_max if neginf is None else neginf
+        out = self.isnan().where(nan, self)
+        return (self == math.inf).where(hi, (self == -math.inf).where(lo, out))
+
+    def relu6(self) -> Tensor:
+        return self.relu() - (self - 6).relu()
+
+    def hardswish(self) -> Tensor:
+        return self * (self + 3).relu6() * (1 / 6)
+
+    def hardsigmoid(self, alpha: PyFloat = 1 / 6, beta: PyFloat = 0.5) -> Tensor:
+        return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+
+    def hardtanh(self, min_val: PyFloat = -1, max_val: PyFloat = 1) -> Tensor:
+        return self.clip(min_val, max_val)
+
+    def quick_gelu(self) -> Tensor:
+        return self * (self * 1.702).sigmoid()
+
+    def _negative_part(self) -> Tensor:
+        """min(x, 0) whose gradient is exactly 1 below zero and 0 above: exp() of it never overflows into a NaN."""
+        return (self < 0).where(self, 0)
+
+    def celu(self, alpha: PyFloat = 1.0) -> Tensor:
+        return (self >= 0).where(self, alpha * ((self._negative_part() / alpha).exp() - 1))
+
+    def selu(self, alpha: PyFloat = 1.67326, gamma: PyFloat = 1.0507) -> Tensor:
+        return gamma * (self >= 0).where(self, alpha * (self._negative_part().exp() - 1))
+
+    def mish(self) -> Tensor:
+        return self * self.softplus().tanh()
+
+    def logsigmoid(self) -> Tensor:
+        return -(-self).softplus()
+
+    def softsign(self) -> Tensor:
+        return self / (1 + self.abs())
+
+    def logical_and(self, y: TensorLike) -> Tensor:
+        x, y2 = self._broadcasted(y, op="logical_and")
+        return x.cast(dtypes.bool) & y2.cast(dtypes.bool)
+
+    def logical_or(self, y: TensorLike) -> Tensor:
+        x, y2 = self._broadcasted(y, op="logical_or")
+        return x.cast(dtypes.bool) | y2.cast(dtypes.bool)
+
+    def logical_xor(self, y: TensorLike) -> Tensor:
+        x, y2 = self._broadcasted(y, op="logical_xor")
+        return x.cast(dtypes.bool) ^ y2.cast(dtypes.bool)
+
+    def bitwise_not(self) -> Tensor:
+        if dtypes.is_float(self.dtype):
+            raise TypeError(f"bitwise_not needs an integer or bool tensor, not {self.dtype}")
+        return ~self
 
     def clip(self, min_: TensorLike | None = None, max_: TensorLike | None = None) -> Tensor:
         if min_ is None and max_ is None:
@@ -1236,6 +1671,43 @@ class Tensor:
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
         return x.add(bias) if bias is not None else x
+
+    def _windows(self, kernel: tuple[PyInt, ...], stride: tuple[PyInt, ...], dilation: tuple[PyInt, ...]) -> Tensor:
+        """(N, C, *spatial) -> (N, C, *out, *kernel): every kernel-sized window, built from strided slices."""
+        spatial = self.shape[2:]
+        outs = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(spatial, kernel, stride, dilation)]  # type: ignore[operator]
+        if any(o <= 0 for o in outs):
+            raise ValueError(
+                f"conv: kernel {kernel} (dilation {dilation}) does not fit the input's spatial shape {spatial}"
+            )
+        slices = []
+        for offsets in itertools.product(*[range(k) for k in kernel]):
+            index = tuple(
+                slice(o * d, o * d + st * (n - 1) + 1, st) for o, d, st, n in zip(offsets, dilation, stride, outs)
+            )
+            slices.append(self[(slice(None), slice(None)) + index])
+        return Tensor.stack(*slices, dim=-1).reshape(*self.shape[:2], *outs, *kernel)
+
+    def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: PyInt = 1, stride: Any = 1, dilation: Any = 1,
+               padding: Any = 0) -> Tensor:  # fmt: skip
+        """Convolution of (N, C_in, *spatial) with weight (C_out, C_in/groups, *kernel); 1-d, 2-d and 3-d alike
+        (the kernel's rank decides). stride/dilation/padding: an int or one value per spatial axis."""
+        nd = weight.ndim - 2
+        stride_, dilation_, padding_ = (make_pair(v, nd) for v in (stride, dilation, padding))
+        n, cin = self.shape[:2]
+        cout, cin_g = weight.shape[:2]
+        if self.ndim != nd + 2 or cin != cin_g * groups:
+            raise ValueError(f"conv2d: input {self.shape} does not match weight {weight.shape} with groups={groups} "
+                             f"(expects {cin_g * groups} channels and {nd} spatial axes)")  # fmt: skip
+        x = self.pad(((0, 0), (0, 0)) + tuple((p, p) for p in padding_))
+        kernel = tuple(int(k) for k in weight.shape[2:])  # type: ignore[arg-type]
+        win = x._windows(kernel, stride_, dilation_)  # (N, C_in, *out, *kernel)
+        outs = win.shape[2 : 2 + nd]
+        # (N, G, 1, C_in/G, *out, *k) * (1, G, C_out/G, C_in/G, 1.., *k), summed over C_in/G and the kernel
+        win = win.reshape(n, groups, 1, cin_g, *outs, *kernel)
+        w = weight.reshape(1, groups, cout // groups, cin_g, *([1] * nd), *kernel)
+        out = (win * w).sum((3, *range(4 + nd, 4 + 2 * nd))).reshape(n, cout, *outs)
+        return out if bias is None else out + bias.reshape(1, -1, *([1] * nd))
 
     def sequential(self, layers: list[Any]) -> Tensor:
         x = self

@@ -137,3 +137,34 @@ class Dropout:
 
     def __call__(self, x: Tensor) -> Tensor:
         return x.dropout(self.p)
+
+
+class Conv2d:
+    """2-d convolution over (N, C_in, H, W) -> (N, C_out, H', W'), initialised like PyTorch."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, ...],
+        stride: int = 1,
+        padding: int | tuple[int, ...] = 0,
+        dilation: int = 1,
+        groups: int = 1,
+        bias: bool = True,
+    ):
+        self.kernel_size = (kernel_size,) * self.dims if isinstance(kernel_size, int) else tuple(kernel_size)
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        fan_in = in_channels // groups * math.prod(self.kernel_size)
+        bound = 1 / math.sqrt(fan_in)
+        self.weight = Tensor.uniform(out_channels, in_channels // groups, *self.kernel_size, low=-bound, high=bound)
+        self.bias = Tensor.uniform(out_channels, low=-bound, high=bound) if bias else None
+
+    dims = 2
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.conv2d(self.weight, self.bias, self.groups, self.stride, self.dilation, self.padding)
+
+
+class Conv1d(Conv2d):
+    dims = 1

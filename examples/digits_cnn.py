@@ -1,0 +1,77 @@
+"""A small convolutional network on scikit-learn's bundled 8x8 digits, on the default device.
+
+    python examples/digits_cnn.py [--device CPU] [--epochs 15]
+
+Two 3x3 convolutions and a linear classifier; the script fails unless the test accuracy reaches 95%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from digits import load
+
+from lazy import Device, Tensor, jit, nn
+from lazy.nn.optim import Adam
+from lazy.nn.state import get_parameters
+
+
+class CNN:
+    def __init__(self) -> None:
+        self.c1, self.c2 = nn.Conv2d(1, 8, 3, padding=1), nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.fc = nn.Linear(16 * 4 * 4, 10)
+
+    def __call__(self, x: Tensor) -> Tensor:  # (B, 64) -> (B, 10)
+        x = self.c1(x.reshape(-1, 1, 8, 8)).relu()  # (B, 8, 8, 8)
+        x = self.c2(x).relu()  # (B, 16, 4, 4)
+        return self.fc(x.flatten(1))
+
+
+def main() -> float:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--batch", type=int, default=64)
+    args = parser.parse_args()
+    device = args.device or Device.DEFAULT
+    Tensor.manual_seed(0)
+    x_train, y_train, x_test, y_test = load()
+    model = CNN()
+    params = get_parameters(model)
+    for p in params:
+        p.to_(device).realize()
+    opt = Adam(params, lr=3e-3)
+
+    @jit
+    def step(x: Tensor, y: Tensor) -> Tensor:
+        with Tensor.train():
+            opt.zero_grad()
+            loss = model(x).sparse_categorical_crossentropy(y)
+            loss.backward()
+            opt.step()
+            return loss.realize()
+
+    print(f"training a CNN on {device}: {len(x_train)} train / {len(x_test)} test digits")
+    rng, start = np.random.default_rng(1), time.perf_counter()
+    steps = len(x_train) // args.batch
+    for epoch in range(args.epochs):
+        order = rng.permutation(len(x_train))
+        total = 0.0
+        for s in range(steps):
+            idx = order[s * args.batch : (s + 1) * args.batch]
+            total += step(Tensor(x_train[idx], device=device), Tensor(y_train[idx], device=device)).item()
+        if epoch % 5 == 0 or epoch == args.epochs - 1:
+            print(f"epoch {epoch + 1:3d}  loss {total / steps:.4f}  ({time.perf_counter() - start:.1f} s)")
+    with Tensor.inference_mode():
+        pred = model(Tensor(x_test, device=device)).argmax(-1).numpy()
+    accuracy = float((pred == y_test).mean())
+    print(f"test accuracy: {accuracy * 100:.2f}% ({time.perf_counter() - start:.1f} s)")
+    if accuracy < 0.95:
+        raise SystemExit(f"expected at least 95% test accuracy, got {accuracy * 100:.2f}%")
+    return accuracy
+
+
+if __name__ == "__main__":
+    main()
