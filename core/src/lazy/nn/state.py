@@ -3,16 +3,22 @@ write safetensors files through the `DISK` device (loads are zero-copy views of 
 
 from __future__ import annotations
 
+import collections
+import io
 import json
 import os
 import pathlib
+import pickle
 import struct
 import uuid
+import zipfile
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from lazy.device import Buffer
-from lazy.dtype import DType, dtypes
+from lazy.dtype import DType, dtypes, to_np_dtype
 from lazy.helpers import all_int, prod
 from lazy.tensor import Tensor
 
@@ -248,3 +254,83 @@ def _fsync_directory(directory: pathlib.Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# PyTorch checkpoints (`torch.save`'s zip format) without importing torch: a restricted unpickler that understands
+# only what a state dict holds (ordered dicts, tensors rebuilt from storages, parameters), so loading a file cannot
+# run arbitrary code.
+
+TORCH_STORAGES: dict[str, DType] = {
+    "FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
+    "BFloat16Storage": dtypes.bfloat16, "LongStorage": dtypes.int64, "IntStorage": dtypes.int32,
+    "ShortStorage": dtypes.int16, "CharStorage": dtypes.int8, "ByteStorage": dtypes.uint8, "BoolStorage": dtypes.bool,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _TorchStorage:
+    dtype: DType
+    key: str
+
+
+def _rebuild_tensor(
+    storage: _TorchStorage, offset: int, size: tuple[int, ...], stride: tuple[int, ...], *_: Any
+) -> Any:
+    return ("tensor", storage, offset, tuple(size), tuple(stride))
+
+
+def _rebuild_parameter(data: Any, *_: Any) -> Any:
+    return data
+
+
+class _TorchUnpickler(pickle.Unpickler):
+    ALLOWED: dict[tuple[str, str], Any] = {
+        ("collections", "OrderedDict"): collections.OrderedDict,
+        ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
+        ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    }
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "torch" and name in TORCH_STORAGES:
+            return TORCH_STORAGES[name]
+        if (module, name) in self.ALLOWED:
+            return self.ALLOWED[(module, name)]
+        raise pickle.UnpicklingError(f"torch_load: the checkpoint refers to {module}.{name}, which a state dict "
+                                     "does not need; refusing to load it (it could run code)")  # fmt: skip
+
+    def persistent_load(self, pid: Any) -> Any:
+        if not (isinstance(pid, tuple) and pid and pid[0] == "storage" and isinstance(pid[1], DType)):
+            raise pickle.UnpicklingError(f"torch_load: unknown persistent id {pid!r}")
+        return _TorchStorage(pid[1], str(pid[2]))
+
+
+def torch_load(path: str | os.PathLike[str], device: str | None = None) -> dict[str, Tensor]:
+    """Tensors of a PyTorch checkpoint (`torch.save` of a state dict, zip format), without importing torch."""
+    path = pathlib.Path(path)
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"torch_load: {path} is not a zip-format PyTorch checkpoint (torch.save since 1.6); re-save "
+                         "it with a current torch, or convert it to safetensors")  # fmt: skip
+    with zipfile.ZipFile(path) as archive:
+        pkl = next((n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl"), None)
+        if pkl is None:
+            raise ValueError(f"torch_load: {path} has no data.pkl: not a PyTorch checkpoint")
+        root = pkl[: -len("data.pkl")]
+        state = _TorchUnpickler(io.BytesIO(archive.read(pkl))).load()
+        if not isinstance(state, dict):
+            raise ValueError(f"torch_load: {path} holds a {type(state).__name__}, not a state dict")
+        storages: dict[str, bytes] = {}
+
+        def build(entry: Any) -> Tensor:
+            _, storage, offset, size, stride = entry
+            if storage.key not in storages:
+                storages[storage.key] = archive.read(f"{root}data/{storage.key}")
+            flat = np.frombuffer(storages[storage.key], dtype=to_np_dtype(storage.dtype))
+            item = flat.itemsize
+            view = np.lib.stride_tricks.as_strided(flat[offset:], size, tuple(s * item for s in stride))
+            arr = view.copy()  # contiguous, and 0-d stays 0-d
+            if storage.dtype == dtypes.bfloat16:  # held as uint16 bits: keep the bits, type them as bfloat16
+                return Tensor(arr.view(np.uint16), device=device).bitcast(dtypes.bfloat16)
+            return Tensor(arr, device=device)
+
+        return {str(k): build(v) for k, v in state.items() if isinstance(v, tuple) and v and v[0] == "tensor"}
