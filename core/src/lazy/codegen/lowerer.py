@@ -103,11 +103,12 @@ class Lowerer:
         found: dict[Variable, None] = {}
         for st in self.k.sts:
             for v in sorted(st.vars(), key=lambda v: v.expr):
-                found[v.unbind()[0] if hasattr(v, "unbind") else v] = None
-        for dim in self.full_shape:
-            if isinstance(dim, Node):
-                for v in sorted(dim.vars(), key=lambda v: v.expr):
-                    found[v.unbind()[0] if hasattr(v, "unbind") else v] = None
+                found[v] = None  # variables compare by (name, min, max): bound or not, the same key
+        consts = [b.val for b in self.k.bufs if isinstance(b, ConstBuffer)]
+        for node in [*self.full_shape, *consts]:  # sizes, and constants whose value is a variable
+            if isinstance(node, Node):
+                for v in sorted(node.vars(), key=lambda v: v.expr):
+                    found[v] = None
         self.symbolic_vars = sorted(found, key=lambda v: v.expr)
         for v in self.symbolic_vars:
             self.var_uops[v] = self.b.add(UOps.DEFINE_VAR, INDEX, (), (v.expr, v.min, v.max))
@@ -237,8 +238,7 @@ class Lowerer:
 
     def const(self, buf: ConstBuffer, lane: Lane) -> UOp:
         if isinstance(buf.val, Node):
-            var = buf.val.unbind()[0] if hasattr(buf.val, "unbind") else buf.val
-            value = self.var_uops[var] if var in self.var_uops else self.node(buf.val)  # type: ignore[index]
+            value = self.var_uops[buf.val] if buf.val in self.var_uops else self.node(buf.val)  # type: ignore[index]
             value = self.b.add(UOps.CAST, buf.dtype, (value,)) if buf.dtype != INDEX else value
         else:
             value = self.b.const(buf.val, buf.dtype)

@@ -143,8 +143,8 @@ class ExecItem:
             buf.ensure_allocated()
         timed = wait or DEBUG >= 2
         elapsed = self.runner(self.bufs, vals, wait=timed)
-        ops = sym_infer(self.runner.op_estimate, vals) if self.runner.op_estimate else 0
-        mem = sym_infer(self.runner.mem_estimate, vals) if self.runner.mem_estimate else 0
+        ops = sym_infer(self.runner.op_estimate, vals) if self.runner.op_estimate is not None else 0
+        mem = sym_infer(self.runner.mem_estimate, vals) if self.runner.mem_estimate is not None else 0
         GlobalCounters.kernel_count += isinstance(self.runner, CompiledRunner)
         GlobalCounters.global_ops += ops
         GlobalCounters.global_mem += mem
