@@ -93,3 +93,12 @@ def test_beam_search_picks_options_that_work(tmp_path):
         out = (x * 2).sum(axis=1).numpy()
     np.testing.assert_allclose(out, (A[:, :16] * 2).sum(1), rtol=1e-5)
     assert list((tmp_path / "beam").iterdir()), "the search result is cached on disk"
+
+
+def test_vector_lanes_of_a_padded_constant_keep_their_mask():
+    # regression: a vectorized kernel broadcast a padded constant to every lane, padding included
+    x = Tensor.ones(7, 6, device=D).reshape(1, 1, 7, 6).pad(((0, 0), (0, 0), (0, 1), (0, 1)))
+    out = x._windows((2, 3), (2, 2), (1, 1)).sum((-2, -1))  # 4x3 window sums over a padded 8x7 of ones
+    expected = np.array([[6, 6, 4], [6, 6, 4], [6, 6, 4], [3, 3, 2]], dtype=np.float32)
+    np.testing.assert_allclose(run_with(out, [Opt(OptOps.UPCAST, 0, 4)]).reshape(4, 3), expected)
+    np.testing.assert_allclose(out.numpy().reshape(4, 3), expected)

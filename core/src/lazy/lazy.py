@@ -24,7 +24,7 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
         st = ShapeTracker.from_shape(st.shape)
     # strong refs: the entry dies with the value it maps to. Variables compare equal whatever they are bound to, so
     # the bound values are part of the key (n=3 and n=5 are different nodes that share one compiled kernel).
-    bound = None if st.static else tuple(sorted((v.expr, val) for v, val in st.var_vals.items()))
+    bound: Any = None if st.static else tuple(sorted((v.expr, val) for v, val in st.var_vals.items()))
     if isinstance(arg, Node):  # a constant whose value is a bound variable (or an expression of them)
         bound = (bound, tuple(sorted((v.expr, v.val) for v in arg.vars() if v._val is not None)))
     key = (device, st, bound, dtype, op, arg, srcs, base)

@@ -242,14 +242,20 @@ class Lowerer:
             value = self.b.add(UOps.CAST, buf.dtype, (value,)) if buf.dtype != INDEX else value
         else:
             value = self.b.const(buf.val, buf.dtype)
-        if self.vec_axis is not None:
-            return self.b.add(UOps.VECTORIZE, buf.dtype.vec(self.vec_width), (value,) * self.vec_width)
-        _, valid = self.index_of(buf, lane)
+        if self.vec_axis is None:
+            return self.masked(value, self.index_of(buf, lane)[1], buf.dtype)
+        # a vector of the constant, each lane masked by its own valid expression (a padded constant differs by lane)
+        lanes = [self.masked(value, self.index_of(buf, self.with_vec_lane(lane, i))[1], buf.dtype)
+                 for i in range(self.vec_width)]  # fmt: skip
+        return self.b.add(UOps.VECTORIZE, buf.dtype.vec(self.vec_width), tuple(lanes))
+
+    def masked(self, value: UOp, valid: Node, dtype: DType) -> UOp:
+        """`value` where `valid`, else 0 (padding)."""
         if isinstance(valid, NumNode) and valid.b == 1:
             return value
         if isinstance(valid, NumNode) and valid.b == 0:
-            return self.b.const(0, buf.dtype)
-        return self.b.alu(Ops.WHERE, self.node(valid), value, self.b.const(0, buf.dtype))
+            return self.b.const(0, dtype)
+        return self.b.alu(Ops.WHERE, self.node(valid), value, self.b.const(0, dtype))
 
     def value(self, node: LazyOp, lane: Lane) -> UOp:
         key = (id(node), lane)
