@@ -217,3 +217,16 @@ class Timing(contextlib.ContextDecorator):
         self.elapsed = time.perf_counter() - self.start
         if self.always or DEBUG >= 1:
             print(f"{self.prefix}{self.elapsed * 1e3:.2f} ms")
+
+
+def broadcast_shape(op: str, *shapes: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The shape `shapes` broadcast to (numpy rules); ValueError naming `op` and every shape when they clash."""
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out: list[Any] = []
+    for dims in zip(*padded):
+        non_one = {d for d in dims if not (isinstance(d, int) and d == 1)}
+        if len(non_one) > 1:
+            raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
+        out.append(non_one.pop() if non_one else 1)
+    return tuple(out)

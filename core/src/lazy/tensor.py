@@ -3,7 +3,6 @@ only the primitive ops; nothing runs until `.realize()` (or `.numpy()`, `.item()
 
 from __future__ import annotations
 
-import itertools
 import math
 import pathlib
 from collections.abc import Sequence
@@ -26,29 +25,19 @@ from lazy.dtype import (
 )
 from lazy.engine.realize import run_schedule
 from lazy.engine.schedule import ScheduleItem, create_schedule
-from lazy.helpers import all_int, argfix, make_pair, prod
+from lazy.helpers import all_int, argfix, broadcast_shape, prod
 from lazy.lazy import LazyBuffer
 from lazy.ops import Ops
 from lazy.plugins import Device
 from lazy.symbolic import Node, Variable, sint
+from lazy.tensor_math import MathMixin
+from lazy.tensor_nn import NNOpsMixin
 
 TensorLike = Union["Tensor", ConstType]
 # the builtins, for annotations inside Tensor (whose methods `bool`, `int`, `float` shadow them)
 PyBool: TypeAlias = bool
 PyInt: TypeAlias = int
 PyFloat: TypeAlias = float
-
-
-def _broadcast_shape(op: str, *shapes: tuple[sint, ...]) -> tuple[sint, ...]:
-    ndim = max(len(s) for s in shapes)
-    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
-    out: list[sint] = []
-    for dims in zip(*padded):
-        non_one = {d for d in dims if not (isinstance(d, int) and d == 1)}
-        if len(non_one) > 1:
-            raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
-        out.append(non_one.pop() if non_one else 1)
-    return tuple(out)
 
 
 def _from_np(data: np.ndarray, device: str) -> LazyBuffer:
@@ -62,7 +51,7 @@ def _from_np(data: np.ndarray, device: str) -> LazyBuffer:
     return lb
 
 
-class Tensor:
+class Tensor(MathMixin, NNOpsMixin):
     """A lazily evaluated n-dimensional array on a device, with reverse-mode autograd."""
 
     __slots__ = ("lazydata", "requires_grad", "grad", "_ctx", "__weakref__")
@@ -1126,7 +1115,7 @@ class Tensor:
         if reverse:
             x, y = y, x
         out_dtype = least_upper_dtype(x.dtype, y.dtype)
-        shape = _broadcast_shape(op, x.shape, y.shape)
+        shape = broadcast_shape(op, x.shape, y.shape)
         x, y = x.cast(out_dtype), y.cast(out_dtype)
         return x._broadcast_to(shape), y._broadcast_to(shape)
 
@@ -1258,131 +1247,6 @@ class Tensor:
     def square(self) -> Tensor:
         return self * self
 
-    # -- more elementwise: inverse trig/hyperbolic, erf, activations, float checks -------------------------------------
-
-    def _poly(self, coefficients: Sequence[PyFloat]) -> Tensor:
-        """c[0]*x^(k-1) + ... + c[-1], by Horner's rule."""
-        out: Tensor | PyFloat = coefficients[0]
-        for c in coefficients[1:]:
-            out = out * self + c
-        assert isinstance(out, Tensor)
-        return out
-
-    def asin(self) -> Tensor:
-        # Abramowitz & Stegun 4.4.46 on |x|, |error| <= 2e-8: asin(x) = pi/2 - sqrt(1 - x) * poly(x)
-        a = self._float().abs()
-        coefficients = (-0.0012624911, 0.0066700901, -0.0170881256, 0.0308918810,
-                        -0.0501743046, 0.0889789874, -0.2145988016, 1.5707963050)  # fmt: skip
-        return self._float().sign() * (math.pi / 2 - (1.0 - a).sqrt() * a._poly(coefficients))
-
-    def acos(self) -> Tensor:
-        return math.pi / 2 - self.asin()
-
-    def atan(self) -> Tensor:
-        x = self._float()
-        return (x / (1 + x * x).sqrt()).asin()
-
-    def sinh(self) -> Tensor:
-        return (self.exp() - (-self._float()).exp()) / 2
-
-    def cosh(self) -> Tensor:
-        return (self.exp() + (-self._float()).exp()) / 2
-
-    def asinh(self) -> Tensor:
-        x = self._float()
-        return x.sign() * (x.abs() + (x.square() + 1).sqrt()).log()  # odd, and no cancellation for x < 0
-
-    def acosh(self) -> Tensor:
-        x = self._float()
-        return (x + (x.square() - 1).sqrt()).log()
-
-    def atanh(self) -> Tensor:
-        x = self._float()
-        return ((1 + x) / (1 - x)).log() / 2
-
-    def erf(self) -> Tensor:
-        # Abramowitz & Stegun 7.1.26 on |x|, |error| <= 1.5e-7
-        x = self._float()
-        t = 1.0 / (1.0 + 0.3275911 * x.abs())
-        tail = t * t._poly((1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)) * (-x.square()).exp()
-        return x.sign() * (1.0 - tail)
-
-    def lerp(self, end: Tensor, weight: TensorLike) -> Tensor:
-        return self + (end - self) * weight
-
-    def isnan(self) -> Tensor:
-        return self != self
-
-    def isinf(self, detect_positive: PyBool = True, detect_negative: PyBool = True) -> Tensor:
-        pos = (self == math.inf) if detect_positive else self.full_like(False, dtype=dtypes.bool)
-        return pos | (self == -math.inf) if detect_negative else pos
-
-    def isfinite(self) -> Tensor:
-        return (self.isinf() | self.isnan()).logical_not()
-
-    def nan_to_num(self, nan: PyFloat = 0.0, posinf: PyFloat | None = None, neginf: PyFloat | None = None) -> Tensor:
-        """NaN -> `nan`, +inf -> `posinf`, -inf -> `neginf` (default: the largest/lowest finite value of the dtype)."""
-        if not dtypes.is_float(self.dtype):
-            return self
-        finite_max = float(np.finfo(to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32).max)
-        if self.dtype == dtypes.bfloat16:
-            finite_max = 3.3895313892515355e38
-        hi = finite_max if posinf is None else posinf
-        lo = -finite_max if neginf is None else neginf
-        out = self.isnan().where(nan, self)
-        return (self == math.inf).where(hi, (self == -math.inf).where(lo, out))
-
-    def relu6(self) -> Tensor:
-        return self.relu() - (self - 6).relu()
-
-    def hardswish(self) -> Tensor:
-        return self * (self + 3).relu6() * (1 / 6)
-
-    def hardsigmoid(self, alpha: PyFloat = 1 / 6, beta: PyFloat = 0.5) -> Tensor:
-        return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
-
-    def hardtanh(self, min_val: PyFloat = -1, max_val: PyFloat = 1) -> Tensor:
-        return self.clip(min_val, max_val)
-
-    def quick_gelu(self) -> Tensor:
-        return self * (self * 1.702).sigmoid()
-
-    def _negative_part(self) -> Tensor:
-        """min(x, 0) whose gradient is exactly 1 below zero and 0 above: exp() of it never overflows into a NaN."""
-        return (self < 0).where(self, 0)
-
-    def celu(self, alpha: PyFloat = 1.0) -> Tensor:
-        return (self >= 0).where(self, alpha * ((self._negative_part() / alpha).exp() - 1))
-
-    def selu(self, alpha: PyFloat = 1.67326, gamma: PyFloat = 1.0507) -> Tensor:
-        return gamma * (self >= 0).where(self, alpha * (self._negative_part().exp() - 1))
-
-    def mish(self) -> Tensor:
-        return self * self.softplus().tanh()
-
-    def logsigmoid(self) -> Tensor:
-        return -(-self).softplus()
-
-    def softsign(self) -> Tensor:
-        return self / (1 + self.abs())
-
-    def logical_and(self, y: TensorLike) -> Tensor:
-        x, y2 = self._broadcasted(y, op="logical_and")
-        return x.cast(dtypes.bool) & y2.cast(dtypes.bool)
-
-    def logical_or(self, y: TensorLike) -> Tensor:
-        x, y2 = self._broadcasted(y, op="logical_or")
-        return x.cast(dtypes.bool) | y2.cast(dtypes.bool)
-
-    def logical_xor(self, y: TensorLike) -> Tensor:
-        x, y2 = self._broadcasted(y, op="logical_xor")
-        return x.cast(dtypes.bool) ^ y2.cast(dtypes.bool)
-
-    def bitwise_not(self) -> Tensor:
-        if dtypes.is_float(self.dtype):
-            raise TypeError(f"bitwise_not needs an integer or bool tensor, not {self.dtype}")
-        return ~self
-
     def clip(self, min_: TensorLike | None = None, max_: TensorLike | None = None) -> Tensor:
         if min_ is None and max_ is None:
             raise ValueError("clip needs at least one of min_ or max_")
@@ -1481,7 +1345,7 @@ class Tensor:
             y_t, x_t = y._broadcasted(x, op="where")
         else:
             x_t, y_t = Tensor(x, device=self.device)._broadcasted(y, op="where")
-        shape = _broadcast_shape("where", self.shape, x_t.shape)
+        shape = broadcast_shape("where", self.shape, x_t.shape)
         cond = self.cast(dtypes.bool)._broadcast_to(shape)
         return F.Where.apply(cond, x_t._broadcast_to(shape), y_t._broadcast_to(shape))
 
@@ -1645,315 +1509,6 @@ class Tensor:
 
     def __itruediv__(self, y: TensorLike) -> Tensor:
         return self.assign(self.div(y))
-
-    # -- linear algebra and nn -----------------------------------------------------------------------------------------
-
-    def dot(self, w: Tensor) -> Tensor:
-        if self.ndim == 0 or w.ndim == 0:
-            raise ValueError(f"matmul: both arguments need at least 1 dimension, got {self.shape} and {w.shape}")
-        k_x, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
-        if k_x != k_w:
-            raise ValueError(f"matmul: shapes {self.shape} and {w.shape} are not aligned ({k_x} != {k_w})")
-        try:
-            _broadcast_shape("matmul", self.shape[:-2], w.shape[:-2])
-        except ValueError:
-            raise ValueError(f"matmul: the batch dimensions of shapes {self.shape} and {w.shape} cannot be broadcast "
-                             "together") from None  # fmt: skip
-        x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
-        w2 = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2) :])
-        w2 = w2.transpose(-1, -min(w.ndim, 2))
-        out_dtype = least_upper_dtype(x.dtype, w2.dtype)
-        return (x * w2).sum(-1, acc_dtype=sum_acc_dtype(out_dtype)).cast(out_dtype)
-
-    def matmul(self, w: Tensor, reverse: PyBool = False) -> Tensor:
-        return w.dot(self) if reverse else self.dot(w)
-
-    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-        x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
-        return x.add(bias) if bias is not None else x
-
-    def _windows(self, kernel: tuple[PyInt, ...], stride: tuple[PyInt, ...], dilation: tuple[PyInt, ...]) -> Tensor:
-        """(N, C, *spatial) -> (N, C, *out, *kernel): every kernel-sized window, built from strided slices."""
-        spatial = self.shape[2:]
-        outs = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(spatial, kernel, stride, dilation)]  # type: ignore[operator]
-        if any(o <= 0 for o in outs):
-            raise ValueError(
-                f"conv: kernel {kernel} (dilation {dilation}) does not fit the input's spatial shape {spatial}"
-            )
-        slices = []
-        for offsets in itertools.product(*[range(k) for k in kernel]):
-            index = tuple(
-                slice(o * d, o * d + st * (n - 1) + 1, st) for o, d, st, n in zip(offsets, dilation, stride, outs)
-            )
-            slices.append(self[(slice(None), slice(None)) + index])
-        return Tensor.stack(*slices, dim=-1).reshape(*self.shape[:2], *outs, *kernel)
-
-    def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: PyInt = 1, stride: Any = 1, dilation: Any = 1,
-               padding: Any = 0) -> Tensor:  # fmt: skip
-        """Convolution of (N, C_in, *spatial) with weight (C_out, C_in/groups, *kernel); 1-d, 2-d and 3-d alike
-        (the kernel's rank decides). stride/dilation/padding: an int or one value per spatial axis."""
-        nd = weight.ndim - 2
-        stride_, dilation_, padding_ = (make_pair(v, nd) for v in (stride, dilation, padding))
-        n, cin = self.shape[:2]
-        cout, cin_g = weight.shape[:2]
-        if self.ndim != nd + 2 or cin != cin_g * groups:
-            raise ValueError(f"conv2d: input {self.shape} does not match weight {weight.shape} with groups={groups} "
-                             f"(expects {cin_g * groups} channels and {nd} spatial axes)")  # fmt: skip
-        x = self.pad(((0, 0), (0, 0)) + tuple((p, p) for p in padding_))
-        kernel = tuple(int(k) for k in weight.shape[2:])  # type: ignore[arg-type]
-        win = x._windows(kernel, stride_, dilation_)  # (N, C_in, *out, *kernel)
-        outs = win.shape[2 : 2 + nd]
-        # (N, G, 1, C_in/G, *out, *k) * (1, G, C_out/G, C_in/G, 1.., *k), summed over C_in/G and the kernel
-        win = win.reshape(n, groups, 1, cin_g, *outs, *kernel)
-        w = weight.reshape(1, groups, cout // groups, cin_g, *([1] * nd), *kernel)
-        out = (win * w).sum((3, *range(4 + nd, 4 + 2 * nd))).reshape(n, cout, *outs)
-        return out if bias is None else out + bias.reshape(1, -1, *([1] * nd))
-
-    # -- pooling -------------------------------------------------------------------------------------------------------
-
-    def _pool_pads(self, kernel: tuple[PyInt, ...], stride: tuple[PyInt, ...], dilation: tuple[PyInt, ...],
-                   padding: Any, ceil_mode: PyBool
-                   ) -> tuple[list[tuple[PyInt, PyInt]], list[PyInt], list[PyInt]]:  # fmt: skip
-        """Per spatial axis: the (before, after) padding asked for, the extra padding after it that ceil_mode needs,
-        and the output size. `padding`: an int, one value per axis, or a flat torch-style tuple (last axis first)."""
-        nd = len(kernel)
-        if isinstance(padding, int):
-            pads = [(padding, padding)] * nd
-        elif len(padding) == nd:
-            pads = [(int(p), int(p)) for p in padding]
-        elif len(padding) == 2 * nd:
-            pads = [(int(padding[i]), int(padding[i + 1])) for i in range(0, 2 * nd, 2)][::-1]
-        else:
-            raise ValueError(f"pool: padding must be an int or a sequence of {nd} or {2 * nd} values, got {padding}")
-        extra, outs = [], []
-        for size, k, s, d, (before, after) in zip(self.shape[-nd:], kernel, stride, dilation, pads):
-            assert isinstance(size, int), "pooling needs concrete sizes"
-            span, total = d * (k - 1) + 1, size + before + after
-            if total < span:
-                raise ValueError(f"pool: kernel {kernel} (dilation {dilation}) does not fit the padded input")
-            if ceil_mode:
-                out = -(-(total - span) // s) + 1
-                if s * (out - 1) >= size + before:  # the last window would start in the padding after the input
-                    out -= 1
-            else:
-                out = (total - span) // s + 1
-            extra.append(max(0, s * (out - 1) + span - total))
-            outs.append(out)
-        return pads, extra, outs
-
-    def _pool(self, kernel: tuple[PyInt, ...], stride: tuple[PyInt, ...], dilation: tuple[PyInt, ...],
-              pads: list[tuple[PyInt, PyInt]], extra: list[PyInt], outs: list[PyInt],
-              value: ConstType) -> Tensor:  # fmt: skip
-        """(..., *spatial) -> (..., *outs, *kernel): the windows over the last len(kernel) axes, padded with `value`."""
-        nd = len(kernel)
-        lead = self.shape[:-nd]
-        full = tuple((b, a + e) for (b, a), e in zip(pads, extra))
-        x = self.reshape(prod(lead), 1, *self.shape[-nd:]).pad(((0, 0), (0, 0)) + full, value=value)
-        win = x._windows(kernel, stride, dilation)
-        win = win.shrink(tuple((0, o) if 2 <= i < 2 + nd else None for i, o in enumerate((0, 0, *outs, *kernel))))
-        return win.reshape(*lead, *outs, *kernel)
-
-    def _pool_args(self, kernel_size: Any, stride: Any, dilation: Any
-                   ) -> tuple[tuple[PyInt, ...], tuple[PyInt, ...], tuple[PyInt, ...]]:  # fmt: skip
-        kernel = make_pair(kernel_size)
-        nd = len(kernel)
-        if self.ndim < nd:
-            raise ValueError(f"pool: kernel {kernel} has more axes than the input {self.shape}")
-        stride_ = kernel if stride is None else make_pair(stride, nd)
-        return kernel, stride_, make_pair(dilation, nd)
-
-    def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
-                   ceil_mode: PyBool = False, count_include_pad: PyBool = True) -> Tensor:  # fmt: skip
-        """Average pooling over the last len(kernel_size) axes (any number of them). With count_include_pad the
-        zero padding asked for counts in the average, the extra padding of ceil_mode never does."""
-        kernel, stride_, dilation_ = self._pool_args(kernel_size, stride, dilation)
-        nd = len(kernel)
-        pads, extra, outs = self._pool_pads(kernel, stride_, dilation_, padding, ceil_mode)
-        axes = tuple(range(-nd, 0))
-        x = self._float()
-        windows = x._pool(kernel, stride_, dilation_, pads, extra, outs, 0.0)
-        if count_include_pad and not any(extra):
-            return windows.mean(axes)
-        # the divisor of each window: the taps inside the input (and inside the padding asked for, with
-        # count_include_pad), counted in Python per axis; the region is a box, so the counts multiply
-        count = Tensor.ones((), dtype=x.dtype, device=self.device)
-        for axis, (size, k, s, d, (before, after), out) in enumerate(
-            zip(self.shape[-nd:], kernel, stride_, dilation_, pads, outs)
-        ):
-            assert isinstance(size, int)
-            lo, hi = (0, size + before + after) if count_include_pad else (before, before + size)
-            taps = [sum(lo <= s * o + d * t < hi for t in range(k)) for o in range(out)]
-            view = tuple(out if i == axis else 1 for i in range(nd))
-            count = count * Tensor(taps, dtype=x.dtype, device=self.device).reshape(view)
-        return windows.sum(axes) / count
-
-    def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
-                   ceil_mode: PyBool = False, return_indices: PyBool = False
-                   ) -> Tensor | tuple[Tensor, Tensor]:  # fmt: skip
-        """Max pooling over the last len(kernel_size) axes; padding never wins. return_indices adds the (int32) index
-        of the first maximum of each window within the flattened spatial axes."""
-        kernel, stride_, dilation_ = self._pool_args(kernel_size, stride, dilation)
-        nd = len(kernel)
-        pads, extra, outs = self._pool_pads(kernel, stride_, dilation_, padding, ceil_mode)
-        axes = tuple(range(-nd, 0))
-        windows = self._pool(kernel, stride_, dilation_, pads, extra, outs, dtypes.min(self.dtype))
-        values = windows.max(axes)
-        if not return_indices:
-            return values
-        spatial = self.shape[-nd:]
-        size = prod(spatial)
-        assert isinstance(size, int)
-        # score size - i for flat index i (0 in the padding), the largest score among the maxima is the first maximum
-        score = Tensor.arange(size, 0, -1, device=self.device).reshape(spatial)
-        score_windows = score._pool(kernel, stride_, dilation_, pads, extra, outs, 0)
-        hit = windows.detach() == values.detach().reshape(*values.shape, *([1] * nd))
-        best = hit.where(score_windows, 0).max(axes)
-        return values, (size - best).cast(dtypes.int32)
-
-    # -- attention -----------------------------------------------------------------------------------------------------
-
-    def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                                     dropout_p: PyFloat = 0.0, is_causal: PyBool = False) -> Tensor:  # fmt: skip
-        """softmax(q @ k^T / sqrt(E) + mask) @ v for q (..., L, E), k (..., S, E), v (..., S, Ev). `attn_mask`: bool
-        (True = attend) or an additive float mask; is_causal masks out keys after each query (no attn_mask then)."""
-        q = self._float()
-        e = q.shape[-1]
-        assert isinstance(e, int)
-        qk = q.matmul(key._float().transpose(-2, -1)) / math.sqrt(e)
-        if is_causal:
-            if attn_mask is not None:
-                raise ValueError("scaled_dot_product_attention: attn_mask cannot be given with is_causal=True")
-            rows, cols = qk.shape[-2], qk.shape[-1]
-            assert isinstance(rows, int) and isinstance(cols, int)
-            qk = Tensor._tri(rows, cols, 1, self.device).where(-math.inf, qk)
-        elif attn_mask is not None:
-            qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
-        return qk.softmax(-1).dropout(dropout_p).matmul(value._float())
-
-    # -- sorting -------------------------------------------------------------------------------------------------------
-
-    def sort(self, dim: PyInt = -1, descending: PyBool = False) -> tuple[Tensor, Tensor]:
-        """The values along `dim` in order and their (int32) indices; a stable sort (equal values keep their order).
-        The rank of each element counts the elements before it, then a one-hot of the ranks moves it in place."""
-        dim = self._resolve_axis(dim)
-        n = self.shape[dim] if self.ndim else 1
-        assert isinstance(n, int)
-        if self.ndim == 0 or n <= 1:
-            return self, Tensor.zeros(*self.shape, dtype=dtypes.int32, device=self.device)
-        x = self.transpose(dim, -1)  # (..., n)
-        xd = x.detach()
-        xi, xj = xd.unsqueeze(-1), xd.unsqueeze(-2)  # (..., i, 1), (..., 1, j)
-        ahead = xj > xi if descending else xj < xi
-        earlier = Tensor._tri(n, n, 0, self.device).logical_not()  # (i, j): j < i
-        rank = (ahead | ((xj == xi) & earlier)).cast(dtypes.int32).sum(-1)  # (..., i)
-        place = rank.unsqueeze(-1) == Tensor.arange(n, device=self.device)  # (..., i, position)
-        values = place.where(x.unsqueeze(-1), 0).sum(-2, dtype=self.dtype)
-        index = Tensor.arange(n, device=self.device).reshape(n, 1)
-        indices = place.where(index, 0).sum(-2, dtype=dtypes.int32)
-        return values.transpose(dim, -1), indices.transpose(dim, -1)
-
-    def argsort(self, dim: PyInt = -1, descending: PyBool = False) -> Tensor:
-        return self.sort(dim, descending)[1]
-
-    def topk(self, k: PyInt, dim: PyInt = -1, largest: PyBool = True, sorted_: PyBool = True) -> tuple[Tensor, Tensor]:
-        """The k largest (or smallest) values along `dim` and their indices, always in sorted order (which also
-        satisfies sorted_=False); equal values keep their order."""
-        dim = self._resolve_axis(dim)
-        n = self.shape[dim] if self.ndim else 1
-        assert isinstance(n, int)
-        if not 0 <= k <= n:
-            raise ValueError(f"topk: k={k} is out of range for a dimension of size {n}")
-        values, indices = self.sort(dim, descending=largest)
-        if self.ndim == 0:
-            return values, indices
-        keep = tuple((0, k) if i == dim else None for i in range(self.ndim))
-        return values.shrink(keep), indices.shrink(keep)
-
-    # -- resampling ----------------------------------------------------------------------------------------------------
-
-    def interpolate(self, size: Sequence[PyInt], mode: str = "linear", align_corners: PyBool = False) -> Tensor:
-        """Resamples the last len(size) axes to `size` (any batch axes before them). mode: "linear" (bilinear,
-        trilinear, ... by the length of size), "nearest" (floor(o * in / out)) or "nearest-exact" (pixel centres)."""
-        if not isinstance(size, (tuple, list)) or not all_int(size) or not 0 < len(size) <= self.ndim:
-            raise ValueError(f"interpolate: invalid size {size} for a tensor of shape {self.shape}")
-        if mode not in ("linear", "nearest", "nearest-exact"):
-            raise ValueError(f'interpolate: mode must be "linear", "nearest" or "nearest-exact", got {mode!r}')
-        if align_corners and mode != "linear":
-            raise ValueError("interpolate: align_corners only goes with mode='linear'")
-        x = self._float() if mode == "linear" else self
-        for axis in range(self.ndim - len(size), self.ndim):
-            n_in, n_out = self.shape[axis], size[axis - self.ndim + len(size)]
-            assert isinstance(n_in, int)
-            if mode == "linear":
-                if align_corners:
-                    num, den = [o * (n_in - 1) for o in range(n_out)], max(n_out - 1, 1)
-                else:  # source position (o + 0.5) * in / out - 0.5, clamped at 0, as num / den
-                    num, den = [(2 * o + 1) * n_in - n_out for o in range(n_out)], 2 * n_out
-                num = [min(max(v, 0), (n_in - 1) * den) for v in num]
-                low, high = [v // den for v in num], [-(-v // den) for v in num]
-                frac = [(v % den) / den for v in num]
-            elif mode == "nearest":
-                low = [min(o * n_in // n_out, n_in - 1) for o in range(n_out)]
-            else:
-                low = [min((2 * o + 1) * n_in // (2 * n_out), n_in - 1) for o in range(n_out)]
-            shape = tuple(n_out if i == axis else s for i, s in enumerate(x.shape))
-            view = tuple(n_out if i == axis else 1 for i in range(x.ndim))
-
-            def index(values: list[PyInt], shape: tuple[sint, ...] = shape, view: tuple[PyInt, ...] = view) -> Tensor:
-                return Tensor(values, dtype=dtypes.int32, device=self.device).reshape(view).expand(shape)
-
-            if mode == "linear":
-                weight = Tensor(frac, dtype=x.dtype, device=self.device).reshape(view)
-                x = x.gather(axis, index(low)).lerp(x.gather(axis, index(high)), weight)
-            else:
-                x = x.gather(axis, index(low))
-        return x.cast(self.dtype)
-
-    def sequential(self, layers: list[Any]) -> Tensor:
-        x = self
-        for f in layers:
-            x = f(x)
-        return x
-
-    def layernorm(self, axis: PyInt = -1, eps: PyFloat = 1e-5) -> Tensor:
-        y = self - self.mean(axis, keepdim=True)
-        return y.mul((y * y).mean(axis, keepdim=True).add(eps).rsqrt())
-
-    def dropout(self, p: PyFloat = 0.5) -> Tensor:
-        if not Tensor.training or p == 0:
-            return self
-        keep = Tensor.rand(*self.shape, device=self.device) >= p
-        return keep.where(self, 0) * (1 / (1 - p))
-
-    def one_hot(self, num_classes: PyInt) -> Tensor:
-        return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.int32)
-
-    def sparse_categorical_crossentropy(
-        self, Y: Tensor, ignore_index: PyInt = -1, label_smoothing: PyFloat = 0.0
-    ) -> Tensor:
-        log_probs = self.log_softmax()
-        n_classes = self.shape[-1]
-        assert isinstance(n_classes, int)
-        mask = Y != ignore_index
-        y = (Y.unsqueeze(-1) == Tensor.arange(n_classes, device=self.device)).cast(log_probs.dtype) * mask.unsqueeze(-1)
-        count = mask.cast(log_probs.dtype).sum()
-        nll = -(log_probs * y).sum() / count
-        smooth = -log_probs.mean(-1).mul(mask).sum() / count
-        return (1 - label_smoothing) * nll + label_smoothing * smooth
-
-    def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: PyFloat = 0.0) -> Tensor:
-        n = self.shape[-1]
-        assert isinstance(n, int)
-        y = Y.one_hot(n).cast(self.dtype) if dtypes.is_int(Y.dtype) else Y
-        y = (1 - label_smoothing) * y + label_smoothing / n
-        loss = -(self.log_softmax(-1) * y).sum(-1)
-        return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
-
-    def binary_crossentropy(self, Y: Tensor) -> Tensor:
-        return -(Y * self.log() + (1 - Y) * (1 - self).log()).mean()
-
-    def binary_crossentropy_logits(self, Y: Tensor) -> Tensor:
-        return (self.maximum(0) - Y * self + (1 + self.abs().neg().exp()).log()).mean()
 
 
 def _init_aliases() -> None:

@@ -1,0 +1,159 @@
+"""`Tensor` elementwise functions beyond the basics: inverse trig and hyperbolic functions, erf, float checks,
+the activation zoo, logical ops. A mixin of `Tensor`, built only from its basic methods."""
+
+# mypy: disable-error-code="misc"
+# (the methods annotate `self: Tensor`, the class they are mixed into; see lazy.tensor_nn)
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lazy.dtype import dtypes, to_np_dtype
+
+if TYPE_CHECKING:
+    from lazy.tensor import PyBool, PyFloat, Tensor, TensorLike
+
+
+class MathMixin:
+    """Derived elementwise math and activations of `Tensor`."""
+
+    __slots__ = ()  # Tensor keeps its slots: no per-instance __dict__
+
+    # -- more elementwise: inverse trig/hyperbolic, erf, activations, float checks -------------------------------------
+
+    def _poly(self: Tensor, coefficients: Sequence[PyFloat]) -> Tensor:
+        """c[0]*x^(k-1) + ... + c[-1], by Horner's rule."""
+        out: Tensor | PyFloat = coefficients[0]
+        for c in coefficients[1:]:
+            out = out * self + c
+        assert isinstance(out, type(self))
+        return out
+
+    def asin(self: Tensor) -> Tensor:
+        # Abramowitz & Stegun 4.4.46 on |x|, |error| <= 2e-8: asin(x) = pi/2 - sqrt(1 - x) * poly(x)
+        a = self._float().abs()
+        coefficients = (
+            -0.0012624911,
+            0.0066700901,
+            -0.0170881256,
+            0.0308918810,
+            -0.0501743046,
+            0.0889789874,
+            -0.2145988016,
+            1.5707963050,
+        )
+        return self._float().sign() * (math.pi / 2 - (1.0 - a).sqrt() * a._poly(coefficients))
+
+    def acos(self: Tensor) -> Tensor:
+        return math.pi / 2 - self.asin()
+
+    def atan(self: Tensor) -> Tensor:
+        x = self._float()
+        return (x / (1 + x * x).sqrt()).asin()
+
+    def sinh(self: Tensor) -> Tensor:
+        return (self.exp() - (-self._float()).exp()) / 2
+
+    def cosh(self: Tensor) -> Tensor:
+        return (self.exp() + (-self._float()).exp()) / 2
+
+    def asinh(self: Tensor) -> Tensor:
+        x = self._float()
+        return x.sign() * (x.abs() + (x.square() + 1).sqrt()).log()  # odd, and no cancellation for x < 0
+
+    def acosh(self: Tensor) -> Tensor:
+        x = self._float()
+        return (x + (x.square() - 1).sqrt()).log()
+
+    def atanh(self: Tensor) -> Tensor:
+        x = self._float()
+        return ((1 + x) / (1 - x)).log() / 2
+
+    def erf(self: Tensor) -> Tensor:
+        # Abramowitz & Stegun 7.1.26 on |x|, |error| <= 1.5e-7
+        x = self._float()
+        t = 1.0 / (1.0 + 0.3275911 * x.abs())
+        tail = t * t._poly((1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)) * (-x.square()).exp()
+        return x.sign() * (1.0 - tail)
+
+    def lerp(self: Tensor, end: Tensor, weight: TensorLike) -> Tensor:
+        return self + (end - self) * weight
+
+    def isnan(self: Tensor) -> Tensor:
+        return self != self
+
+    def isinf(self: Tensor, detect_positive: PyBool = True, detect_negative: PyBool = True) -> Tensor:
+        pos = (self == math.inf) if detect_positive else self.full_like(False, dtype=dtypes.bool)
+        return pos | (self == -math.inf) if detect_negative else pos
+
+    def isfinite(self: Tensor) -> Tensor:
+        return (self.isinf() | self.isnan()).logical_not()
+
+    def nan_to_num(
+        self: Tensor, nan: PyFloat = 0.0, posinf: PyFloat | None = None, neginf: PyFloat | None = None
+    ) -> Tensor:
+        """NaN -> `nan`, +inf -> `posinf`, -inf -> `neginf` (default: the largest/lowest finite value of the dtype)."""
+        if not dtypes.is_float(self.dtype):
+            return self
+        finite_max = float(np.finfo(to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32).max)
+        if self.dtype == dtypes.bfloat16:
+            finite_max = 3.3895313892515355e38
+        hi = finite_max if posinf is None else posinf
+        lo = -finite_max if neginf is None else neginf
+        out = self.isnan().where(nan, self)
+        return (self == math.inf).where(hi, (self == -math.inf).where(lo, out))
+
+    def relu6(self: Tensor) -> Tensor:
+        return self.relu() - (self - 6).relu()
+
+    def hardswish(self: Tensor) -> Tensor:
+        return self * (self + 3).relu6() * (1 / 6)
+
+    def hardsigmoid(self: Tensor, alpha: PyFloat = 1 / 6, beta: PyFloat = 0.5) -> Tensor:
+        return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+
+    def hardtanh(self: Tensor, min_val: PyFloat = -1, max_val: PyFloat = 1) -> Tensor:
+        return self.clip(min_val, max_val)
+
+    def quick_gelu(self: Tensor) -> Tensor:
+        return self * (self * 1.702).sigmoid()
+
+    def _negative_part(self: Tensor) -> Tensor:
+        """min(x, 0) whose gradient is exactly 1 below zero and 0 above: exp() of it never overflows into a NaN."""
+        return (self < 0).where(self, 0)
+
+    def celu(self: Tensor, alpha: PyFloat = 1.0) -> Tensor:
+        return (self >= 0).where(self, alpha * ((self._negative_part() / alpha).exp() - 1))
+
+    def selu(self: Tensor, alpha: PyFloat = 1.67326, gamma: PyFloat = 1.0507) -> Tensor:
+        return gamma * (self >= 0).where(self, alpha * (self._negative_part().exp() - 1))
+
+    def mish(self: Tensor) -> Tensor:
+        return self * self.softplus().tanh()
+
+    def logsigmoid(self: Tensor) -> Tensor:
+        return -(-self).softplus()
+
+    def softsign(self: Tensor) -> Tensor:
+        return self / (1 + self.abs())
+
+    def logical_and(self: Tensor, y: TensorLike) -> Tensor:
+        x, y2 = self._broadcasted(y, op="logical_and")
+        return x.cast(dtypes.bool) & y2.cast(dtypes.bool)
+
+    def logical_or(self: Tensor, y: TensorLike) -> Tensor:
+        x, y2 = self._broadcasted(y, op="logical_or")
+        return x.cast(dtypes.bool) | y2.cast(dtypes.bool)
+
+    def logical_xor(self: Tensor, y: TensorLike) -> Tensor:
+        x, y2 = self._broadcasted(y, op="logical_xor")
+        return x.cast(dtypes.bool) ^ y2.cast(dtypes.bool)
+
+    def bitwise_not(self: Tensor) -> Tensor:
+        if dtypes.is_float(self.dtype):
+            raise TypeError(f"bitwise_not needs an integer or bool tensor, not {self.dtype}")
+        return ~self
