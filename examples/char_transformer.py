@@ -15,10 +15,10 @@ import pathlib
 import time
 
 import numpy as np
+from training import classification_step, place
 
-from lazy import Device, Tensor, jit, nn
+from lazy import Device, Tensor, nn
 from lazy.nn.optim import AdamW
-from lazy.nn.state import get_parameters
 
 TEXT = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
@@ -76,19 +76,8 @@ def main() -> float:
     data = np.array([stoi[c] for c in text], dtype=np.int32)
     Tensor.manual_seed(0)
     model = CharTransformer(len(chars), args.context)
-    params = get_parameters(model)
-    for p in params:
-        p.to_(device).realize()
-    opt = AdamW(params, lr=3e-3, weight_decay=0.01)
-
-    @jit
-    def step(x: Tensor, y: Tensor) -> Tensor:
-        with Tensor.train():
-            opt.zero_grad()
-            loss = model(x).sparse_categorical_crossentropy(y)
-            loss.backward()
-            opt.step()
-            return loss.realize()
+    opt = AdamW(place(model, device), lr=3e-3, weight_decay=0.01)
+    step = classification_step(model, opt)
 
     rng = np.random.default_rng(0)
     print(f"training on {device}: {len(text)} characters of README.md, vocabulary {len(chars)}")

@@ -12,10 +12,10 @@ import time
 
 import numpy as np
 from sklearn.datasets import load_digits
+from training import classification_step, place
 
-from lazy import Device, Tensor, jit, nn
+from lazy import Device, Tensor, nn
 from lazy.nn.optim import Adam
-from lazy.nn.state import get_parameters
 
 
 class MLP:
@@ -48,18 +48,8 @@ def main() -> float:
     x_train, y_train, x_test, y_test = load()
     with Tensor.inference_mode(False):
         model = MLP()
-        for p in get_parameters(model):
-            p.to_(device).realize()
-        opt = Adam(get_parameters(model), lr=3e-3)
-
-    @jit
-    def train_step(x: Tensor, y: Tensor) -> Tensor:
-        with Tensor.train():
-            opt.zero_grad()
-            loss = model(x).sparse_categorical_crossentropy(y)
-            loss.backward()
-            opt.step()
-            return loss.realize()
+        opt = Adam(place(model, device), lr=3e-3)
+    train_step = classification_step(model, opt)
 
     print(f"training on {device}: {len(x_train)} train / {len(x_test)} test digits")
     rng = np.random.default_rng(1)

@@ -12,10 +12,10 @@ import time
 
 import numpy as np
 from digits import load
+from training import classification_step, place
 
-from lazy import Device, Tensor, jit, nn
+from lazy import Device, Tensor, nn
 from lazy.nn.optim import Adam
-from lazy.nn.state import get_parameters
 
 
 class CNN:
@@ -39,19 +39,8 @@ def main() -> float:
     Tensor.manual_seed(0)
     x_train, y_train, x_test, y_test = load()
     model = CNN()
-    params = get_parameters(model)
-    for p in params:
-        p.to_(device).realize()
-    opt = Adam(params, lr=3e-3)
-
-    @jit
-    def step(x: Tensor, y: Tensor) -> Tensor:
-        with Tensor.train():
-            opt.zero_grad()
-            loss = model(x).sparse_categorical_crossentropy(y)
-            loss.backward()
-            opt.step()
-            return loss.realize()
+    opt = Adam(place(model, device), lr=3e-3)
+    step = classification_step(model, opt)
 
     print(f"training a CNN on {device}: {len(x_train)} train / {len(x_test)} test digits")
     rng, start = np.random.default_rng(1), time.perf_counter()
