@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from collections.abc import Callable
 from typing import Any
 
 from lazy.codegen.uops import UOp, UOps
 from lazy.dtype import DType, dtypes
-from lazy.ops import GroupOp, Ops
+from lazy.ops import GroupOp, Ops, truncate
 from lazy.renderer import Renderer
 
+HALF_IN_FLOAT = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.MULACC})
 POSITIVE_INT = re.compile(r"[1-9][0-9]*[uUlL]*")  # a divisor literal that needs no zero check
 
 
@@ -102,6 +104,11 @@ class CStyleLanguage(Renderer):
     infinity: str = "INFINITY"
     nan: str = "NAN"
     float_suffix: dict[DType, str] = {dtypes.float32: "f"}  # literal suffixes; other float types get a cast
+    int_suffix: dict[DType, str] = {dtypes.uint32: "u", dtypes.int64: "ll", dtypes.uint64: "ull"}
+    # bfloat16 held as its 16 bits (type_map says which unsigned type) and computed in float through the helpers
+    # lazy_bf2f / lazy_f2bf, which the dialect's prelude defines
+    bf16_as_bits: bool = False
+    half_math_in_float: bool = False  # exp2/log2/sin/sqrt/mulacc of half computed in float (no half versions)
     code_for_op: dict[Ops, Callable[..., str]] = BASE_CODE_FOR_OP
     # ops the dialect's vector types do directly, and for which element types; everything else is done per lane
     native_vector_ops: frozenset[Ops] = frozenset({Ops.ADD, Ops.MUL, Ops.NEG})
@@ -132,6 +139,8 @@ class CStyleLanguage(Renderer):
         return self.render_int_const(int(value), dtype)
 
     def render_float_const(self, value: float, dtype: DType) -> str:
+        if self.bf16_as_bits and dtype == dtypes.bfloat16:  # the constant's bits
+            return self.render_bf16_const(value)
         if math.isnan(value):
             text = self.nan
         elif math.isinf(value):
@@ -143,9 +152,13 @@ class CStyleLanguage(Renderer):
             return text
         return f"(({self.render_dtype(dtype)}){text})"
 
+    def render_bf16_const(self, value: float) -> str:
+        bits = struct.unpack("<I", struct.pack("<f", truncate(value, dtypes.bfloat16)))[0] >> 16
+        return f"(({self.type_map[dtypes.bfloat16]})0x{bits:04x})"
+
     def render_int_const(self, value: int, dtype: DType) -> str:
         bits = dtype.itemsize * 8
-        suffix = {dtypes.uint32: "u", dtypes.int64: "ll", dtypes.uint64: "ull"}.get(dtype, "")
+        suffix = self.int_suffix.get(dtype, "")
         if value == -(1 << (bits - 1)) and bits >= 32:  # the most negative value has no literal of its own
             text = f"(-{(1 << (bits - 1)) - 1}{suffix}-1)"
         else:
@@ -154,12 +167,24 @@ class CStyleLanguage(Renderer):
 
     # --- conversions and vectors ----------------------------------------------------------------------------------
     def render_cast(self, x: str, src: DType, dst: DType) -> str:
+        if self.bf16_as_bits and dtypes.bfloat16 in (src.scalar(), dst.scalar()) and src != dst:
+            return self.render_bf16_cast(x, src, dst)
         if dst.count > 1:
             if self.vector_cast is not None and dtypes.bool not in (src.scalar(), dst.scalar()):
                 return self.vector_cast.format(x=x, type=self.render_dtype(dst))
             return self.render_vectorize(dst, [self.render_cast(self.render_gep(x, i), src.scalar(), dst.scalar())
                                                for i in range(dst.count)])  # fmt: skip
         return f"(({self.render_dtype(dst)}){x})"
+
+    def render_bf16_cast(self, x: str, src: DType, dst: DType) -> str:
+        """A cast from or to bfloat16 held as bits: through float with the lazy_bf2f / lazy_f2bf helpers."""
+        if dst.count > 1:
+            lanes = [self.render_cast(self.render_gep(x, i), src.scalar(), dst.scalar()) for i in range(dst.count)]
+            return self.render_vectorize(dst, lanes)
+        if src == dtypes.bfloat16:
+            as_float = f"lazy_bf2f({x})"
+            return as_float if dst == dtypes.float32 else self.render_cast(as_float, dtypes.float32, dst)
+        return f"lazy_f2bf({x if src == dtypes.float32 else self.render_cast(x, src, dtypes.float32)})"
 
     def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
         return f"((union {{ {self.render_dtype(src)} src; {self.render_dtype(dst)} dst; }}){{.src = {x}}}).dst"
@@ -173,6 +198,10 @@ class CStyleLanguage(Renderer):
     # --- arithmetic -----------------------------------------------------------------------------------------------
     def compute_dtype(self, op: Ops, dtype: DType) -> DType:
         """The type `op` on `dtype` operands is computed in (a dialect without half math says float32)."""
+        if self.bf16_as_bits and dtype == dtypes.bfloat16 and op is not Ops.WHERE:
+            return dtypes.float32
+        if self.half_math_in_float and dtype == dtypes.float16 and op in HALF_IN_FLOAT:
+            return dtypes.float32
         return dtype
 
     def vector_native(self, op: Ops, dtype: DType, src_dtype: DType) -> bool:

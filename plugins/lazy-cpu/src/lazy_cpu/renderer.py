@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 
 from lazy.codegen.uops import UOp
 from lazy.dtype import DType, dtypes
-from lazy.ops import Ops, truncate
+from lazy.ops import Ops
 from lazy.renderer import Capabilities
 from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, checked_div
 from lazy_cpu.llvmir import LLVMRenderer
@@ -70,6 +69,8 @@ class ClangRenderer(CStyleLanguage):
     type_map = {**CStyleLanguage.type_map, dtypes.bool: "_Bool", dtypes.float16: "lazy_half",
                 dtypes.bfloat16: "unsigned short"}  # fmt: skip
     vector_cast = "__builtin_convertvector({x}, {type})"
+    bf16_as_bits = True  # unsigned short bits, arithmetic in float (BF16_HELPERS)
+    half_math_in_float = True
     infinity = "__builtin_inff()"
     nan = '__builtin_nanf("")'
     code_for_op = {**BASE_CODE_FOR_OP, Ops.EXP2: _builtin("exp2"), Ops.LOG2: _builtin("log2"), Ops.SIN: _builtin("sin"),
@@ -84,32 +85,10 @@ class ClangRenderer(CStyleLanguage):
             return False  # per-lane fmaf, which the compiler turns back into one vector fma
         return super().vector_native(op, dtype, src_dtype)
 
-    def compute_dtype(self, op: Ops, dtype: DType) -> DType:
-        if dtype == dtypes.bfloat16 and op is not Ops.WHERE:
-            return dtypes.float32
-        if dtype == dtypes.float16 and op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.MULACC):
-            return dtypes.float32
-        return dtype
-
-    def render_float_const(self, value: float, dtype: DType) -> str:
-        if dtype == dtypes.bfloat16:  # the constant's bits
-            bits = struct.unpack("<I", struct.pack("<f", truncate(value, dtypes.bfloat16)))[0] >> 16
-            return f"((unsigned short)0x{bits:04x})"
-        return super().render_float_const(value, dtype)
-
     def render_cast(self, x: str, src: DType, dst: DType) -> str:
         if src == dtypes.float64 and dst == dtypes.float16:
             return f"((lazy_half)lazy_odd_float({x}))"
-        bf16 = dtypes.bfloat16
-        if bf16 not in (src.scalar(), dst.scalar()) or src == dst:
-            return super().render_cast(x, src, dst)
-        if dst.count > 1:
-            return self.render_vectorize(dst, [self.render_cast(self.render_gep(x, i), src.scalar(), dst.scalar())
-                                               for i in range(dst.count)])  # fmt: skip
-        if src == bf16:
-            as_float = f"lazy_bf2f({x})"
-            return as_float if dst == dtypes.float32 else super().render_cast(as_float, dtypes.float32, dst)
-        return f"lazy_f2bf({x if src == dtypes.float32 else super().render_cast(x, src, dtypes.float32)})"
+        return super().render_cast(x, src, dst)
 
     def render_vector_load(self, buf: str, idx: str, dtype: DType) -> str:
         return f"lazy_load_{self.render_dtype(dtype)}({buf}+{idx})"

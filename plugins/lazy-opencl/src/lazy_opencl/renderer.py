@@ -3,12 +3,11 @@ limits, local memory, fp16/fp64) by `DeviceLimits`. Imports no OpenCL binding: i
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from lazy.codegen.uops import UOp
 from lazy.dtype import ALL_DTYPES, DType, dtypes
-from lazy.ops import Ops, truncate
+from lazy.ops import Ops
 from lazy.renderer import Capabilities
 from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, checked_div
 
@@ -76,6 +75,9 @@ class OpenCLRenderer(CStyleLanguage):
     }  # fmt: skip
     vector_ctor = "(({type})({args}))"
     vector_cast = "convert_{type}({x})"
+    int_suffix = {dtypes.uint32: "u", dtypes.int64: "l", dtypes.uint64: "ul"}
+    bf16_as_bits = True  # ushort bits, arithmetic in float (BF16_HELPERS)
+    half_math_in_float = True
     code_for_op = {**BASE_CODE_FOR_OP, Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MULACC: _mulacc}
     native_vector_dtypes = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64,
                                       dtypes.uint64})  # fmt: skip
@@ -94,48 +96,12 @@ class OpenCLRenderer(CStyleLanguage):
             return f"__global {'' if written else 'const '}uchar* restrict {name}"  # bool is no kernel argument type
         return super().render_param(name, dtype, written)
 
-    def render_int_const(self, value: int, dtype: DType) -> str:
-        bits = dtype.itemsize * 8
-        suffix = {dtypes.uint32: "u", dtypes.int64: "l", dtypes.uint64: "ul"}.get(dtype, "")
-        if value == -(1 << (bits - 1)) and bits >= 32:  # the most negative value has no literal of its own
-            text = f"(-{(1 << (bits - 1)) - 1}{suffix}-1)"
-        else:
-            text = f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
-        return text if bits >= 32 else f"(({self.render_dtype(dtype)}){text})"
-
-    def render_float_const(self, value: float, dtype: DType) -> str:
-        if dtype == dtypes.bfloat16:  # the constant's bits
-            bits = struct.unpack("<I", struct.pack("<f", truncate(value, dtypes.bfloat16)))[0] >> 16
-            return f"((ushort)0x{bits:04x})"
-        return super().render_float_const(value, dtype)
-
-    # --- conversions and vectors ----------------------------------------------------------------------------------
-    def render_cast(self, x: str, src: DType, dst: DType) -> str:
-        bf16 = dtypes.bfloat16
-        if bf16 in (src.scalar(), dst.scalar()) and src != dst:
-            if dst.count > 1:
-                return self.render_vectorize(dst, [self.render_cast(self.render_gep(x, i), src.scalar(), dst.scalar())
-                                                   for i in range(dst.count)])  # fmt: skip
-            if src == bf16:
-                as_float = f"lazy_bf2f({x})"
-                return as_float if dst == dtypes.float32 else super().render_cast(as_float, dtypes.float32, dst)
-            return f"lazy_f2bf({x if src == dtypes.float32 else super().render_cast(x, src, dtypes.float32)})"
-        return super().render_cast(x, src, dst)
-
     def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
         return f"as_{self.render_dtype(dst)}({x})"
 
     def render_gep(self, x: str, lane: int) -> str:
         return f"({x}).s{lane:x}"
 
-    def compute_dtype(self, op: Ops, dtype: DType) -> DType:
-        if dtype == dtypes.bfloat16 and op is not Ops.WHERE:
-            return dtypes.float32
-        if dtype == dtypes.float16 and op in (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.MULACC):
-            return dtypes.float32
-        return dtype
-
-    # --- memory -----------------------------------------------------------------------------------------------------
     def render_vector_load(self, buf: str, idx: str, dtype: DType) -> str:
         return f"vload{dtype.count}(0, {buf}+{idx})"
 
