@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lazy.codegen.uops import UOp, UOps
-from lazy.dtype import DType, dtypes
+from lazy.dtype import DType, PtrDType, dtypes
 from lazy.ops import GroupOp, Ops, truncate
 from lazy.renderer import Renderer
 
@@ -256,6 +256,11 @@ class CStyleLanguage(Renderer):
             return f"{self.arg_int_prefix} {name}"
         const = "" if written else "const "
         return f"{self.buffer_prefix}{const}{self.render_dtype(dtype)}*{self.buffer_suffix} {name}"
+
+    @staticmethod
+    def dtypes_used(uops: list[UOp]) -> set[DType]:
+        """Every value and buffer element dtype in the kernel (what a prelude may need typedefs or helpers for)."""
+        return {u.dtype.base() if isinstance(u.dtype, PtrDType) else u.dtype for u in uops if u.dtype is not None}
 
     def render_prelude(self, uops: list[UOp]) -> list[str]:
         """Lines before the kernel: type definitions and helpers the body uses."""

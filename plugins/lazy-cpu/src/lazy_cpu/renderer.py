@@ -97,7 +97,7 @@ class ClangRenderer(CStyleLanguage):
         return f"lazy_store_{self.render_dtype(dtype)}({buf}+{idx}, {val});"
 
     def render_prelude(self, uops: list[UOp]) -> list[str]:
-        used = {u.dtype.base() if u.dtype.is_ptr else u.dtype for u in uops if u.dtype is not None}  # type: ignore[attr-defined]
+        used = self.dtypes_used(uops)
         lines = list(BF16_HELPERS) if any(d.scalar() == dtypes.bfloat16 for d in used) else []
         if any(d.scalar() == dtypes.float16 for d in used):
             lines += HALF_TYPE

@@ -110,7 +110,7 @@ class OpenCLRenderer(CStyleLanguage):
 
     # --- the kernel -------------------------------------------------------------------------------------------------
     def render_prelude(self, uops: list[UOp]) -> list[str]:
-        used = {u.dtype.base() if u.dtype.is_ptr else u.dtype for u in uops if u.dtype is not None}  # type: ignore[attr-defined]
+        used = self.dtypes_used(uops)
         scalars = {d.scalar() for d in used}
         lines = ["#pragma OPENCL FP_CONTRACT OFF"]  # a*b+c stays two roundings unless the kernel asked for MULACC
         if dtypes.float64 in scalars:
