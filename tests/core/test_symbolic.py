@@ -231,7 +231,17 @@ def assignments(nodes: list[Variable]):
     return itertools.product(*(range(v.min, v.max + 1) for v in nodes))
 
 
+def walk(node: Node):
+    yield node
+    for src in node.srcs:
+        yield from walk(src)
+
+
 def check_against_brute_force(node: Node, tree: tuple, nodes: list[Variable], compare=None) -> None:
+    # devices divide with C's truncation, which is floor division only for numerators that are never negative
+    for sub in walk(node):
+        if isinstance(sub, (DivNode, ModNode)):
+            assert sub.a.min >= 0, f"{sub.key}: numerator can be negative ({sub.a.min}) inside {node.key}"
     rendered = eval(f"lambda {','.join(v.expr for v in nodes)}: {node.render()}")
     for vals in assignments(nodes):
         expected = compare(vals) if compare else build(tree, nodes, list(vals))

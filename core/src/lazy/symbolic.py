@@ -394,7 +394,21 @@ def _div_int(a: Node, b: int) -> Node:
         return _div_int(a.a, a.b * b)  # (x//c)//b -> x//(c*b)
     if isinstance(a, SumNode):
         return _div_sum(a, b)
-    return DivNode(a, b)
+    return _div_node(a, b)
+
+
+def _div_node(a: Node, b: int) -> Node:
+    """a//b as a node whose numerator is never negative: devices divide with C's truncation, which agrees with floor
+    division only there, so a numerator that can go below 0 is shifted up by whole multiples of b first."""
+    if a.min >= 0:
+        return DivNode(a, b)
+    k = -(a.min // b)
+    return Node.sum([DivNode(Node.sum([a, NumNode(k * b)]), b), NumNode(-k)])
+
+
+def _mod_node(a: Node, b: int) -> Node:
+    """a%b with a numerator that is never negative (see _div_node)."""
+    return ModNode(a if a.min >= 0 else Node.sum([a, NumNode(-(a.min // b) * b)]), b)
 
 
 def _div_sum(a: SumNode, b: int) -> Node:
@@ -412,7 +426,7 @@ def _div_sum(a: SumNode, b: int) -> Node:
             rest.append((base, coeff))
     g = math.gcd(b, *(coeff for _, coeff in rest))
     if not whole and g == 1:
-        return DivNode(a, b)
+        return _div_node(a, b)
     rest_sum = Node.sum(_term(base, coeff // g) for base, coeff in rest)  # (g*y)//(g*k) -> y//k
     return Node.sum([*whole, _div_int(rest_sum, b // g)])
 
@@ -439,7 +453,7 @@ def _mod_int(a: Node, b: int) -> Node:
         return _mod_int(a.a, b)  # (x%(k*b))%b -> x%b
     if isinstance(a, SumNode):
         return _mod_sum(a, b)
-    return ModNode(a, b)
+    return _mod_node(a, b)
 
 
 def _mod_sum(a: SumNode, b: int) -> Node:
@@ -450,7 +464,7 @@ def _mod_sum(a: SumNode, b: int) -> Node:
             base, changed = base.a, True
         changed |= coeff % b != coeff
         terms.append(_term(base, coeff % b))
-    return _mod_int(Node.sum(terms), b) if changed else ModNode(a, b)
+    return _mod_int(Node.sum(terms), b) if changed else _mod_node(a, b)
 
 
 def _lt(a: Node, b: sint) -> Node:
