@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 class Function:
     """One differentiable op. `apply` runs forward and records the context when a gradient may be needed."""
 
+    differentiable = True  # False: the result never carries a gradient (comparisons, bitwise ops), as in PyTorch
+
     def __init__(self, device: str, *tensors: Tensor):
         self.device = device
         flags = [t.requires_grad for t in tensors]
@@ -43,6 +45,8 @@ class Function:
         from lazy.tensor import Tensor
 
         ctx = cls(x[0].device, *x)
+        if not cls.differentiable:
+            ctx.requires_grad = False
         ret = Tensor.__new__(Tensor)
         ret.lazydata, ret.requires_grad, ret.grad = (
             ctx.forward(*[t.lazydata for t in x], **kwargs),
@@ -154,10 +158,24 @@ class Sigmoid(Function):
         return self.ret.e(Ops.MUL, self.ret.const(1).e(Ops.ADD, self.ret.e(Ops.NEG))).e(Ops.MUL, grad_output)
 
 
+class Sign(Function):
+    """-1, 0 or 1 (0 for NaN); its gradient is zero everywhere (PyTorch's convention at 0 too)."""
+
+    def forward(self, x: LazyBuffer) -> LazyBuffer:
+        positive = x.const(0).e(Ops.CMPLT, x).cast(x.dtype)
+        negative = x.e(Ops.CMPLT, x.const(0)).cast(x.dtype)
+        return positive.e(Ops.ADD, negative.e(Ops.NEG))
+
+    def backward(self, grad_output: LazyBuffer) -> LazyBuffer:
+        return grad_output.const(0)
+
+
 # -- binary -----------------------------------------------------------------------------------------------------------
 
 
 class Less(Function):
+    differentiable = False
+
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
         return x.e(Ops.CMPLT, y)
 
@@ -166,6 +184,8 @@ class Less(Function):
 
 
 class Neq(Function):
+    differentiable = False
+
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
         return x.e(Ops.CMPNE, y)
 
@@ -174,6 +194,8 @@ class Neq(Function):
 
 
 class BitwiseBinary(Function):
+    differentiable = False
+
     def forward(self, x: LazyBuffer, y: LazyBuffer, op: Ops) -> LazyBuffer:
         return x.e(op, y)
 

@@ -79,6 +79,26 @@ CACHE_DIR = Setting("CACHE_DIR", "", "directory for the compile cache (default: 
 THREADS = Setting("THREADS", 0, "CPU worker threads for one kernel (0: one per core)")
 
 
+class ShapeError(RuntimeError, ValueError):
+    """Shapes that do not fit an op (broadcasting, reshape, matmul, permute, ...). A RuntimeError as in PyTorch and
+    tinygrad, and a ValueError as Python code expects of a bad argument: either `except` catches it."""
+
+
+# tinygrad's names for code and tests that read the environment directly (lazy's own knobs are the Settings above)
+CI = os.environ.get("CI", "") not in ("", "0")
+OSX = os.uname().sysname == "Darwin" if hasattr(os, "uname") else False
+IMAGE = 0  # lazy has no image (texture) dtype path
+
+
+@functools.cache
+def getenv(key: str, default: Any = 0) -> Any:
+    """The environment variable `key` converted to the type of `default` (tinygrad's helper)."""
+    raw = os.environ.get(key)
+    if raw is None:
+        return default
+    return type(default)(raw) if not isinstance(default, bool) else raw not in ("", "0", "false", "False")
+
+
 class Context(contextlib.ContextDecorator):
     """Temporarily change settings: `with Context(DEBUG=2, NOOPT=1): ...`."""
 
@@ -227,6 +247,6 @@ def broadcast_shape(op: str, *shapes: tuple[Any, ...]) -> tuple[Any, ...]:
     for dims in zip(*padded):
         non_one = {d for d in dims if not (isinstance(d, int) and d == 1)}
         if len(non_one) > 1:
-            raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
+            raise ShapeError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} cannot be broadcast together")
         out.append(non_one.pop() if non_one else 1)
     return tuple(out)

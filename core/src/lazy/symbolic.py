@@ -543,6 +543,15 @@ def sym_infer(x: sint, var_vals: Mapping[Variable, int]) -> int:
     return _eval(x, _eval_ops, var_vals)
 
 
+def concrete(x: sint, what: str) -> int:
+    """`x` as an int, or a clear error when it is symbolic and `what` needs a concrete size."""
+    if isinstance(x, Node):
+        if isinstance(x, NumNode):
+            return x.b
+        raise ValueError(f"{what} needs a concrete size, not the symbolic {x.key}")
+    return x
+
+
 def is_sym(x: Any) -> bool:
     """True for a node that is not a constant (a symbolic size or index)."""
     return isinstance(x, Node) and not isinstance(x, NumNode)

@@ -25,11 +25,12 @@ from lazy.dtype import (
 )
 from lazy.engine.realize import run_schedule
 from lazy.engine.schedule import ScheduleItem, create_schedule
-from lazy.helpers import all_int, argfix, broadcast_shape, prod
+from lazy.helpers import ShapeError, all_int, argfix, broadcast_shape, prod
 from lazy.lazy import LazyBuffer
 from lazy.ops import Ops
 from lazy.plugins import Device
 from lazy.symbolic import Node, Variable, sint
+from lazy.tensor_index import IndexingMixin
 from lazy.tensor_math import MathMixin
 from lazy.tensor_nn import NNOpsMixin
 
@@ -38,6 +39,9 @@ TensorLike = Union["Tensor", ConstType]
 PyBool: TypeAlias = bool
 PyInt: TypeAlias = int
 PyFloat: TypeAlias = float
+
+
+_to_np_dtype = to_np_dtype  # tinygrad's name, imported by code written for it
 
 
 def _from_np(data: np.ndarray, device: str) -> LazyBuffer:
@@ -51,7 +55,7 @@ def _from_np(data: np.ndarray, device: str) -> LazyBuffer:
     return lb
 
 
-class Tensor(MathMixin, NNOpsMixin):
+class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
     """A lazily evaluated n-dimensional array on a device, with reverse-mode autograd."""
 
     __slots__ = ("lazydata", "requires_grad", "grad", "_ctx", "__weakref__")
@@ -118,6 +122,12 @@ class Tensor(MathMixin, NNOpsMixin):
     def numel(self) -> sint:
         return prod(self.shape)
 
+    def size(self, dim: int | None = None) -> sint | tuple[sint, ...]:
+        return self.shape if dim is None else self.shape[self._resolve_axis(dim)]
+
+    def is_floating_point(self) -> bool:
+        return dtypes.is_float(self.dtype)
+
     def element_size(self) -> int:
         return self.dtype.itemsize
 
@@ -170,13 +180,13 @@ class Tensor(MathMixin, NNOpsMixin):
         """The kernels and copies that realizing these tensors would run (nothing runs)."""
         return create_schedule([t.lazydata for t in (self,) + others])
 
-    def realize(self, *others: Tensor) -> Tensor:
+    def realize(self, *others: Tensor, do_update_stats: bool = True) -> Tensor:
         run_schedule(self.schedule(*others))
         return self
 
     def replace(self, x: Tensor) -> Tensor:
         if x.shape != self.shape:
-            raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
+            raise ShapeError(f"replace: shape {x.shape} does not match {self.shape}")
         self.lazydata = x.lazydata
         return self
 
@@ -185,7 +195,7 @@ class Tensor(MathMixin, NNOpsMixin):
         if not isinstance(x, Tensor):
             x = Tensor(x, device=self.device, dtype=self.dtype)
         if x.shape != self.shape:
-            raise ValueError(f"assign: shape {x.shape} does not match {self.shape}")
+            raise ShapeError(f"assign: shape {x.shape} does not match {self.shape}")
         if x.device != self.device:
             x = x.to(self.device)
         x = x.cast(self.dtype) if x.dtype != self.dtype else x
@@ -244,7 +254,9 @@ class Tensor(MathMixin, NNOpsMixin):
         self.lazydata, self.grad = moved.lazydata, moved.grad
         return self
 
-    def clone(self) -> Tensor:
+    def clone(self, device: str | None = None) -> Tensor:
+        if device is not None and Device.canonicalize(device) != self.device:
+            return self.to(device).clone()
         return Tensor(
             self.lazydata.contiguous()
             if self.lazydata.base is not self.lazydata
@@ -290,6 +302,20 @@ class Tensor(MathMixin, NNOpsMixin):
 
     def ones_like(self, **kwargs: Any) -> Tensor:
         return self.full_like(1, **kwargs)
+
+    def empty_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        return Tensor.empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
+
+    def rand_like(self, **kwargs: Any) -> Tensor:
+        dt = kwargs.pop("dtype", self.dtype if dtypes.is_float(self.dtype) else None)
+        return Tensor.rand(*self.shape, device=kwargs.pop("device", self.device), dtype=dt, **kwargs)
+
+    def randn_like(self, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
+        dt = dtype or (self.dtype if dtypes.is_float(self.dtype) else None)
+        return Tensor.randn(*self.shape, device=kwargs.pop("device", self.device), dtype=dt, **kwargs)
+
+    def const_like(self, b: ConstType, dtype: DType | None = None) -> Tensor:
+        return self.full_like(b, dtype=dtype or self.dtype)
 
     @staticmethod
     def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
@@ -497,7 +523,7 @@ class Tensor(MathMixin, NNOpsMixin):
                 raise ValueError(f"backward() without a gradient needs a scalar output, not shape {self.shape}")
             gradient = Tensor(1.0, device=self.device, dtype=self.dtype, requires_grad=False).reshape(self.shape)
         if gradient.shape != self.shape:
-            raise ValueError(f"backward: gradient shape {gradient.shape} does not match output shape {self.shape}")
+            raise ShapeError(f"backward: gradient shape {gradient.shape} does not match output shape {self.shape}")
         grads: dict[int, tuple[Tensor, Tensor]] = {id(self): (self, gradient)}
         for t0 in reversed(self._deepwalk()):
             if id(t0) not in grads:
@@ -515,6 +541,11 @@ class Tensor(MathMixin, NNOpsMixin):
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(t) into `.grad` of every tensor t with `requires_grad` that self depends on. The
         graph is kept, so calling it twice accumulates twice (as tinygrad does)."""
+        if self._ctx is None and self.requires_grad is not True:
+            raise RuntimeError(
+                "backward: this tensor does not require a gradient: no tensor with requires_grad=True reaches it "
+                "through differentiable ops (comparisons, bitwise ops and detach() cut the graph)"
+            )
         for t, g in self._backprop(gradient).values():
             if t.requires_grad:
                 t.grad = g if t.grad is None else t.grad + g
@@ -531,18 +562,24 @@ class Tensor(MathMixin, NNOpsMixin):
     def _resolve_shape(self, shape: tuple[Any, ...]) -> tuple[sint, ...]:
         shape = tuple(int(s) if isinstance(s, (np.integer,)) else s for s in shape)
         if sum(1 for s in shape if isinstance(s, int) and s == -1) > 1:
-            raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+            raise ShapeError(f"reshape: only one dimension can be -1, got {shape}")
         if -1 in shape:
             known = prod(s for s in shape if not (isinstance(s, int) and s == -1))
             if known == 0 or self.numel() % known != 0:
-                raise ValueError(f"reshape: cannot reshape {self.shape} to {shape}")
+                raise ShapeError(f"reshape: cannot reshape {self.shape} to {shape}")
             shape = tuple(self.numel() // known if isinstance(s, int) and s == -1 else s for s in shape)
         return shape
 
     def reshape(self, shape: Any, *args: Any) -> Tensor:
-        new_shape = self._resolve_shape(argfix(shape, *args))
+        """The same elements in a new shape; one size may be -1 (inferred), None keeps that axis's size."""
+        wanted = argfix(shape, *args)
+        if any(s is None for s in wanted):
+            if len(wanted) > self.ndim:
+                raise ShapeError(f"reshape: None keeps an axis's size, but {wanted} has more axes than {self.shape}")
+            wanted = tuple(self.shape[i] if s is None else s for i, s in enumerate(wanted))
+        new_shape = self._resolve_shape(wanted)
         if prod(new_shape) != self.numel():
-            raise ValueError(f"reshape: cannot reshape {self.shape} ({self.numel()} elements) to {new_shape}")
+            raise ShapeError(f"reshape: cannot reshape {self.shape} ({self.numel()} elements) to {new_shape}")
         return self if new_shape == self.shape else F.Reshape.apply(self, shape=new_shape)
 
     def view(self, *shape: Any) -> Tensor:
@@ -551,12 +588,12 @@ class Tensor(MathMixin, NNOpsMixin):
     def expand(self, shape: Any, *args: Any) -> Tensor:
         new_shape = argfix(shape, *args)
         if len(new_shape) < self.ndim:
-            raise ValueError(f"expand: cannot expand {self.shape} to fewer dimensions {new_shape}")
+            raise ShapeError(f"expand: cannot expand {self.shape} to fewer dimensions {new_shape}")
         padded = (1,) * (len(new_shape) - self.ndim) + self.shape
         target = tuple(p if isinstance(s, int) and s == -1 else s for s, p in zip(new_shape, padded))
         for p, s in zip(padded, target):
             if p != s and not (isinstance(p, int) and p == 1):
-                raise ValueError(f"expand: cannot expand {self.shape} to {new_shape}")
+                raise ShapeError(f"expand: cannot expand {self.shape} to {new_shape}")
         x = self.reshape(padded) if padded != self.shape else self
         return x if target == x.shape else F.Expand.apply(x, shape=target)
 
@@ -569,7 +606,7 @@ class Tensor(MathMixin, NNOpsMixin):
     def permute(self, order: Any, *args: Any) -> Tensor:
         order = tuple(self._resolve_axis(a) for a in argfix(order, *args))
         if sorted(order) != list(range(self.ndim)):
-            raise ValueError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
+            raise ShapeError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
         return F.Permute.apply(self, order=order)
 
     def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
@@ -594,7 +631,9 @@ class Tensor(MathMixin, NNOpsMixin):
         if dim is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
         dim = self._resolve_axis(dim)
-        return self if self.shape[dim] != 1 else self.reshape(self.shape[:dim] + self.shape[dim + 1 :])
+        if self.ndim == 0 or self.shape[dim] != 1:
+            return self
+        return self.reshape(self.shape[:dim] + self.shape[dim + 1 :])
 
     def unsqueeze(self, dim: int) -> Tensor:
         dim = self._resolve_axis(dim, self.ndim + 1)
@@ -612,7 +651,7 @@ class Tensor(MathMixin, NNOpsMixin):
         else:
             arg = [(0, 0) if p is None else tuple(p) for p in padding]
         if len(arg) != self.ndim:
-            raise ValueError(f"pad: padding {padding} does not match the {self.ndim} axes of {self.shape}")
+            raise ShapeError(f"pad: padding {padding} does not match the {self.ndim} axes of {self.shape}")
         if mode != "constant":
             return self._pad_mode(tuple(arg), mode)  # type: ignore[arg-type]
         if any(b < 0 or a < 0 for b, a in arg):
@@ -662,17 +701,19 @@ class Tensor(MathMixin, NNOpsMixin):
     def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
         full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
         if len(full) != self.ndim:
-            raise ValueError(f"shrink: {arg} does not match the {self.ndim} axes of {self.shape}")
+            raise ShapeError(f"shrink: {arg} does not match the {self.ndim} axes of {self.shape}")
         for (b, e), s in zip(full, self.shape):
             if isinstance(b, int) and isinstance(e, int) and isinstance(s, int) and not 0 <= b <= e <= s:
-                raise ValueError(f"shrink: range {(b, e)} is outside an axis of size {s} (shape {self.shape})")
+                raise ShapeError(f"shrink: range {(b, e)} is outside an axis of size {s} (shape {self.shape})")
         if all(b == 0 and e == s for (b, e), s in zip(full, self.shape)):
             return self
         return F.Shrink.apply(self, arg=full)
 
     def flip(self, axis: Any, *args: Any) -> Tensor:
         axes = tuple(self._resolve_axis(a) for a in argfix(axis, *args))
-        return F.Flip.apply(self, axis=axes)
+        if len(set(axes)) != len(axes):
+            raise ShapeError(f"flip: axis {argfix(axis, *args)} names a dimension twice (shape {self.shape})")
+        return F.Flip.apply(self, axis=axes) if axes else self
 
     def _stride(self, axis: int, step: int) -> Tensor:
         """Every `step`-th element along `axis` (step > 0)."""
@@ -686,58 +727,12 @@ class Tensor(MathMixin, NNOpsMixin):
         picked = padded.reshape(shape).shrink(tuple((0, 1) if i == axis + 1 else (0, s) for i, s in enumerate(shape)))
         return picked.reshape(self.shape[:axis] + (count,) + self.shape[axis + 1 :])
 
-    def __getitem__(self, indices: Any) -> Tensor:
-        if not isinstance(indices, tuple):
-            indices = (indices,)
-        if any(isinstance(i, (Tensor, list)) for i in indices):
-            raise NotImplementedError("indexing with tensors or lists (fancy indexing) is not supported yet")
-        n_ellipsis = sum(1 for i in indices if i is Ellipsis)
-        if n_ellipsis > 1:
-            raise IndexError("an index can only have a single ellipsis")
-        consumed = sum(1 for i in indices if i is not None and i is not Ellipsis)
-        if consumed > self.ndim:
-            raise IndexError(f"too many indices ({consumed}) for a tensor of shape {self.shape}")
-        if n_ellipsis:
-            pos = indices.index(Ellipsis)
-            indices = indices[:pos] + (slice(None),) * (self.ndim - consumed) + indices[pos + 1 :]
-        else:
-            indices = indices + (slice(None),) * (self.ndim - consumed)
-        x, out_shape, axis = self, [], 0
-        for idx in indices:
-            if idx is None:
-                out_shape.append(1)
-                continue
-            size = x.shape[axis]
-            if isinstance(idx, (int, np.integer)):
-                i = int(idx)
-                if not -size <= i < size:
-                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size {size}")
-                i += size if i < 0 else 0  # type: ignore[assignment]
-                x = x.shrink(tuple((i, i + 1) if a == axis else None for a in range(x.ndim)))
-            elif isinstance(idx, slice):
-                start, stop, step = idx.indices(size)  # type: ignore[arg-type]
-                if step > 0:
-                    x = x.shrink(tuple((start, max(start, stop)) if a == axis else None for a in range(x.ndim)))
-                    x = x._stride(axis, step)
-                else:
-                    lo = stop + 1
-                    x = x.shrink(tuple((lo, max(lo, start + 1)) if a == axis else None for a in range(x.ndim)))
-                    x = x.flip(axis)._stride(axis, -step)
-                out_shape.append(x.shape[axis])  # type: ignore[arg-type]
-            else:
-                raise TypeError(f"cannot index a tensor with {type(idx).__name__} {idx!r}")
-            axis += 1
-        return x.reshape(tuple(out_shape))
-
-    def __setitem__(self, indices: Any, value: TensorLike) -> None:
-        raise NotImplementedError("item assignment is not supported yet; build the tensor with where/pad/cat")
-
     def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
         dim = self._resolve_axis(dim)
         tensors = (self,) + others
         for t in others:
             if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != dim):
-                raise ValueError(f"cat: shapes {self.shape} and {t.shape} differ outside dimension {dim}")
+                raise ShapeError(f"cat: shapes {self.shape} and {t.shape} differ outside dimension {dim}")
         dtype = least_upper_dtype(*(t.dtype for t in tensors))
         total = sum(t.shape[dim] for t in tensors)
         out: Tensor | None = None
@@ -752,13 +747,13 @@ class Tensor(MathMixin, NNOpsMixin):
         assert out is not None
         return out
 
-    @staticmethod
-    def stack(*tensors: Tensor, dim: int = 0) -> Tensor:
-        tensors = argfix(*tensors)
+    def stack(self, *others: Tensor, dim: int = 0) -> Tensor:
+        """Join tensors of one shape along a new axis `dim` (`Tensor.stack(a, b)` or `a.stack(b)`)."""
+        tensors = argfix(self, *others)
         first = tensors[0]
         for t in tensors[1:]:
             if t.shape != first.shape:
-                raise ValueError(f"stack: shapes {first.shape} and {t.shape} differ")
+                raise ShapeError(f"stack: shapes {first.shape} and {t.shape} differ")
         dim = first._resolve_axis(dim, first.ndim + 1)
         return tensors[0].unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in tensors[1:]], dim=dim)
 
@@ -777,7 +772,7 @@ class Tensor(MathMixin, NNOpsMixin):
         if isinstance(sizes, int):
             parts[-1] = n - sizes * (len(parts) - 1)
         if sum(parts) != n:
-            raise ValueError(f"split: sizes {sizes} do not add up to {n} (dimension {dim} of {self.shape})")
+            raise ShapeError(f"split: sizes {sizes} do not add up to {n} (dimension {dim} of {self.shape})")
         out, offset = [], 0
         for p in parts:
             out.append(self.shrink(tuple((offset, offset + p) if i == dim else None for i in range(self.ndim))))
@@ -842,30 +837,15 @@ class Tensor(MathMixin, NNOpsMixin):
     def triu(self, diagonal: int = 0) -> Tensor:
         rows, cols = self.shape[-2], self.shape[-1]
         assert isinstance(rows, int) and isinstance(cols, int)
-        return Tensor._tri(rows, cols, diagonal, self.device).where(self, 0)
+        return Tensor._tri(rows, cols, diagonal, self.device).where(self, self.zeros_like())
 
     def tril(self, diagonal: int = 0) -> Tensor:
         rows, cols = self.shape[-2], self.shape[-1]
         assert isinstance(rows, int) and isinstance(cols, int)
-        return Tensor._tri(rows, cols, diagonal + 1, self.device).where(0, self)
+        return Tensor._tri(rows, cols, diagonal + 1, self.device).where(self.zeros_like(), self)
 
     def masked_fill(self, mask: Tensor, value: TensorLike) -> Tensor:
         return mask.where(value, self)
-
-    def gather(self, dim: int, index: Tensor) -> Tensor:
-        """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim`; other dims of index may be smaller."""
-        if index.ndim != self.ndim:
-            raise ValueError(f"gather: index has {index.ndim} dimensions, self has {self.ndim}")
-        dim = self._resolve_axis(dim)
-        if any(i > s for d, (s, i) in enumerate(zip(self.shape, index.shape)) if d != dim):
-            raise ValueError(f"gather: index shape {index.shape} is larger than {self.shape} outside dim {dim}")
-        n = self.shape[dim]
-        assert isinstance(n, int)
-        # (..., 1 at dim, ..., n): the candidates along dim moved to a new last axis
-        x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
-        x = x.unsqueeze(-1).transpose(-1, dim)
-        hit = index.unsqueeze(-1) == Tensor.arange(n, device=self.device)  # (*index.shape, n)
-        return hit.where(x, 0).sum(-1, dtype=self.dtype)
 
     @staticmethod
     def einsum(formula: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
@@ -888,7 +868,7 @@ class Tensor(MathMixin, NNOpsMixin):
         aligned = []
         for term, t in zip(terms, tensors):
             if len(term) != t.ndim:
-                raise ValueError(f"einsum: term {term!r} does not match shape {t.shape}")
+                raise ShapeError(f"einsum: term {term!r} does not match shape {t.shape}")
             sizes.update(zip(term, t.shape))
             ordered = t.permute(tuple(term.index(c) for c in sorted(term)))
             aligned.append(ordered.reshape(tuple(sizes[c] if c in term else 1 for c in letters)))
@@ -916,8 +896,11 @@ class Tensor(MathMixin, NNOpsMixin):
         return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, acc_dtype: DType | None = None,
-            dtype: DType | None = None) -> Tensor:  # fmt: skip
+            dtype: DType | str | None = None) -> Tensor:  # fmt: skip
         acc = acc_dtype or sum_acc_dtype(self.dtype)
+        if dtype is not None and acc_dtype is None:
+            dtype = to_dtype(dtype)
+            acc = sum_acc_dtype(dtype) if dtypes.is_float(dtype) else acc
         out = self.cast(acc)._reduce(F.Sum, axis, keepdim)
         if dtype is not None:
             return out.cast(dtype)
@@ -947,15 +930,23 @@ class Tensor(MathMixin, NNOpsMixin):
         return squares.sum(axis, keepdim).div(max(0, count - correction))
 
     def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
-        return self.var(axis, keepdim, correction).sqrt()
+        var = self.var(axis, keepdim, correction)
+        # where the variance is exactly 0 the gradient is 0, not 0 * inf (PyTorch's convention)
+        positive = var > 0
+        return positive.where(positive.where(var, 1).sqrt(), var.sqrt().detach())
 
-    def softmax(self, axis: int = -1) -> Tensor:
-        e = (self - self.max(axis, keepdim=True)).exp()
+    def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+        x = self.cast(dtype) if dtype is not None else self
+        e = (x - x.max(axis, keepdim=True)).exp()
         return e.div(e.sum(axis, keepdim=True))
 
-    def log_softmax(self, axis: int = -1) -> Tensor:
-        m = self - self.max(axis, keepdim=True)
+    def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+        x = self.cast(dtype) if dtype is not None else self
+        m = x - x.max(axis, keepdim=True)
         return m - m.exp().sum(axis, keepdim=True).log()
+
+    def softmin(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+        return (-self).softmax(axis, dtype)
 
     def logsumexp(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
         m = self.max(axis, keepdim=True)
@@ -1044,9 +1035,9 @@ class Tensor(MathMixin, NNOpsMixin):
 
     def _cumulative(self, axis: int, reduce: str, identity: ConstType) -> Tensor:
         """out[i] = reduce(x[0..i]) along `axis`: each output sees the whole axis, masked to its prefix."""
+        axis = self._resolve_axis(axis)
         if self.ndim == 0 or 0 in self.shape:
             return self
-        axis = self._resolve_axis(axis)
         x = self.transpose(axis, -1)  # (..., n)
         n = x.shape[-1]
         assert isinstance(n, int)
@@ -1155,6 +1146,12 @@ class Tensor(MathMixin, NNOpsMixin):
     def half(self) -> Tensor:
         return self.cast(dtypes.float16)
 
+    def bfloat16(self) -> Tensor:
+        return self.cast(dtypes.bfloat16)
+
+    def short(self) -> Tensor:
+        return self.cast(dtypes.int16)
+
     def int(self) -> Tensor:
         return self.cast(dtypes.int32)
 
@@ -1167,7 +1164,7 @@ class Tensor(MathMixin, NNOpsMixin):
     def double(self) -> Tensor:
         return self.cast(dtypes.float64)
 
-    def contiguous(self) -> Tensor:
+    def contiguous(self, **kwargs: Any) -> Tensor:
         return F.Contiguous.apply(self)
 
     def contiguous_backward(self) -> Tensor:
@@ -1180,7 +1177,7 @@ class Tensor(MathMixin, NNOpsMixin):
         return self.logical_not() if self.dtype == dtypes.bool else F.Neg.apply(self)
 
     def logical_not(self) -> Tensor:
-        return F.Neq.apply(*self._broadcasted(True, op="logical_not"))
+        return F.Neq.apply(*self.cast(dtypes.bool)._broadcasted(True, op="logical_not"))
 
     def reciprocal(self) -> Tensor:
         return F.Reciprocal.apply(self._float())
@@ -1221,7 +1218,12 @@ class Tensor(MathMixin, NNOpsMixin):
     def tanh(self) -> Tensor:
         return 2.0 * ((2.0 * self._float()).sigmoid()) - 1.0
 
-    def gelu(self) -> Tensor:
+    def gelu(self, approximate: str = "tanh") -> Tensor:
+        """GELU; approximate="tanh" (tinygrad's default) or "none" (exact, with erf, PyTorch's default)."""
+        if approximate == "none":
+            return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
+        if approximate != "tanh":
+            raise ValueError(f'gelu: approximate must be "tanh" or "none", not {approximate!r}')
         return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self**3)).tanh())
 
     def silu(self) -> Tensor:
@@ -1242,7 +1244,9 @@ class Tensor(MathMixin, NNOpsMixin):
         return self.relu() + (-self).relu()
 
     def sign(self) -> Tensor:
-        return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+        if self.dtype == dtypes.bool:
+            return self
+        return F.Sign.apply(self)
 
     def square(self) -> Tensor:
         return self * self
@@ -1316,7 +1320,11 @@ class Tensor(MathMixin, NNOpsMixin):
         odd = (exponent.abs() % 2) == 1
         negative = base < 0
         signed = negative.where(odd.where(-magnitude, magnitude), magnitude)
-        out = (exponent == 0).where(1.0, (negative & is_int.logical_not()).where(math.nan, signed))
+        # a negative base with a fractional exponent is NaN, and so is its gradient (as PyTorch): take the log of the
+        # base itself there (1 elsewhere, so the unused branch stays finite and passes back zeros, not NaN)
+        undefined = negative & is_int.logical_not()
+        nan_branch = (undefined.where(base, 1.0).log() * exponent).exp()
+        out = (exponent == 0).where(1.0, undefined.where(nan_branch, signed))
         return out.round().cast(out_dtype) if not dtypes.is_float(out_dtype) else out
 
     def _int_power(self, n: PyInt) -> Tensor:
@@ -1329,7 +1337,8 @@ class Tensor(MathMixin, NNOpsMixin):
             n >>= 1
             if n:
                 square = square * square
-        return result if result is not None else self.ones_like()
+        # x**0 is 1 (NaN and inf too); the zero gradient of sign keeps x in the graph, as PyTorch's pow does
+        return result if result is not None else self.sign() * 0 + 1
 
     def maximum(self, y: TensorLike) -> Tensor:
         return F.Maximum.apply(*self._broadcasted(y, False, "maximum"))
@@ -1409,20 +1418,23 @@ class Tensor(MathMixin, NNOpsMixin):
             raise TypeError(f"{op.name.lower()} needs integer or bool tensors, not {x.dtype}")
         return F.BitwiseBinary.apply(x, y2, op=op)
 
-    def bitwise_and(self, y: TensorLike) -> Tensor:
-        return self._bitwise(y, Ops.AND)
+    def bitwise_and(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        return self._bitwise(y, Ops.AND, reverse)
 
-    def bitwise_or(self, y: TensorLike) -> Tensor:
-        return self._bitwise(y, Ops.OR)
+    def bitwise_or(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        return self._bitwise(y, Ops.OR, reverse)
 
-    def xor(self, y: TensorLike) -> Tensor:
-        return self._bitwise(y, Ops.XOR)
+    def bitwise_xor(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        return self._bitwise(y, Ops.XOR, reverse)
 
-    def lshift(self, y: PyInt) -> Tensor:
-        return self._bitwise(y, Ops.SHL)
+    def xor(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        return self._bitwise(y, Ops.XOR, reverse)
 
-    def rshift(self, y: PyInt) -> Tensor:
-        return self._bitwise(y, Ops.SHR)
+    def lshift(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        return self._bitwise(y, Ops.SHL, reverse)
+
+    def rshift(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        return self._bitwise(y, Ops.SHR, reverse)
 
     def __and__(self, y: TensorLike) -> Tensor:
         return self.bitwise_and(y)
@@ -1433,11 +1445,26 @@ class Tensor(MathMixin, NNOpsMixin):
     def __xor__(self, y: TensorLike) -> Tensor:
         return self.xor(y)
 
-    def __lshift__(self, y: PyInt) -> Tensor:
+    def __lshift__(self, y: TensorLike) -> Tensor:
         return self.lshift(y)
 
-    def __rshift__(self, y: PyInt) -> Tensor:
+    def __rshift__(self, y: TensorLike) -> Tensor:
         return self.rshift(y)
+
+    def __rand__(self, y: TensorLike) -> Tensor:
+        return self.bitwise_and(y, True)
+
+    def __ror__(self, y: TensorLike) -> Tensor:
+        return self.bitwise_or(y, True)
+
+    def __rxor__(self, y: TensorLike) -> Tensor:
+        return self.xor(y, True)
+
+    def __rlshift__(self, y: TensorLike) -> Tensor:
+        return self.lshift(y, True)
+
+    def __rrshift__(self, y: TensorLike) -> Tensor:
+        return self.rshift(y, True)
 
     def __invert__(self) -> Tensor:
         return (
@@ -1509,6 +1536,33 @@ class Tensor(MathMixin, NNOpsMixin):
 
     def __itruediv__(self, y: TensorLike) -> Tensor:
         return self.assign(self.div(y))
+
+    def __ifloordiv__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.floordiv(y))
+
+    def __imod__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.mod(y))
+
+    def __ipow__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.pow(y))
+
+    def __imatmul__(self, y: Tensor) -> Tensor:
+        return self.assign(self.matmul(y))
+
+    def __iand__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.bitwise_and(y))
+
+    def __ior__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.bitwise_or(y))
+
+    def __ixor__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.xor(y))
+
+    def __ilshift__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.lshift(y))
+
+    def __irshift__(self, y: TensorLike) -> Tensor:
+        return self.assign(self.rshift(y))
 
 
 def _init_aliases() -> None:

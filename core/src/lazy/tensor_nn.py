@@ -7,14 +7,13 @@ resampling, losses. A mixin of `Tensor`, kept apart from the array itself (tenso
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lazy.dtype import ConstType, dtypes, least_upper_dtype, sum_acc_dtype
-from lazy.helpers import all_int, broadcast_shape, make_pair, prod
-from lazy.symbolic import sint
+from lazy.helpers import ShapeError, all_int, broadcast_shape, make_pair, prod
+from lazy.symbolic import concrete, sint
 
 if TYPE_CHECKING:
     from lazy.tensor import PyBool, PyFloat, PyInt, Tensor
@@ -29,14 +28,14 @@ class NNOpsMixin:
 
     def dot(self: Tensor, w: Tensor) -> Tensor:
         if self.ndim == 0 or w.ndim == 0:
-            raise ValueError(f"matmul: both arguments need at least 1 dimension, got {self.shape} and {w.shape}")
+            raise ShapeError(f"matmul: both arguments need at least 1 dimension, got {self.shape} and {w.shape}")
         k_x, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
         if k_x != k_w:
-            raise ValueError(f"matmul: shapes {self.shape} and {w.shape} are not aligned ({k_x} != {k_w})")
+            raise ShapeError(f"matmul: shapes {self.shape} and {w.shape} are not aligned ({k_x} != {k_w})")
         try:
             broadcast_shape("matmul", self.shape[:-2], w.shape[:-2])
         except ValueError:
-            raise ValueError(
+            raise ShapeError(
                 f"matmul: the batch dimensions of shapes {self.shape} and {w.shape} cannot be broadcast together"
             ) from None
         x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
@@ -55,20 +54,58 @@ class NNOpsMixin:
     def _windows(
         self: Tensor, kernel: tuple[PyInt, ...], stride: tuple[PyInt, ...], dilation: tuple[PyInt, ...]
     ) -> Tensor:
-        """(N, C, *spatial) -> (N, C, *out, *kernel): every kernel-sized window, built from strided slices."""
-        spatial = self.shape[2:]
+        """(..., *spatial) -> (..., *out, *kernel): every window over the last len(kernel) axes. Movement ops only (no
+        copy, no kernel of its own): a window axis is the input repeated and re-read with a row length that shifts
+        each kernel tap by its dilation (see docs/architecture.md, "Windows without copies")."""
+        nd = len(kernel)
+        spatial = self.shape[-nd:]
         outs = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(spatial, kernel, stride, dilation)]  # type: ignore[operator]
         if any(o <= 0 for o in outs):
-            raise ValueError(
+            raise ShapeError(
                 f"conv: kernel {kernel} (dilation {dilation}) does not fit the input's spatial shape {spatial}"
             )
-        slices = []
-        for offsets in itertools.product(*[range(k) for k in kernel]):
-            index = tuple(
-                slice(o * d, o * d + st * (n - 1) + 1, st) for o, d, st, n in zip(offsets, dilation, stride, outs)
+        x = self
+        for axis in range(self.ndim - nd, self.ndim):
+            k, st, d, o = (
+                kernel[axis - self.ndim],
+                stride[axis - self.ndim],
+                dilation[axis - self.ndim],
+                outs[axis - self.ndim],
             )
-            slices.append(self[(slice(None), slice(None)) + index])
-        return type(self).stack(*slices, dim=-1).reshape(*self.shape[:2], *outs, *kernel)
+            x = x._window_axis(axis, k, st, d, concrete(o, "pooling and convolution"))
+        return x
+
+    def _window_axis(self: Tensor, axis: PyInt, k: PyInt, st: PyInt, d: PyInt, o: PyInt) -> Tensor:
+        """Axis `axis` of size n becomes `o` windows (in place) and a new last axis of the `k` taps: out[w, j] =
+        in[w * st + j * d]."""
+        n = self.shape[axis]
+        assert isinstance(n, int)
+        pre, post = self.shape[:axis], self.shape[axis + 1 :]
+        if k <= st and d == 1:  # windows that do not overlap: cut the axis into rows of `st` and keep `k` of each
+            x = self.pad(tuple((0, max(0, o * st - n)) if a == axis else (0, 0) for a in range(self.ndim)))
+            x = x.shrink(tuple((0, o * st) if a == axis else None for a in range(x.ndim)))
+            x = x.reshape(*pre, o, st, *post).shrink(
+                tuple((0, k) if a == axis + 1 else None for a in range(self.ndim + 1))
+            )
+        else:
+            # the axis repeated end to end, read as k rows of length row = n * f + d: row j starts j * d further
+            # along the input (mod n), and its first o * st entries never wrap
+            row = n + d
+            while row < o * st:
+                row += n
+            reps = -(-k * row // n)
+            x = self.reshape(*pre, 1, n, *post).expand(*pre, reps, n, *post).reshape(*pre, reps * n, *post)
+            x = x.shrink(tuple((0, k * row) if a == axis else None for a in range(self.ndim)))
+            x = x.reshape(*pre, k, row, *post).shrink(
+                tuple((0, o * st) if a == axis + 1 else None for a in range(self.ndim + 1))
+            )
+            x = x.reshape(*pre, k, o, st, *post).shrink(
+                tuple((0, 1) if a == axis + 2 else None for a in range(self.ndim + 2))
+            )
+            x = x.reshape(*pre, k, o, *post).transpose(axis, axis + 1)  # (..., o, k, ...)
+        # (..., o, k, *post) -> (..., o, *post, k)
+        order = [*range(axis + 1), *range(axis + 2, x.ndim), axis + 1]
+        return x.permute(order)
 
     def conv2d(
         self: Tensor,
@@ -82,15 +119,15 @@ class NNOpsMixin:
         """Convolution of (N, C_in, *spatial) with weight (C_out, C_in/groups, *kernel); 1-d, 2-d and 3-d alike
         (the kernel's rank decides). stride/dilation/padding: an int or one value per spatial axis."""
         nd = weight.ndim - 2
-        stride_, dilation_, padding_ = (make_pair(v, nd) for v in (stride, dilation, padding))
+        stride_, dilation_ = make_pair(stride, nd), make_pair(dilation, nd)
         n, cin = self.shape[:2]
         cout, cin_g = weight.shape[:2]
         if self.ndim != nd + 2 or cin != cin_g * groups:
-            raise ValueError(
+            raise ShapeError(
                 f"conv2d: input {self.shape} does not match weight {weight.shape} with groups={groups} "
                 f"(expects {cin_g * groups} channels and {nd} spatial axes)"
             )
-        x = self.pad(((0, 0), (0, 0)) + tuple((p, p) for p in padding_))
+        x = self.pad(((0, 0), (0, 0)) + self._conv_pads(padding, nd))
         kernel = tuple(int(k) for k in weight.shape[2:])  # type: ignore[arg-type]
         win = x._windows(kernel, stride_, dilation_)  # (N, C_in, *out, *kernel)
         outs = win.shape[2 : 2 + nd]
@@ -99,6 +136,64 @@ class NNOpsMixin:
         w = weight.reshape(1, groups, cout // groups, cin_g, *([1] * nd), *kernel)
         out = (win * w).sum((3, *range(4 + nd, 4 + 2 * nd))).reshape(n, cout, *outs)
         return out if bias is None else out + bias.reshape(1, -1, *([1] * nd))
+
+    @staticmethod
+    def _conv_pads(padding: Any, nd: PyInt) -> tuple[tuple[PyInt, PyInt], ...]:
+        """Per spatial axis (before, after) from an int, one value per axis, or a flat torch-style tuple of 2 * nd
+        values (last axis first, as `pad` takes them). Negative values crop."""
+        if isinstance(padding, int):
+            return ((padding, padding),) * nd
+        padding = tuple(padding)
+        if len(padding) == nd:
+            return tuple((int(p), int(p)) for p in padding)
+        if len(padding) == 2 * nd:
+            return tuple((int(padding[i]), int(padding[i + 1])) for i in range(0, 2 * nd, 2))[::-1]
+        raise ValueError(f"conv: padding must be an int or a sequence of {nd} or {2 * nd} values, got {padding}")
+
+    def conv_transpose2d(
+        self: Tensor,
+        weight: Tensor,
+        bias: Tensor | None = None,
+        groups: PyInt = 1,
+        stride: Any = 1,
+        dilation: Any = 1,
+        padding: Any = 0,
+        output_padding: Any = 0,
+    ) -> Tensor:
+        """The gradient of conv2d with respect to its input: (N, C_in, *spatial) with weight (C_in, C_out/groups,
+        *kernel). Built as a conv2d over the input spread out by `stride` with the flipped, transposed kernel."""
+        nd = weight.ndim - 2
+        stride_, dilation_, out_pad = make_pair(stride, nd), make_pair(dilation, nd), make_pair(output_padding, nd)
+        pads = self._conv_pads(padding, nd)
+        cin, cout_g = weight.shape[:2]
+        if self.ndim != nd + 2 or self.shape[1] != cin or cin % groups:  # type: ignore[operator]
+            raise ShapeError(
+                f"conv_transpose2d: input {self.shape} does not match weight {weight.shape} with groups={groups} "
+                f"(expects {cin} channels and {nd} spatial axes)"
+            )
+        kernel = tuple(int(k) for k in weight.shape[2:])  # type: ignore[arg-type]
+        # weight (G, C_in/G, C_out/G, *k) -> (C_out, C_in/G, *k), taps reversed
+        w = weight.reshape(groups, cin // groups, cout_g, *kernel).transpose(1, 2)  # type: ignore[operator]
+        w = w.reshape(groups * cout_g, cin // groups, *kernel).flip(tuple(range(2, 2 + nd)))  # type: ignore[operator]
+        x = self
+        for i, s in enumerate(stride_):  # spread out: s - 1 zeros between neighbours
+            if s == 1:
+                continue
+            axis = 2 + i
+            n = x.shape[axis]
+            assert isinstance(n, int)
+            pre, post = x.shape[:axis], x.shape[axis + 1 :]
+            x = x.reshape(*pre, n, 1, *post).pad(
+                tuple((0, s - 1) if a == axis + 1 else (0, 0) for a in range(x.ndim + 1))
+            )
+            x = x.reshape(*pre, n * s, *post).shrink(
+                tuple((0, (n - 1) * s + 1) if a == axis else None for a in range(x.ndim))
+            )
+        full = tuple(
+            (d * (k - 1) - b, d * (k - 1) - a + op) for (b, a), k, d, op in zip(pads, kernel, dilation_, out_pad)
+        )
+        x = x.pad(((0, 0), (0, 0)) + full)
+        return x.conv2d(w, bias, groups=groups, dilation=dilation_)
 
     # -- pooling -------------------------------------------------------------------------------------------------------
 

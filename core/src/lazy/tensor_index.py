@@ -1,0 +1,430 @@
+"""`Tensor` indexing: `__getitem__` and `__setitem__` with ints, slices (any step), `None`, `...`, lists, numpy arrays
+and integer or boolean tensors, plus the index-driven ops that share its one mechanism, selection by a one-hot mask
+(`gather`, `scatter`, `scatter_reduce`, `masked_select`). A mixin of `Tensor`.
+
+Plain indices (ints, slices, None) are movement ops: no kernel of their own. Index tensors become one-hot masks
+(`index == arange(size)`) that select with `where` and a sum over the indexed axes, so everything decomposes into
+the primitive ops and has gradients. Boolean masks have a data-dependent shape, so they are read on the host
+(`nonzero`) and turned into integer indices, as in PyTorch."""
+
+# mypy: disable-error-code="misc"
+# (methods annotate `self: Tensor`, the class they are mixed into; see lazy.tensor_nn)
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lazy.dtype import dtypes
+from lazy.helpers import ShapeError, broadcast_shape, prod
+from lazy.symbolic import Node, concrete, sint
+
+if TYPE_CHECKING:
+    from lazy.tensor import PyInt, Tensor, TensorLike
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer, Node)) and not isinstance(x, (bool, np.bool_))
+
+
+@dataclass
+class _Plan:
+    """What an index does: per axis of the source a plain step, then one-hot selection by index tensors."""
+
+    # per source axis: ("int", i) | ("slice", start, count, step) | ("all",) for axes an index tensor selects on
+    axes: list[tuple[Any, ...]] = field(default_factory=list)
+    shape: list[sint] = field(default_factory=list)  # after the plain steps (None adds 1, ints drop their axis)
+    tensors: list[tuple[int, Tensor]] = field(default_factory=list)  # (axis in `shape`, integer index tensor)
+
+
+class IndexingMixin:
+    """`__getitem__`, `__setitem__`, gather, scatter, scatter_reduce, masked_select of `Tensor`."""
+
+    __slots__ = ()
+
+    # -- the plan ------------------------------------------------------------------------------------------------------
+
+    def _index_plan(self: Tensor, indices: Any) -> _Plan:
+        from lazy.tensor import Tensor
+
+        if not isinstance(indices, tuple) and not (
+            isinstance(indices, list) and indices and not all(_is_int(i) or isinstance(i, bool) for i in indices)
+        ):
+            indices = (indices,)
+        items: list[Any] = []
+        for idx in indices:
+            if idx is None or idx is Ellipsis or isinstance(idx, slice) or _is_int(idx):
+                items.append(idx)
+            elif isinstance(idx, Tensor):
+                if idx.dtype == dtypes.bool:
+                    items.append(np.asarray(idx.numpy(), dtype=np.bool_))
+                elif dtypes.is_int(idx.dtype):
+                    items.append(idx)
+                else:
+                    raise IndexError(f"index tensors must have an integer or bool dtype, not {idx.dtype}")
+            elif isinstance(idx, (list, tuple, np.ndarray, bool, np.bool_)):
+                arr = np.asarray(idx)
+                if arr.size == 0 and arr.dtype != np.bool_:
+                    arr = arr.astype(np.int64)
+                if arr.dtype != np.bool_ and not np.issubdtype(arr.dtype, np.integer):
+                    raise IndexError(f"list and array indices must hold ints or bools, not {arr.dtype}: {idx!r}")
+                items.append(arr)
+            else:
+                raise IndexError(
+                    f"cannot index a tensor with {type(idx).__name__} {idx!r}: use ints, slices, None, ..., "
+                    "lists, or integer/boolean tensors"
+                )
+        if sum(1 for i in items if i is Ellipsis) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+
+        def width(i: Any) -> int:  # how many source axes an index consumes
+            if i is None or i is Ellipsis:
+                return 0
+            return max(i.ndim, 1) if isinstance(i, np.ndarray) and i.dtype == np.bool_ else 1
+
+        consumed = sum(width(i) for i in items)
+        if consumed > self.ndim:
+            raise IndexError(f"too many indices for a tensor of shape {self.shape}: {consumed} axes indexed")
+        fill = [slice(None)] * (self.ndim - consumed)
+        if Ellipsis in [i for i in items if not isinstance(i, (np.ndarray, Tensor))]:
+            pos = next(k for k, i in enumerate(items) if i is Ellipsis)
+            items[pos : pos + 1] = fill
+        else:
+            items += fill
+
+        plan, axis = _Plan(), 0
+        for idx in items:
+            if idx is None:
+                plan.shape.append(1)
+                continue
+            if isinstance(idx, np.ndarray) and idx.dtype == np.bool_:  # a mask: the positions where it is True
+                covered = self.shape[axis : axis + max(idx.ndim, 1)]
+                if idx.ndim and tuple(idx.shape) != tuple(covered):
+                    raise IndexError(
+                        f"boolean index of shape {idx.shape} does not match the indexed axes {tuple(covered)} "
+                        f"of a tensor of shape {self.shape} (starting at axis {axis})"
+                    )
+                positions = np.nonzero(idx) if idx.ndim else (np.zeros(int(idx), dtype=np.int64),)
+                if not idx.ndim:  # x[True] adds an axis of 1, x[False] one of 0
+                    plan.shape.append(int(bool(idx)))
+                    continue
+                for p in positions:
+                    plan.tensors.append((len(plan.shape), Tensor(p.astype(np.int32), device=self.device)))
+                    plan.axes.append(("all",))
+                    plan.shape.append(self.shape[axis])
+                    axis += 1
+                continue
+            size = self.shape[axis]
+            if _is_int(idx):
+                i = idx if isinstance(idx, Node) else int(idx)
+                if isinstance(size, int) and isinstance(i, int) and not -size <= i < size:
+                    raise IndexError(
+                        f"index {i} is out of bounds for axis {axis} with size {size} (shape {self.shape})"
+                    )
+                plan.axes.append(("int", i + size if isinstance(i, int) and i < 0 else i))
+            elif isinstance(idx, slice):
+                if idx.step == 0:
+                    raise ValueError(f"slice step cannot be zero: {idx}")
+                if not isinstance(size, int):
+                    if idx.step not in (None, 1) or not (idx.start is None and idx.stop is None):
+                        raise IndexError(f"only ':' can slice a symbolic axis ({size}), got {idx}")
+                    plan.axes.append(("slice", 0, size, 1))
+                    plan.shape.append(size)
+                    axis += 1
+                    continue
+                start, stop, step = idx.indices(size)
+                count = len(range(start, stop, step))
+                plan.axes.append(("slice", start, count, step))
+                plan.shape.append(count)
+            else:  # an integer index: a tensor, or a host array checked here
+                if isinstance(idx, np.ndarray):
+                    if isinstance(size, int) and idx.size and not (-size <= idx.min() and idx.max() < size):
+                        bad = idx[(idx < -size) | (idx >= size)].flat[0]
+                        raise IndexError(
+                            f"index {bad} is out of bounds for axis {axis} with size {size} (shape {self.shape})"
+                        )
+                    t = Tensor(np.where(idx < 0, idx + size, idx).astype(np.int32), device=self.device)
+                else:
+                    t = idx.to(self.device)
+                    t = (t < 0).where(t + size, t)
+                plan.tensors.append((len(plan.shape), t))
+                plan.axes.append(("all",))
+                plan.shape.append(size)
+            axis += 1
+        return plan
+
+    # -- the plain part: movement ops and their inverse ----------------------------------------------------------------
+
+    def _index_plain(self: Tensor, plan: _Plan) -> Tensor:
+        x = self
+        for axis, step in enumerate(plan.axes):
+            if step[0] == "int":
+                x = x.shrink(tuple((step[1], step[1] + 1) if a == axis else None for a in range(x.ndim)))
+            elif step[0] == "slice":
+                _, start, count, stride = step
+                low = start if stride > 0 else start + (count - 1) * stride if count else 0
+                x = x.shrink(tuple((low, low + (count - 1) * abs(stride) + 1 if count else low) if a == axis
+                                   else None for a in range(x.ndim)))  # fmt: skip
+                if stride < 0:
+                    x = x.flip(axis)
+                x = x._stride(axis, abs(stride))
+        return x.reshape(tuple(plan.shape))
+
+    def _index_embed(self: Tensor, plan: _Plan, value: Tensor) -> tuple[Tensor, Tensor]:
+        """The inverse of `_index_plain`: `value` (shaped like its result) placed into this tensor's shape, and the
+        bool mask of the places it covers (zero and False elsewhere)."""
+        from lazy.tensor import Tensor
+
+        # value is shaped like plan.shape: drop the None axes, put back the int ones as 1
+        src_shape = tuple(1 if step[0] == "int" else step[2] if step[0] == "slice" else self.shape[a]
+                          for a, step in enumerate(plan.axes))  # fmt: skip
+        value = value.reshape(src_shape)
+        parts = [value, Tensor.ones(src_shape, dtype=dtypes.bool, device=self.device)]
+        for axis, step in enumerate(plan.axes):
+            size = self.shape[axis]
+            if step[0] == "all":
+                continue
+            if step[0] == "int":
+                low, span = step[1], 1
+            else:
+                _, start, count, stride = step
+                if count == 0:
+                    continue  # nothing of value lands on this axis; the pads below still give the right shape
+                low = start if stride > 0 else start + (count - 1) * stride
+                span = (count - 1) * abs(stride) + 1
+            for k, p in enumerate(parts):
+                if step[0] == "slice" and step[3] < 0:
+                    p = p.flip(axis)
+                if step[0] == "slice" and abs(step[3]) > 1:
+                    s, c = abs(step[3]), step[2]
+                    shp = p.shape
+                    p = p.reshape(shp[: axis + 1] + (1,) + shp[axis + 1 :])
+                    p = p.pad(tuple((0, s - 1) if a == axis + 1 else (0, 0) for a in range(p.ndim)))
+                    p = p.reshape(shp[:axis] + (c * s,) + shp[axis + 1 :])
+                    p = p.shrink(tuple((0, span) if a == axis else None for a in range(p.ndim)))
+                parts[k] = p.pad(tuple((low, size - low - span) if a == axis else (0, 0) for a in range(p.ndim)))
+        if any(p.shape != self.shape for p in parts):  # an empty slice: nothing is covered
+            return self.zeros_like(), Tensor.zeros(self.shape, dtype=dtypes.bool, device=self.device)
+        return parts[0], parts[1]
+
+    # -- the fancy part: one-hot selection -----------------------------------------------------------------------------
+
+    def _index_masks(self: Tensor, plan: _Plan) -> tuple[Tensor, tuple[sint, ...], list[int]]:
+        """(mask, broadcast index shape, indexed axes): mask has shape x[:d0] + big + x[d0:] with True where the
+        index tensors pick the element."""
+        from lazy.tensor import Tensor
+
+        dims = [d for d, _ in plan.tensors]
+        try:
+            big = broadcast_shape("index", *(t.shape for _, t in plan.tensors))
+        except ValueError:
+            shapes = ", ".join(str(t.shape) for _, t in plan.tensors)
+            raise IndexError(f"index tensors of shapes {shapes} cannot be broadcast together") from None
+        d0, nb, nd = dims[0], len(big), len(plan.shape)
+        mask: Tensor | None = None
+        for d, t in plan.tensors:
+            idx = t.reshape((1,) * d0 + (1,) * (nb - t.ndim) + t.shape + (1,) * (nd - d0))
+            size = plan.shape[d]
+            ramp = Tensor.arange(concrete(size, "tensor indexing"), device=self.device).reshape(
+                tuple(size if a == d + nb else 1 for a in range(nd + nb))
+            )
+            hit = idx == ramp
+            mask = hit if mask is None else mask & hit
+        assert mask is not None
+        return mask, big, dims
+
+    @staticmethod
+    def _fancy_perm(d0: int, nb: int, dims: list[int], ndim: int) -> list[int] | None:
+        """Index tensors on axes that are not next to each other put their broadcast axes first (as PyTorch does):
+        the permutation from the mask layout to the result, or None when the layout is already the result."""
+        if len(dims) == 1 or d0 == 0 or dims == list(range(d0, dims[-1] + 1)):
+            return None
+        return [*range(d0, d0 + nb), *range(0, d0), *range(d0 + nb, ndim)]
+
+    def __getitem__(self: Tensor, indices: Any) -> Tensor:
+        plan = self._index_plan(indices)
+        x = self._index_plain(plan)
+        if not plan.tensors:
+            return x
+        mask, big, dims = self._index_masks(plan)
+        d0, nb = dims[0], len(big)
+        src = x.reshape(x.shape[:d0] + (1,) * nb + x.shape[d0:])
+        work = src.cast(dtypes.int32) if src.dtype == dtypes.bool else src
+        picked = mask.where(work, 0).sum(tuple(d + nb for d in dims), dtype=work.dtype)
+        picked = picked.cast(x.dtype) if work is not src else picked
+        perm = self._fancy_perm(d0, nb, dims, picked.ndim)
+        return picked if perm is None else picked.permute(perm)
+
+    def __setitem__(self: Tensor, indices: Any, value: TensorLike) -> None:
+        from lazy.tensor import Tensor
+
+        v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
+        v = v.to(self.device).cast(self.dtype)
+        if self.requires_grad and self._ctx is None:
+            raise RuntimeError(
+                "a leaf tensor that requires grad cannot be assigned to in place; assign to a copy "
+                "(y = x.clone(); y[...] = v) or to x.detach()"
+            )
+        # the value before assignment, as its own node: `self` is about to become the node after it
+        this = Tensor(self.lazydata, device=self.device, requires_grad=self.requires_grad)
+        this._ctx = self._ctx
+        if isinstance(indices, Tensor) and indices.dtype == dtypes.bool and indices.shape == self.shape \
+                and v.numel() == 1:  # fmt: skip
+            new = indices.where(v.reshape(()), this)  # a full mask with a scalar: no host round trip
+        else:
+            plan = this._index_plan(indices)
+            region = this._index_plain(plan)
+            if plan.tensors:
+                mask, big, dims = this._index_masks(plan)
+                d0, nb = dims[0], len(big)
+                layout_shape = region.shape[:d0] + big + tuple(s for a, s in enumerate(region.shape)
+                                                               if a >= d0 and a not in dims)  # fmt: skip
+                perm = this._fancy_perm(d0, nb, dims, len(layout_shape))
+                if perm is None:
+                    vb = this._broadcast_value(v, layout_shape)
+                else:  # the value is shaped like the getitem result: undo its permutation
+                    vb = this._broadcast_value(v, tuple(layout_shape[p] for p in perm))
+                    vb = vb.permute([perm.index(a) for a in range(len(perm))])
+                # back to mask layout: a 1 at each indexed axis
+                layout = list(vb.shape)
+                for d in dims:
+                    layout.insert(d + nb, 1)
+                vb = vb.reshape(tuple(layout))
+                # repeated indices: the last write wins (as in a sequential loop), found by the largest position
+                order = (Tensor.arange(prod(big), device=this.device) + 1).reshape(
+                    (1,) * d0 + big + (1,) * (mask.ndim - d0 - nb)
+                )
+                big_axes = tuple(range(d0, d0 + nb))
+                last = mask.where(order, 0).max(big_axes, keepdim=True)
+                chosen = mask & (order == last)
+                work = vb.cast(dtypes.int32) if vb.dtype == dtypes.bool else vb
+                picked = chosen.where(work, 0).sum(big_axes, dtype=work.dtype).cast(this.dtype)
+                region = (last.reshape(last.shape[:d0] + last.shape[d0 + nb :]) > 0).where(picked, region)
+            else:
+                region = this._broadcast_value(v, region.shape)
+            placed, covered = this._index_embed(plan, region)
+            new = covered.where(placed, this)
+        if self.requires_grad or v.requires_grad:
+            self.lazydata, self._ctx = new.lazydata, new._ctx
+            self.requires_grad_(True)
+        else:
+            self.assign(new)
+
+    def _broadcast_value(self: Tensor, v: Tensor, shape: tuple[sint, ...]) -> Tensor:
+        try:
+            broadcast_shape("setitem", v.shape, shape)
+        except ValueError:
+            raise ShapeError(f"setitem: a value of shape {v.shape} cannot be assigned to a region of shape {shape}") \
+                from None  # fmt: skip
+        if v.ndim > len(shape):
+            v = v.reshape(v.shape[v.ndim - len(shape) :])
+        return v._broadcast_to(shape)
+
+    # -- index-driven ops ----------------------------------------------------------------------------------------------
+
+    def masked_select(self: Tensor, mask: Tensor) -> Tensor:
+        """The elements where `mask` (broadcast to this shape) is True, as a 1-d tensor. The mask is read on the
+        host: the result's length depends on it."""
+        shape = broadcast_shape("masked_select", self.shape, mask.shape)
+        return self._broadcast_to(shape)[mask.cast(dtypes.bool)._broadcast_to(shape)]
+
+    def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
+        """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim`; other dims of index may be smaller."""
+        from lazy.tensor import Tensor
+
+        if index.ndim != self.ndim:
+            raise ShapeError(f"gather: index has {index.ndim} dimensions, self has {self.ndim} ({self.shape})")
+        dim = self._resolve_axis(dim)
+        if any(i > s for d, (s, i) in enumerate(zip(self.shape, index.shape)) if d != dim):
+            raise ShapeError(f"gather: index shape {index.shape} is larger than {self.shape} outside dim {dim}")
+        n = self.shape[dim]
+        # (..., 1 at dim, ..., n): the candidates along dim moved to a new last axis
+        x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
+        x = x.unsqueeze(-1).transpose(-1, dim)
+        hit = index.unsqueeze(-1) == Tensor.arange(concrete(n, "gather"), device=self.device)  # (*index.shape, n)
+        work = x.cast(dtypes.int32) if x.dtype == dtypes.bool else x
+        out = hit.where(work, 0).sum(-1, dtype=work.dtype)
+        return out.cast(self.dtype) if work is not x else out
+
+    def _scatter_hits(self: Tensor, op: str, dim: int, index: Tensor, src: TensorLike
+                      ) -> tuple[int, Tensor, Tensor]:  # fmt: skip
+        """(dim, hit, values): hit[..., t at dim, ..., k] is True where source element k (along `dim`) lands on
+        target t; values[..., 1 at dim, ..., k] are the source values. Both are padded to this tensor's shape."""
+        from lazy.tensor import Tensor
+
+        if index.ndim != self.ndim:
+            raise ShapeError(f"{op}: index has {index.ndim} dimensions, self has {self.ndim} ({self.shape})")
+        if not dtypes.is_int(index.dtype):
+            raise ValueError(f"{op}: index must have an integer dtype, not {index.dtype}")
+        dim = self._resolve_axis(dim)
+        if not isinstance(src, Tensor):
+            src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+        if src.ndim != self.ndim or any(i > s for i, s in zip(index.shape, src.shape)) or \
+                any(i > s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != dim):  # fmt: skip
+            raise ShapeError(
+                f"{op}: index shape {index.shape} must be no larger than src {src.shape} in every dimension, "
+                f"and than self {self.shape} outside dim {dim}"
+            )
+        n = self.shape[dim]
+        src = src.to(self.device).cast(self.dtype).shrink(tuple((0, i) for i in index.shape))
+        hit = (index.to(self.device).unsqueeze(-1) == Tensor.arange(concrete(n, op), device=self.device)).transpose(
+            dim, -1
+        )
+        values = src.unsqueeze(-1).transpose(dim, -1)
+        pad = tuple((0, s - i) if d != dim else (0, 0) for d, (s, i) in enumerate(zip(self.shape, index.shape)))
+        return dim, hit.pad(pad + ((0, 0),)), values.pad(pad + ((0, 0),))
+
+    def scatter(self: Tensor, dim: int, index: Tensor, src: TensorLike, reduce: str | None = None) -> Tensor:
+        """self with src[..., k, ...] written at [..., index[..., k, ...], ...] along `dim` (a new tensor). With
+        `reduce` "add" or "multiply", combined with what is there instead. Of repeated indices, the last wins."""
+        if reduce is not None:
+            if reduce not in ("add", "multiply"):
+                raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
+            return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")  # type: ignore[arg-type]
+        from lazy.tensor import Tensor
+
+        dim, hit, values = self._scatter_hits("scatter", dim, index, src)
+        k = hit.shape[-1]
+        order = (Tensor.arange(concrete(k, "scatter"), device=self.device) + 1).reshape((1,) * self.ndim + (k,))
+        last = hit.where(order, 0).max(-1)
+        chosen = hit & (order == last.unsqueeze(-1))
+        work = values.cast(dtypes.int32) if values.dtype == dtypes.bool else values
+        picked = chosen.where(work, 0).sum(-1, dtype=work.dtype).cast(self.dtype)
+        return (last > 0).where(picked, self)
+
+    def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str,
+                       include_self: bool = True) -> Tensor:  # fmt: skip
+        """Combine src into self along `dim` at `index` with "sum", "prod", "mean", "amax" or "amin" (PyTorch's
+        semantics; `include_self=False` leaves out the original value wherever something lands)."""
+        if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+            raise ValueError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', not {reduce!r}")
+        dim, hit, values = self._scatter_hits("scatter_reduce", dim, index, src)
+        landed = hit.any(-1)
+        keep = self if include_self else None
+        if reduce in ("sum", "mean"):
+            total = hit.where(values, 0).sum(-1, dtype=self.dtype)
+            if reduce == "sum":
+                out = total if keep is None else total + keep
+                return landed.where(out, self)
+            count = hit.sum(-1) + (1 if include_self else 0)
+            out = total if keep is None else total + keep
+            mean = out / count.maximum(1) if dtypes.is_float(self.dtype) else out // count.maximum(1)
+            return landed.where(mean.cast(self.dtype), self)
+        if reduce == "prod":
+            prod_ = hit.where(values, 1).prod(-1).cast(self.dtype)
+            return landed.where(prod_ if keep is None else prod_ * keep, self)
+        ext = dtypes.min(self.dtype) if reduce == "amax" else dtypes.max(self.dtype)
+        pick = hit.where(values, ext)
+        red = pick.max(-1) if reduce == "amax" else pick.min(-1)
+        if keep is not None:
+            red = red.maximum(keep) if reduce == "amax" else red.minimum(keep)
+        return landed.where(red, self)
+
+    def index_select(self: Tensor, dim: PyInt, index: Tensor) -> Tensor:
+        """The slices at positions `index` (1-d) along `dim`."""
+        dim = self._resolve_axis(dim)
+        if index.ndim != 1:
+            raise ValueError(f"index_select: index must be 1-d, got shape {index.shape}")
+        return self[(slice(None),) * dim + (index,)]
