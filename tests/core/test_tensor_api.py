@@ -337,8 +337,17 @@ def test_einsum(formula, shapes):
     got = Tensor.einsum(formula, *[Tensor(a) for a in arrays])
     np.testing.assert_allclose(got.numpy(), np.einsum(formula, *arrays), rtol=1e-5, atol=1e-6)
     assert Tensor.einsum(formula, [Tensor(a) for a in arrays]).shape == got.shape
-    with pytest.raises(NotImplementedError):
-        Tensor.einsum("ii->i", Tensor(np.eye(2, dtype=np.float32)))
+
+
+@pytest.mark.parametrize(
+    "formula, shapes",
+    [("ii->i", [(3, 3)]), ("ii", [(3, 3)]), ("bii->bi", [(2, 3, 3)]), ("...ij,...jk->...ik", [(2, 3, 4), (4, 2)]),
+     ("...ii->...", [(2, 3, 3)]), ("i...,i...->...", [(3, 2), (3, 2)])],
+)  # fmt: skip
+def test_einsum_diagonals_and_ellipsis(formula, shapes):
+    arrays = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
+    got = Tensor.einsum(formula, *[Tensor(a) for a in arrays])
+    np.testing.assert_allclose(got.numpy(), np.einsum(formula, *arrays), rtol=1e-5, atol=1e-5)
 
 
 def test_einsum_grad():

@@ -4,7 +4,7 @@ renders, compiles and runs. Devices are plugins found through the `lazy.devices`
 from lazy import nn  # noqa: F401
 from lazy.dtype import dtypes  # noqa: F401
 from lazy.engine.jit import TinyJit, jit  # noqa: F401
-from lazy.helpers import Context, GlobalCounters  # noqa: F401
+from lazy.helpers import Context, GlobalCounters, getenv  # noqa: F401
 from lazy.plugins import Device  # noqa: F401
 from lazy.symbolic import Variable  # noqa: F401
 from lazy.tensor import Tensor  # noqa: F401

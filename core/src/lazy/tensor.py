@@ -465,6 +465,11 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         ramp = Tensor.arange(steps, device=device, dtype=dtypes.default_float)
         return (start + ramp * ((stop - start) / (steps - 1))).cast(dt).requires_grad_(kwargs.get("requires_grad"))
 
+    @staticmethod
+    def randperm(n: int, device: str | None = None, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
+        """A random permutation of 0..n-1 (the order that sorts n uniform draws)."""
+        return Tensor.rand(n, device=device).argsort().cast(dtype).requires_grad_(kwargs.get("requires_grad"))
+
     def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
         """`num_samples` indices per row drawn with probability proportional to the (non-negative) weights in self."""
         if not 1 <= self.ndim <= 2 or num_samples < 1:
@@ -848,37 +853,185 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         return mask.where(value, self)
 
     @staticmethod
-    def einsum(formula: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
-        """Einstein summation for formulas like "ij,jk->ik" (no "..." and no letter twice in one operand)."""
+    def einsum(formula: str, *operands: Tensor | Sequence[Tensor], dtype: DType | str | None = None) -> Tensor:
+        """Einstein summation: "ij,jk->ik", "...ij,...jk->...ik" (broadcast batch axes), "ii->i" (a letter twice
+        in one operand takes its diagonal); without "->" the output is the letters used once, in order."""
         tensors: list[Tensor] = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
             else list(operands)  # type: ignore[arg-type]  # fmt: skip
         spec = formula.replace(" ", "")
         inputs, output = spec.split("->") if "->" in spec else (spec, None)
         terms = inputs.split(",")
-        if "." in spec or any(len(set(t)) != len(t) for t in terms):
-            raise NotImplementedError(
-                f"einsum: '...' and repeated letters in one operand are not supported ({formula})"
-            )
         if len(terms) != len(tensors):
             raise ValueError(f"einsum: {formula} names {len(terms)} operands, got {len(tensors)}")
-        if output is None:
-            output = "".join(sorted(c for c in set(inputs) - {","} if inputs.count(c) == 1))
-        letters = sorted(set(inputs) - {","})
-        sizes: dict[str, sint] = {}
-        aligned = []
+        # "..." becomes letters of its own (upper case after the used ones), right-aligned across operands
+        n_ell = max((t.ndim - len(term.replace("...", "")) for term, t in zip(terms, tensors) if "..." in term),
+                    default=0)  # fmt: skip
+        free = [chr(c) for c in range(ord("A"), ord("Z") + 1) if chr(c) not in spec][:n_ell]
+        expanded = []
         for term, t in zip(terms, tensors):
+            if "..." in term:
+                k = t.ndim - len(term.replace("...", ""))
+                if k < 0:
+                    raise ShapeError(f"einsum: term {term!r} has more letters than shape {t.shape} has axes")
+                term = term.replace("...", "".join(free[n_ell - k :]))
             if len(term) != t.ndim:
                 raise ShapeError(f"einsum: term {term!r} does not match shape {t.shape}")
-            sizes.update(zip(term, t.shape))
-            ordered = t.permute(tuple(term.index(c) for c in sorted(term)))
-            aligned.append(ordered.reshape(tuple(sizes[c] if c in term else 1 for c in letters)))
-        product = aligned[0]
-        for t in aligned[1:]:
-            product = product * t
-        summed = [i for i, c in enumerate(letters) if c not in output]
+            expanded.append(term)
+        if output is None:
+            used = "".join(expanded)
+            output = "".join(free) + "".join(sorted(c for c in set(used) if used.count(c) == 1 and c not in free))
+        else:
+            output = output.replace("...", "".join(free))
+        sizes: dict[str, sint] = {}
+        aligned = []
+        for term, t in zip(expanded, tensors):
+            for c in dict.fromkeys(term):  # a repeated letter: keep the diagonal of those axes
+                while term.count(c) > 1:
+                    first, second = term.index(c), term.index(c, term.index(c) + 1)
+                    t = t.diagonal(dim1=first, dim2=second)  # moves the diagonal axis last
+                    term = term[:first] + term[first + 1 : second] + term[second + 1 :] + c
+            for c, n in zip(term, t.shape):
+                if c in sizes and sizes[c] != n and n != 1 and sizes[c] != 1:
+                    raise ShapeError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n} in {formula}")
+                if c not in sizes or sizes[c] == 1:
+                    sizes[c] = n
+            aligned.append((term, t))
+        letters = sorted(sizes)
+        product: Tensor | None = None
+        for term, t in aligned:
+            t = t.permute(tuple(term.index(c) for c in sorted(term)))
+            t = t.reshape(tuple(t.shape[sorted(term).index(c)] if c in term else 1 for c in letters))
+            product = t if product is None else product * t
+        assert product is not None
+        product = product._broadcast_to(tuple(sizes[c] for c in letters))
+        summed = tuple(i for i, c in enumerate(letters) if c not in output)
         kept = [c for c in letters if c in output]
-        out = product.sum(tuple(summed)) if summed else product
+        out = product.sum(summed, dtype=dtype) if summed else (product.cast(dtype) if dtype is not None else product)
         return out.permute(tuple(kept.index(c) for c in output)) if output else out
+
+    # -- diagonals, windows, padding to a shape --------------------------------------------------------------------
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        """The diagonal of axes dim1 and dim2 (above it for offset > 0, below for < 0), as a new last axis."""
+        a, b = self._resolve_axis(dim1), self._resolve_axis(dim2)
+        if a == b:
+            raise ShapeError(f"diagonal: dim1 and dim2 are the same axis ({a}) of {self.shape}")
+        x = self.permute(tuple(i for i in range(self.ndim) if i not in (a, b)) + (a, b))
+        lead: tuple[None, ...] = (None,) * (x.ndim - 2)
+        rows, cols = x.shape[-2], x.shape[-1]
+        assert isinstance(rows, int) and isinstance(cols, int), "diagonal needs concrete sizes"
+        x = x.shrink(
+            lead + ((0, rows), (min(offset, cols), cols))
+            if offset >= 0
+            else lead + ((min(-offset, rows), rows), (0, cols))
+        )
+        d = min(x.shape[-2], x.shape[-1])  # type: ignore[type-var]
+        assert isinstance(d, int)
+        if d == 0:
+            return x.reshape(*x.shape[:-2], 0)
+        # a d x d block read with a row length of d + 1 walks down its diagonal
+        x = x.shrink(lead + ((0, d), (0, d))).flatten(-2)
+        x = x.pad(lead + ((0, d),)).reshape(*x.shape[:-1], d, d + 1)
+        return x.shrink(lead + ((0, d), (0, 1))).reshape(*x.shape[:-2], d)
+
+    def diag(self) -> Tensor:
+        """A 1-d tensor as the diagonal of a square matrix (zeros elsewhere)."""
+        if self.ndim != 1:
+            raise ShapeError(f"diag: expects a 1-d tensor, got shape {self.shape}")
+        n = self.shape[0]
+        assert isinstance(n, int)
+        return self.unsqueeze(-1).pad(((0, 0), (0, n))).flatten().shrink(((0, n * n),)).reshape(n, n)
+
+    def pad_to(self, shape: Any, *args: Any, value: ConstType = 0) -> Tensor:
+        """Pad at the end of each axis up to `shape` (None keeps an axis)."""
+        target = argfix(shape, *args)
+        if len(target) != self.ndim:
+            raise ShapeError(f"pad_to: {target} does not match the {self.ndim} axes of {self.shape}")
+        return self.pad(tuple((0, 0) if t is None else (0, t - s) for s, t in zip(self.shape, target)), value=value)
+
+    def shrink_to(self, shape: Any, *args: Any) -> Tensor:
+        """Keep the first `shape` elements of each axis (None keeps an axis)."""
+        return self.shrink(tuple(None if t is None else (0, t) for t in argfix(shape, *args)))
+
+    def unfold(self, dim: int, size: int, step: int) -> Tensor:
+        """Windows of `size` every `step` along `dim`: that axis becomes (n_windows, ...) and a new last axis `size`."""
+        d = self._resolve_axis(dim)
+        n = self.shape[d]
+        if size < 0 or step <= 0 or not isinstance(n, int) or size > n:
+            raise ShapeError(f"unfold: size={size}, step={step} do not fit dimension {dim} of {self.shape}")
+        order = tuple(i for i in range(self.ndim) if i != d) + (d,)
+        win = self.permute(order)._windows((size,), (step,), (1,))  # (..., n_windows, size)
+        back = [order.index(i) for i in range(self.ndim)]
+        return win.permute(tuple(back) + (self.ndim,))
+
+    def rearrange(self, formula: str, **sizes: int) -> Tensor:
+        """einops-style "b (h w) c -> b c h w": split groups in parentheses on the left (sizes by keyword or -1),
+        permute by name, merge groups on the right; "..." stands for the axes not named."""
+
+        def parse(side: str) -> list[list[str]]:
+            groups: list[list[str]] = []
+            current: list[str] | None = None
+            for tok in side.replace("(", " ( ").replace(")", " ) ").split():
+                if tok == "(" and current is None:
+                    current = []
+                elif tok == ")" and current is not None:
+                    groups.append(current)
+                    current = None
+                elif tok in "()":
+                    raise ValueError(f"rearrange: unbalanced or nested parentheses in {formula!r}")
+                elif current is not None:
+                    current.append(tok)
+                else:
+                    groups.append([tok])
+            if current is not None:
+                raise ValueError(f"rearrange: unbalanced parentheses in {formula!r}")
+            return groups
+
+        if formula.count("->") != 1:
+            raise ValueError(f'rearrange: need exactly one "->" in {formula!r}')
+        lhs, rhs = (parse(side) for side in formula.split("->"))
+        names_l = [n for g in lhs for n in g]
+        names_r = [n for g in rhs for n in g if n != "1"]
+        if sorted(names_l) != sorted(names_r) or len(set(names_l)) != len(names_l):
+            raise ValueError(f"rearrange: the two sides of {formula!r} must name the same axes, once each")
+        if "..." in names_l:
+            if ["..."] not in lhs:
+                raise ValueError(f"rearrange: '...' cannot be inside parentheses on the left of {formula!r}")
+            ell = [f"...{i}" for i in range(self.ndim - (len(lhs) - 1))]
+
+            def widen(groups: list[list[str]]) -> list[list[str]]:
+                out: list[list[str]] = []
+                for g in groups:
+                    if g == ["..."]:
+                        out.extend([e] for e in ell)
+                    else:
+                        out.append([e for n in g for e in (ell if n == "..." else [n])])
+                return out
+
+            lhs, rhs = widen(lhs), widen(rhs)
+            names_l = [n for g in lhs for n in g]
+            names_r = [n for g in rhs for n in g if n != "1"]
+        if len(lhs) != self.ndim:
+            raise ShapeError(f"rearrange: {formula!r} has {len(lhs)} axes on the left, the tensor has {self.ndim}")
+        x, split_shape = self, []
+        for g, n in zip(lhs, self.shape):
+            if len(g) == 1:
+                split_shape.append(n)
+                continue
+            known = [sizes.get(name, -1) for name in g]
+            split_shape.extend(known)
+        x = x.reshape(tuple(split_shape))
+        for name, n in zip(names_l, x.shape):
+            if name in sizes and sizes[name] != n:
+                raise ShapeError(f"rearrange: axis {name} has size {n}, not {sizes[name]}")
+        x = x.permute(tuple(names_l.index(n) for n in names_r))
+        merged: list[sint] = []
+        i = 0
+        for g in rhs:
+            real = [n for n in g if n != "1"]
+            merged.append(prod(x.shape[i : i + len(real)]))
+            i += len(real)
+        return x.reshape(tuple(merged))
 
     # -- reductions ----------------------------------------------------------------------------------------------------
 
@@ -1065,6 +1218,11 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         score = Tensor.arange(n, 0, -1, device=self.device).reshape(n, 1)
         idx = (n - (reached.cast(dtypes.int32) * score).max(-2)).cast(dtypes.int32)
         return values, idx.transpose(-1, axis)
+
+    def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """The running minimum along `axis` and the index where it was first reached."""
+        values, idx = self._order_flip().cummax(axis)
+        return values._order_flip(), idx
 
     def logcumsumexp(self, axis: int = 0) -> Tensor:
         """log(cumsum(exp(x))) without overflow: every prefix is shifted by its own running max."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lazy.dtype import dtypes
+from lazy.dtype import ConstType, dtypes
 from lazy.helpers import ShapeError, broadcast_shape, prod
 from lazy.symbolic import Node, concrete, sint
 
@@ -324,11 +324,40 @@ class IndexingMixin:
 
     # -- index-driven ops ----------------------------------------------------------------------------------------------
 
-    def masked_select(self: Tensor, mask: Tensor) -> Tensor:
-        """The elements where `mask` (broadcast to this shape) is True, as a 1-d tensor. The mask is read on the
-        host: the result's length depends on it."""
+    def masked_select(self: Tensor, mask: Tensor, size: PyInt | None = None, fill_value: ConstType = 0) -> Tensor:
+        """The elements where `mask` (broadcast to this shape) is True, as a 1-d tensor. Without `size` the mask is
+        read on the host (the length depends on it); with `size` the result has that length, cut or filled with
+        `fill_value`, and nothing leaves the device (so it can run inside `jit`)."""
+        from lazy.tensor import Tensor
+
+        if mask.dtype != dtypes.bool:
+            raise TypeError(f"masked_select: the mask must be a bool tensor, not {mask.dtype}")
         shape = broadcast_shape("masked_select", self.shape, mask.shape)
-        return self._broadcast_to(shape)[mask.cast(dtypes.bool)._broadcast_to(shape)]
+        x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
+        if size is None:
+            return x[m]
+        # element i lands at slot cumsum(m)[i] - 1 when m[i]: a (size, n) one-hot of slots, summed over n
+        slot = m.cast(dtypes.int32).cumsum() - 1
+        hit = (slot.unsqueeze(0) == Tensor.arange(size, device=self.device).unsqueeze(1)) & m.unsqueeze(0)
+        work = x.cast(dtypes.int32) if x.dtype == dtypes.bool else x
+        picked = hit.where(work.unsqueeze(0), 0).sum(1, dtype=work.dtype).cast(self.dtype)
+        return hit.any(1).where(picked, Tensor(fill_value, device=self.device, dtype=self.dtype))
+
+    def nonzero(self: Tensor, size: PyInt | None = None, fill_value: ConstType = 0) -> Tensor:
+        """(count, ndim) int32 coordinates of the non-zero elements in row-major order; `size` fixes the count
+        (cut or filled with `fill_value`) so that nothing leaves the device."""
+        from lazy.tensor import Tensor
+
+        if size is None:
+            found = np.argwhere(self.numpy()).astype(np.int32)
+            return Tensor(found.reshape(-1, self.ndim), device=self.device)
+        if self.ndim == 0:
+            return Tensor.zeros(size, 0, dtype=dtypes.int32, device=self.device)
+        coords = [Tensor.arange(concrete(n, "nonzero"), device=self.device).reshape(
+            tuple(n if a == i else 1 for a in range(self.ndim))) for i, n in enumerate(self.shape)]  # fmt: skip
+        grid = Tensor.stack(*[c._broadcast_to(self.shape).flatten() for c in coords], dim=-1)  # (numel, ndim)
+        mask = (self != 0).flatten().unsqueeze(-1)._broadcast_to(grid.shape)
+        return grid.masked_select(mask, size * self.ndim, fill_value).reshape(size, self.ndim)
 
     def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
         """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim`; other dims of index may be smaller."""

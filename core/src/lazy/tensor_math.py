@@ -157,3 +157,41 @@ class MathMixin:
         if dtypes.is_float(self.dtype):
             raise TypeError(f"bitwise_not needs an integer or bool tensor, not {self.dtype}")
         return ~self
+
+    # -- more binary math ----------------------------------------------------------------------------------------------
+
+    def log10(self: Tensor) -> Tensor:
+        return self.log2() * math.log10(2)
+
+    def logaddexp(self: Tensor, other: TensorLike) -> Tensor:
+        """log(exp(self) + exp(other)) without overflow: the larger argument is factored out."""
+        a, b = self._broadcasted(other, op="logaddexp")
+        top = a.maximum(b).detach()
+        top = top.isinf().where(0, top)  # both -inf (or inf): factor out nothing, the log gives the answer
+        return ((a - top).exp() + (b - top).exp()).log() + top
+
+    def copysign(self: Tensor, other: TensorLike) -> Tensor:
+        """|self| with the sign of `other` (-0.0 counts as negative)."""
+        a, b = self._broadcasted(other, op="copysign")
+        negative = (b < 0) | ((b == 0) & (b.cast(dtypes.default_float).reciprocal() < 0))
+        magnitude = a.abs()
+        return negative.where(-magnitude, magnitude)
+
+    def fmod(self: Tensor, other: TensorLike) -> Tensor:
+        """C's remainder: the sign follows the dividend (truncating division), unlike `%` (floor, Python's)."""
+        a, b = self._broadcasted(other, op="fmod")
+        return a - a.div(b, rounding_mode="trunc") * b
+
+    def isclose(self: Tensor, other: TensorLike, rtol: PyFloat = 1e-05, atol: PyFloat = 1e-08,
+                equal_nan: PyBool = False) -> Tensor:  # fmt: skip
+        """|self - other| <= atol + rtol * |other| elementwise; infinities are close only to themselves, NaN only to
+        NaN and only with equal_nan."""
+        a, b = self._broadcasted(other, op="isclose")
+        finite = a.isfinite() & b.isfinite() & ((a - b).abs() <= atol + rtol * b.abs())
+        out = finite | ((a.isinf() | b.isinf()) & (a == b))
+        return out | (a.isnan() & b.isnan()) if equal_nan else out
+
+    def allclose(self: Tensor, other: TensorLike, rtol: PyFloat = 1e-05, atol: PyFloat = 1e-08,
+                 equal_nan: PyBool = False) -> Tensor:  # fmt: skip
+        """Whether every element is `isclose` (a bool scalar tensor; `.item()` gives the Python bool)."""
+        return self.isclose(other, rtol, atol, equal_nan).all()

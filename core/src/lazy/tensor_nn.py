@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from lazy.dtype import ConstType, dtypes, least_upper_dtype, sum_acc_dtype
+from lazy.dtype import ConstType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 from lazy.helpers import ShapeError, all_int, broadcast_shape, make_pair, prod
 from lazy.symbolic import concrete, sint
 
@@ -26,7 +26,7 @@ class NNOpsMixin:
 
     # -- linear algebra and nn -----------------------------------------------------------------------------------------
 
-    def dot(self: Tensor, w: Tensor) -> Tensor:
+    def dot(self: Tensor, w: Tensor, dtype: Any = None) -> Tensor:
         if self.ndim == 0 or w.ndim == 0:
             raise ShapeError(f"matmul: both arguments need at least 1 dimension, got {self.shape} and {w.shape}")
         k_x, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
@@ -41,14 +41,14 @@ class NNOpsMixin:
         x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
         w2 = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2) :])
         w2 = w2.transpose(-1, -min(w.ndim, 2))
-        out_dtype = least_upper_dtype(x.dtype, w2.dtype)
+        out_dtype = least_upper_dtype(x.dtype, w2.dtype) if dtype is None else to_dtype(dtype)
         return (x * w2).sum(-1, acc_dtype=sum_acc_dtype(out_dtype)).cast(out_dtype)
 
-    def matmul(self: Tensor, w: Tensor, reverse: PyBool = False) -> Tensor:
-        return w.dot(self) if reverse else self.dot(w)
+    def matmul(self: Tensor, w: Tensor, reverse: PyBool = False, dtype: Any = None) -> Tensor:
+        return w.dot(self, dtype) if reverse else self.dot(w, dtype)
 
-    def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-        x = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
+    def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None, dtype: Any = None) -> Tensor:
+        x = self.mul(weight) if weight.ndim == 1 else self.dot(weight, dtype)
         return x.add(bias) if bias is not None else x
 
     def _windows(
@@ -115,6 +115,7 @@ class NNOpsMixin:
         stride: Any = 1,
         dilation: Any = 1,
         padding: Any = 0,
+        dtype: Any = None,
     ) -> Tensor:
         """Convolution of (N, C_in, *spatial) with weight (C_out, C_in/groups, *kernel); 1-d, 2-d and 3-d alike
         (the kernel's rank decides). stride/dilation/padding: an int or one value per spatial axis."""
@@ -134,7 +135,8 @@ class NNOpsMixin:
         # (N, G, 1, C_in/G, *out, *k) * (1, G, C_out/G, C_in/G, 1.., *k), summed over C_in/G and the kernel
         win = win.reshape(n, groups, 1, cin_g, *outs, *kernel)
         w = weight.reshape(1, groups, cout // groups, cin_g, *([1] * nd), *kernel)
-        out = (win * w).sum((3, *range(4 + nd, 4 + 2 * nd))).reshape(n, cout, *outs)
+        reduce_axes = (3, *range(4 + nd, 4 + 2 * nd))
+        out = (win * w).sum(reduce_axes, dtype=dtype).reshape(n, cout, *outs)
         return out if bias is None else out + bias.reshape(1, -1, *([1] * nd))
 
     @staticmethod
@@ -331,9 +333,15 @@ class NNOpsMixin:
         attn_mask: Tensor | None = None,
         dropout_p: PyFloat = 0.0,
         is_causal: PyBool = False,
+        enable_gqa: PyBool = False,
     ) -> Tensor:
         """softmax(q @ k^T / sqrt(E) + mask) @ v for q (..., L, E), k (..., S, E), v (..., S, Ev). `attn_mask`: bool
         (True = attend) or an additive float mask; is_causal masks out keys after each query (no attn_mask then)."""
+        if enable_gqa:  # grouped-query attention: each key/value head serves a group of query heads
+            heads, kv_heads = self.shape[-3], key.shape[-3]
+            assert isinstance(heads, int) and isinstance(kv_heads, int)
+            key = key.repeat_interleave(heads // kv_heads, dim=-3)
+            value = value.repeat_interleave(heads // kv_heads, dim=-3)
         q = self._float()
         e = q.shape[-1]
         assert isinstance(e, int)
@@ -448,31 +456,110 @@ class NNOpsMixin:
     def one_hot(self: Tensor, num_classes: PyInt) -> Tensor:
         return (self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int32)
 
+    def _do_reduction(self: Tensor, reduction: str = "mean") -> Tensor:
+        if reduction not in ("none", "mean", "sum"):
+            raise ValueError(f'reduction must be "none", "mean" or "sum", not {reduction!r}')
+        return self.mean() if reduction == "mean" else self.sum() if reduction == "sum" else self
+
     def sparse_categorical_crossentropy(
-        self: Tensor, Y: Tensor, ignore_index: PyInt = -1, label_smoothing: PyFloat = 0.0
+        self: Tensor, Y: Tensor, ignore_index: PyInt = -1, label_smoothing: PyFloat = 0.0, reduction: str = "mean"
     ) -> Tensor:
+        """Cross entropy of logits (..., classes) against integer labels Y (...); labels equal to ignore_index
+        count for nothing (the mean divides by the labels that count)."""
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         log_probs = self.log_softmax()
         n_classes = self.shape[-1]
         assert isinstance(n_classes, int)
-        mask = Y != ignore_index
-        y = (Y.unsqueeze(-1) == type(self).arange(n_classes, device=self.device)).cast(
-            log_probs.dtype
-        ) * mask.unsqueeze(-1)
-        count = mask.cast(log_probs.dtype).sum()
-        nll = -(log_probs * y).sum() / count
-        smooth = -log_probs.mean(-1).mul(mask).sum() / count
-        return (1 - label_smoothing) * nll + label_smoothing * smooth
+        keep = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
+        y = (Y.unsqueeze(-1) == type(self).arange(n_classes, device=self.device)) & keep.unsqueeze(-1)
+        picked = y.where(log_probs, 0).sum(-1)
+        loss = -((1 - label_smoothing) * picked + label_smoothing * log_probs.mean(-1) * keep)
+        if reduction == "mean":
+            return loss.sum() / keep.sum()
+        return loss._do_reduction(reduction)
 
     def cross_entropy(self: Tensor, Y: Tensor, reduction: str = "mean", label_smoothing: PyFloat = 0.0) -> Tensor:
-        n = self.shape[-1]
+        """Cross entropy of logits with classes on axis 1 (PyTorch's layout: (N, C) or (N, C, d1, ...)) against
+        class indices (N, d1, ...) or class probabilities shaped like the logits."""
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+        axis = 1 if self.ndim > 1 else 0
+        n = self.shape[axis]
         assert isinstance(n, int)
-        y = Y.one_hot(n).cast(self.dtype) if dtypes.is_int(Y.dtype) else Y
+        if Y.ndim < self.ndim:  # class indices: one-hot along the class axis
+            y = Y.one_hot(n).cast(self.dtype)
+            y = y if y.ndim <= 2 else y.permute((0, y.ndim - 1, *range(1, y.ndim - 1)))
+        else:
+            y = Y.cast(self.dtype)
         y = (1 - label_smoothing) * y + label_smoothing / n
-        loss = -(self.log_softmax(-1) * y).sum(-1)
-        return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+        return (-(self.log_softmax(axis) * y).sum(axis))._do_reduction(reduction)
 
-    def binary_crossentropy(self: Tensor, Y: Tensor) -> Tensor:
-        return -(Y * self.log() + (1 - Y) * (1 - self).log()).mean()
+    def nll_loss(self: Tensor, Y: Tensor, weight: Tensor | None = None, ignore_index: PyInt | None = None,
+                 reduction: str = "mean") -> Tensor:  # fmt: skip
+        """Negative log likelihood of log-probabilities (N, C, ...) at class indices Y (N, ...); `weight` per class;
+        the mean is weighted (divided by the weights of the labels that count), as PyTorch's."""
+        axis = 1 if self.ndim > 1 else 0
+        w = Y.ones_like(dtype=self.dtype) if weight is None else weight.gather(0, Y.flatten()).reshape(Y.shape)
+        if ignore_index is not None:
+            w = (Y != ignore_index).where(w, 0)
+        picked = self.gather(axis, Y.unsqueeze(axis) if self.ndim > 1 else Y.reshape(1)).squeeze(axis)
+        loss = -picked * w
+        if reduction == "mean":
+            return loss.sum() / w.sum()
+        return loss._do_reduction(reduction)
 
-    def binary_crossentropy_logits(self: Tensor, Y: Tensor) -> Tensor:
-        return (self.maximum(0) - Y * self + (1 + self.abs().neg().exp()).log()).mean()
+    def binary_crossentropy(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:
+        """BCE of probabilities against targets; logs are clamped at -100 like PyTorch's."""
+        return (-(Y * self.log().maximum(-100) + (1 - Y) * (1 - self).log().maximum(-100)))._do_reduction(reduction)
+
+    def binary_crossentropy_logits(self: Tensor, Y: Tensor, reduction: str = "mean",
+                                   pos_weight: Tensor | None = None) -> Tensor:  # fmt: skip
+        """BCE of logits, computed stably through logsigmoid; `pos_weight` scales the positive term."""
+        log_p, log_not_p = self.logsigmoid(), (-self).logsigmoid()
+        pos = Y * log_p if pos_weight is None else pos_weight * Y * log_p
+        return (-(pos + (1 - Y) * log_not_p))._do_reduction(reduction)
+
+    def mse_loss(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:
+        return (self - Y).square()._do_reduction(reduction)
+
+    def l1_loss(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:
+        return (self - Y).abs()._do_reduction(reduction)
+
+    def smooth_l1_loss(self: Tensor, Y: Tensor, reduction: str = "mean", beta: PyFloat = 1.0) -> Tensor:
+        diff = (self - Y).abs()
+        return (diff < beta).where(0.5 * diff.square() / beta, diff - 0.5 * beta)._do_reduction(reduction)
+
+    def normalize(self: Tensor, p: PyFloat = 2.0, dim: PyInt = 1, eps: PyFloat = 1e-12) -> Tensor:
+        """self / max(||self||_p along dim, eps)."""
+        return self / self.norm(p, dim, keepdim=True).maximum(eps)
+
+    def batchnorm(self: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
+                  axis: PyInt | tuple[PyInt, ...] = 1) -> Tensor:  # fmt: skip
+        """(self - mean) * invstd * weight + bias, the statistics shaped like the axes in `axis`."""
+        axes = tuple(self._resolve_axis(a) for a in ((axis,) if isinstance(axis, int) else axis))
+        shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+        x = self - mean.reshape(shape)
+        if weight is not None:
+            x = x * weight.reshape(shape)
+        x = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
+        return x + bias.reshape(shape) if bias is not None else x
+
+    def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: Any = (2, 2), stride: Any = None,
+                     dilation: Any = 1, padding: Any = 0, output_size: Any = None) -> Tensor:  # fmt: skip
+        """Puts each pooled value back at its index (from max_pool2d(return_indices=True)) in a zero tensor of the
+        unpooled size; any number of spatial axes."""
+        n, c, *spatial = self.shape
+        nd = len(spatial)
+        if output_size is None:
+            kernel = make_pair(kernel_size, nd)
+            stride_ = kernel if stride is None else make_pair(stride, nd)
+            dil, pads = make_pair(dilation, nd), self._conv_pads(padding, nd)
+            output_size = tuple((i - 1) * s - (b + a) + d * (k - 1) + 1  # type: ignore[operator]
+                                for i, k, d, s, (b, a) in zip(spatial, kernel, dil, stride_, pads))  # fmt: skip
+        else:
+            output_size = tuple(output_size)[-nd:]
+        total = concrete(prod(output_size), "max_unpool2d")
+        hit = indices.reshape(n, c, -1, 1) == type(self).arange(total, device=self.device)  # (n, c, pooled, total)
+        out = hit.where(self.reshape(n, c, -1, 1), 0).sum(2, dtype=self.dtype)
+        return out.reshape(n, c, *output_size)

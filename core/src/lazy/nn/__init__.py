@@ -59,7 +59,7 @@ class BatchNorm:
         return _affine(normed, self.weight, self.bias, shape)
 
 
-BatchNorm1d = BatchNorm2d = BatchNorm
+BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
 
 
 class LayerNorm:
@@ -168,3 +168,65 @@ class Conv2d:
 
 class Conv1d(Conv2d):
     dims = 1
+
+
+class ConvTranspose2d:
+    """Transposed 2-d convolution (the gradient of Conv2d with respect to its input), initialised like PyTorch:
+    weight (C_in, C_out/groups, *kernel)."""
+
+    dims = 2
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, ...],
+        stride: int = 1,
+        padding: int | tuple[int, ...] = 0,
+        output_padding: int = 0,
+        dilation: int = 1,
+        groups: int = 1,
+        bias: bool = True,
+    ):
+        self.kernel_size = (kernel_size,) * self.dims if isinstance(kernel_size, int) else tuple(kernel_size)
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
+        self.dilation, self.groups = dilation, groups
+        fan_in = out_channels // groups * math.prod(self.kernel_size)
+        bound = 1 / math.sqrt(fan_in)
+        self.weight = Tensor.uniform(in_channels, out_channels // groups, *self.kernel_size, low=-bound, high=bound)
+        self.bias = Tensor.uniform(out_channels, low=-bound, high=bound) if bias else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x.conv_transpose2d(self.weight, self.bias, self.groups, self.stride, self.dilation, self.padding,
+                                  self.output_padding)  # fmt: skip
+
+
+class ConvTranspose1d(ConvTranspose2d):
+    dims = 1
+
+
+class LayerNorm2d(LayerNorm):
+    """LayerNorm over the channels of (N, C, H, W)."""
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return super().__call__(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+class LSTMCell:
+    """One LSTM step: (x, (h, c)) -> (h', c'), gates in PyTorch's order (input, forget, cell, output)."""
+
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+        bound = 1 / math.sqrt(hidden_size)
+        self.weight_ih = Tensor.uniform(hidden_size * 4, input_size, low=-bound, high=bound)
+        self.weight_hh = Tensor.uniform(hidden_size * 4, hidden_size, low=-bound, high=bound)
+        self.bias_ih = Tensor.uniform(hidden_size * 4, low=-bound, high=bound) if bias else None
+        self.bias_hh = Tensor.uniform(hidden_size * 4, low=-bound, high=bound) if bias else None
+
+    def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        if hc is None:
+            zeros = Tensor.zeros(x.shape[0], self.weight_hh.shape[1], device=x.device, dtype=x.dtype)
+            hc = (zeros, zeros)
+        gates = x.linear(self.weight_ih.T, self.bias_ih) + hc[0].linear(self.weight_hh.T, self.bias_hh)
+        i, f, g, o = gates.chunk(4, 1)
+        c = f.sigmoid() * hc[1] + i.sigmoid() * g.tanh()
+        return o.sigmoid() * c.tanh(), c

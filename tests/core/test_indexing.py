@@ -1,0 +1,205 @@
+"""Indexing on the PYTHON device: `__getitem__`/`__setitem__` against numpy (values, shapes, gradients), and the
+index-driven ops (gather, scatter, scatter_reduce, masked_select, nonzero, index_select) against reference loops."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_tensor_api import check
+
+from lazy import Context, Tensor, dtypes
+
+RNG = np.random.default_rng(11)
+A = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+
+
+@pytest.fixture(autouse=True)
+def python_device():
+    with Context(DEVICE="PYTHON"):
+        yield
+
+
+def as_lazy(index):
+    """The same index with numpy arrays as lazy tensors (numpy gets the arrays)."""
+    items = index if isinstance(index, tuple) else (index,)
+    out = tuple(Tensor(i) if isinstance(i, np.ndarray) else i for i in items)
+    return out if isinstance(index, tuple) else out[0]
+
+
+BASIC = [
+    0, -1, (1, 2), (slice(None), 2), (slice(1, None, 2),), (slice(None, None, -1),), (slice(None, None, -2), 1),
+    (Ellipsis, 3), (None, 1, None, Ellipsis, None), (slice(3, 1),), (slice(0, 0), 1),
+    (1, slice(-3, None), slice(None, None, 3)),
+]  # fmt: skip
+FANCY = [
+    [0, 2], ([[0, 1], [2, 1]],), (slice(None), [1, 3], [0, 4]), ([0, 2], slice(None), [1, 3]), (Ellipsis, [1, -1]),
+    (np.array([[0], [2]]), np.array([1, 2, 3])), ([2, 0], [True, False, True, False]),
+    (A[..., 0] > 20,), (np.array([2, 2, 0]),), (slice(None), np.array([[3], [0]])),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("index", BASIC + FANCY, ids=range(len(BASIC + FANCY)))
+def test_getitem_matches_numpy(index):
+    got = Tensor(A)[as_lazy(index)]
+    expected = A[index]
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got.numpy(), expected)
+
+
+@pytest.mark.parametrize("index", [(1, slice(None, None, -2)), ([0, 2, 0], slice(1, 3), [4, 0, 4]), (A > 30,)])
+def test_getitem_gradient_scatters_back(index):
+    check(lambda x: x[as_lazy(index)], lambda a: a[index], A / 60)
+
+
+def test_where_lazy_follows_tinygrad_and_torch_rather_than_numpy():
+    # an int is plain indexing (it drops its axis first), so one list index stays in place: torch's (2, 1, 2),
+    # numpy's (2, 2, 1)
+    assert Tensor(A)[1, 1:4:2, None, [0, 3]].shape == (2, 1, 2)
+    np.testing.assert_array_equal(Tensor(A)[1, 1:4:2, None, [0, 3]].numpy(), A[1][1:4:2, None, [0, 3]])
+    # a bare list of lists is a tuple of per-axis indices (tinygrad), not one 2-d index (numpy)
+    np.testing.assert_array_equal(Tensor(A)[[[0, 1], [2, 1]]].numpy(), A[[0, 1], [2, 1]])
+
+
+def test_int_tensor_index_keeps_dtype_and_handles_negative_values():
+    x = Tensor(np.arange(10, dtype=np.int32))
+    np.testing.assert_array_equal(x[Tensor([-1, 0, -10])].numpy(), [9, 0, 0])
+    b = Tensor([True, False, True])
+    np.testing.assert_array_equal(b[Tensor([2, 1])].numpy(), [True, False])
+    assert b[Tensor([2, 1])].dtype == dtypes.bool
+
+
+def test_index_errors_name_the_problem():
+    x = Tensor(A)
+    with pytest.raises(IndexError, match="out of bounds for axis 1 with size 4"):
+        x[0, 4]
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        x[[0, 7]]
+    with pytest.raises(IndexError, match="too many indices"):
+        x[0, 0, 0, 0]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        x[..., 0, ...]
+    with pytest.raises(IndexError, match="integer or bool dtype"):
+        x[Tensor([0.5])]
+    with pytest.raises(IndexError, match="cannot be broadcast"):
+        x[[0, 1], [0, 1, 2]]
+    with pytest.raises(IndexError, match="does not match the indexed axes"):
+        x[np.ones((2, 2), dtype=bool)]
+    with pytest.raises(ValueError, match="step cannot be zero"):
+        x[::0]
+
+
+SETS = [
+    ((0,), 7.0), ((slice(None, None, -2), 1), np.array([[1.0], [2.0]], np.float32)),
+    (([0, 2], slice(None), [1, 3]), 5.0), ((A > 30,), -1.0), ((Ellipsis, [1, 1]), np.array([3.0, 4.0], np.float32)),
+    ((slice(1, 3), [0, 2], slice(None, None, 2)), np.full((2, 2, 3), 9.0, np.float32)),
+    ((2, [0, 0, 1], [1, 1, 4]), np.array([1.0, 2.0, 3.0], np.float32)), ((slice(None), [1, 3]), 0.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("index, value", SETS, ids=range(len(SETS)))
+def test_setitem_matches_numpy(index, value):
+    expected = A.copy()
+    expected[index] = value  # repeated indices: numpy's last write wins, and so does lazy's
+    x = Tensor(A.copy()).realize()
+    x[as_lazy(index)] = Tensor(value) if isinstance(value, np.ndarray) else value
+    np.testing.assert_array_equal(x.numpy(), expected)
+
+
+def test_setitem_keeps_the_buffer_and_casts_the_value():
+    x = Tensor(np.zeros(4, dtype=np.int32)).realize()
+    buf = x.lazydata.base.realized
+    x[1:3] = 2.7  # cast to int32, as in PyTorch
+    x.realize()
+    np.testing.assert_array_equal(x.numpy(), [0, 2, 2, 0])
+    assert x.lazydata.base.realized is buf
+
+
+def test_setitem_gradients_reach_the_value_and_the_untouched_elements():
+    x = Tensor(A, requires_grad=True)
+    v = Tensor(np.ones(2, np.float32), requires_grad=True)
+    y = x * 1
+    y[1, 2, [0, 3]] = v * 3
+    (y * y).sum().backward()
+    expected = 2 * A
+    expected[1, 2, [0, 3]] = 0
+    np.testing.assert_allclose(x.grad.numpy(), expected)
+    np.testing.assert_allclose(v.grad.numpy(), [18.0, 18.0])
+
+
+def test_setitem_errors():
+    leaf = Tensor(A, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        leaf[0] = 1.0
+    x = Tensor(A.copy())
+    with pytest.raises(ValueError, match=r"shape \(3,\) cannot be assigned to a region of shape \(4, 5\)"):
+        x[0] = Tensor([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(x.numpy(), A)  # a refused assignment leaves the tensor as it was
+
+
+def test_gather_and_index_select():
+    idx = RNG.integers(0, 4, (3, 2, 5))
+    check(lambda x: x.gather(1, Tensor(idx.astype(np.int32))), lambda a: np.take_along_axis(a, idx, 1), A / 60)
+    np.testing.assert_array_equal(Tensor(A).index_select(2, Tensor([4, 0])).numpy(), A[:, :, [4, 0]])
+    with pytest.raises(ValueError, match="index has 1 dimensions"):
+        Tensor(A).gather(0, Tensor([1]))
+
+
+def scatter_reference(base, dim, index, src, reduce=None, include_self=True):
+    out = base.copy()
+    touched: dict[tuple, list] = {}
+    for pos in np.ndindex(index.shape):
+        target = list(pos)
+        target[dim] = index[pos]
+        touched.setdefault(tuple(target), []).append(src[pos])
+    for target, values in touched.items():
+        pool = ([out[target]] if include_self else []) + values
+        if reduce is None:
+            out[target] = values[-1]
+        elif reduce == "sum":
+            out[target] = np.sum(pool)
+        elif reduce == "prod":
+            out[target] = np.prod(pool)
+        elif reduce == "mean":
+            out[target] = np.mean(pool)
+        elif reduce == "amax":
+            out[target] = np.max(pool)
+        else:
+            out[target] = np.min(pool)
+    return out
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("reduce", [None, "sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_and_scatter_reduce(dim, reduce, include_self):
+    if reduce is None and not include_self:
+        return
+    base = RNG.standard_normal((3, 5)).astype(np.float32)
+    index = np.array([[0, 1, 2, 0, 0], [2, 0, 0, 1, 2]])[:, : 3 if dim == 1 else 5]
+    index = np.minimum(index, base.shape[dim] - 1)
+    src = RNG.standard_normal((2, 5)).astype(np.float32)
+    t, i, s = Tensor(base), Tensor(index.astype(np.int32)), Tensor(src)
+    got = t.scatter(dim, i, s) if reduce is None else t.scatter_reduce(dim, i, s, reduce, include_self=include_self)
+    expected = scatter_reference(base, dim, index, src, reduce, include_self)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_scatter_with_a_scalar_and_the_reduce_argument():
+    got = Tensor.zeros(2, 4).scatter(1, Tensor([[1, 1], [3, 0]]), 2.0, reduce="add")
+    np.testing.assert_array_equal(got.numpy(), [[0, 4, 0, 0], [2, 0, 0, 2]])
+    with pytest.raises(ValueError, match="reduce must be"):
+        Tensor.zeros(2, 4).scatter(1, Tensor([[1]]), 1.0, reduce="max")
+
+
+def test_masked_select_and_nonzero():
+    t = Tensor([[0, 1, 2], [3, 4, 5], [6, 7, 8]])
+    mask = Tensor([[True, False, True], [False, True, False], [False, False, True]])
+    np.testing.assert_array_equal(t.masked_select(mask).numpy(), [0, 2, 4, 8])
+    np.testing.assert_array_equal(t.masked_select(mask, size=6, fill_value=-1).numpy(), [0, 2, 4, 8, -1, -1])
+    np.testing.assert_array_equal(t.masked_select(mask, size=2).numpy(), [0, 2])
+    m = Tensor([[1, 0], [0, 2]])
+    np.testing.assert_array_equal(m.nonzero().numpy(), [[0, 0], [1, 1]])
+    np.testing.assert_array_equal(m.nonzero(size=3, fill_value=-1).numpy(), [[0, 0], [1, 1], [-1, -1]])
+    check(lambda x: x.masked_select(Tensor(A > 40)), lambda a: a[A > 40], A / 60)
+    with pytest.raises(TypeError, match="must be a bool tensor"):
+        t.masked_select(Tensor([1, 0, 1]))

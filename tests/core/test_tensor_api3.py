@@ -1,0 +1,230 @@
+"""More of the Tensor API on the PYTHON device against numpy references: transposed convolution, losses with
+reductions, binary math (fmod, copysign, logaddexp, isclose), diagonals and windows, rearrange, the nn layers that
+build on them, and PyTorch's gradient conventions (non-differentiable comparisons, zero-gradient sign, std at 0)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from test_tensor_api import check
+
+from lazy import Context, Tensor, dtypes, nn
+from lazy.helpers import ShapeError
+
+RNG = np.random.default_rng(5)
+
+
+@pytest.fixture(autouse=True)
+def python_device():
+    with Context(DEVICE="PYTHON"):
+        yield
+
+
+def conv_transpose_reference(x, w, stride, padding, output_padding, dilation, groups):
+    """Scatter every input pixel's weighted kernel into the output (the definition), then crop the padding."""
+    n, cin, *spatial = x.shape
+    cout_g, kernel = w.shape[1], w.shape[2:]
+    full = [
+        (i - 1) * s + d * (k - 1) + 1 + op for i, s, d, k, op in zip(spatial, stride, dilation, kernel, output_padding)
+    ]
+    out = np.zeros((n, cout_g * groups, *full))
+    cin_g = cin // groups
+    for b, ci, *pos in np.ndindex(x.shape):
+        g = ci // cin_g
+        for taps in np.ndindex(*kernel):
+            at = tuple(p * s + t * d for p, s, t, d in zip(pos, stride, taps, dilation))
+            out[(b, slice(g * cout_g, (g + 1) * cout_g), *at)] += x[(b, ci, *pos)] * w[(ci, slice(None), *taps)]
+    crop = tuple(slice(p, f - p) for p, f in zip(padding, full))
+    return out[(slice(None), slice(None), *crop)]
+
+
+@pytest.mark.parametrize(
+    "shape, wshape, stride, padding, output_padding, dilation, groups",
+    [((1, 2, 4, 4), (2, 3, 3, 3), 1, 0, 0, 1, 1), ((2, 4, 3, 3), (4, 2, 3, 3), 2, 1, 1, 1, 2),
+     ((1, 2, 3, 4), (2, 1, 2, 3), (2, 1), (0, 1), 0, (1, 2), 1), ((1, 2, 5), (2, 3, 3), 3, 1, 2, 1, 1)],
+)  # fmt: skip
+def test_conv_transpose2d(shape, wshape, stride, padding, output_padding, dilation, groups):
+    nd = len(shape) - 2
+    tup = lambda v: (v,) * nd if isinstance(v, int) else v  # noqa: E731
+    w = RNG.standard_normal(wshape)
+    args = (tup(stride), tup(padding), tup(output_padding), tup(dilation), groups)
+    check(
+        lambda x: x.conv_transpose2d(
+            Tensor(w.astype(np.float32)), None, groups, stride, dilation, padding, output_padding
+        ),
+        lambda a: conv_transpose_reference(a, w, *args),
+        RNG.standard_normal(shape),
+    )
+
+
+def test_conv_transpose2d_layer_and_bias():
+    layer = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+    x = RNG.standard_normal((2, 4, 5, 5)).astype(np.float32)
+    expected = conv_transpose_reference(x, layer.weight.numpy(), (2, 2), (1, 1), (1, 1), (1, 1), 2)
+    expected += layer.bias.numpy().reshape(1, -1, 1, 1)
+    np.testing.assert_allclose(layer(Tensor(x)).numpy(), expected, rtol=1e-4, atol=1e-5)
+    assert nn.ConvTranspose1d(3, 2, 3)(Tensor.ones(1, 3, 4)).shape == (1, 2, 6)
+
+
+def log_softmax(a, axis):
+    m = a.max(axis, keepdims=True)
+    return a - m - np.log(np.exp(a - m).sum(axis, keepdims=True))
+
+
+def reduce(loss, reduction):
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_losses_against_their_formulas(reduction):
+    x = RNG.standard_normal((4, 5)).astype(np.float32)
+    y = np.array([1, 0, 4, 2])
+    onehot = np.eye(5)[y]
+    p = 1 / (1 + np.exp(-x.astype(np.float64)))
+    target = (x > 0).astype(np.float32)
+    lp = log_softmax(x.astype(np.float64), 1)
+    smooth = 0.9 * onehot + 0.1 / 5
+    cases = [
+        (Tensor(x).cross_entropy(Tensor(y), reduction), reduce(-(lp * onehot).sum(1), reduction)),
+        (Tensor(x).cross_entropy(Tensor(y), reduction, 0.1), reduce(-(lp * smooth).sum(1), reduction)),
+        (Tensor(x).log_softmax().nll_loss(Tensor(y), reduction=reduction), reduce(-lp[range(4), y], reduction)),
+        (Tensor(x).binary_crossentropy_logits(Tensor(target), reduction),
+         reduce(-(target * np.log(p) + (1 - target) * np.log(1 - p)), reduction)),
+        (Tensor(p.astype(np.float32)).binary_crossentropy(Tensor(target), reduction),
+         reduce(-(target * np.log(p) + (1 - target) * np.log(1 - p)), reduction)),
+        (Tensor(x).mse_loss(Tensor(target), reduction), reduce((x - target) ** 2, reduction)),
+        (Tensor(x).l1_loss(Tensor(target), reduction), reduce(np.abs(x - target), reduction)),
+        (Tensor(x).sparse_categorical_crossentropy(Tensor(y), reduction=reduction),
+         reduce(-lp[range(4), y], reduction)),
+    ]  # fmt: skip
+    for got, expected in cases:
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_weighted_nll_loss_and_ignore_index():
+    x = log_softmax(RNG.standard_normal((5, 3)), 1)
+    y = np.array([0, 2, 1, 2, 0])
+    w = np.array([1.0, 2.0, 3.0])
+    keep = y != 2
+    picked, weights = -x[range(5), y] * w[y] * keep, w[y] * keep
+    got = Tensor(x.astype(np.float32)).nll_loss(Tensor(y), Tensor(w.astype(np.float32)), ignore_index=2)
+    np.testing.assert_allclose(got.numpy(), picked.sum() / weights.sum(), rtol=1e-5)
+    logits = RNG.standard_normal((2, 3, 4)).astype(np.float32)  # (N, C, d): classes on axis 1
+    labels = RNG.integers(0, 3, (2, 4))
+    lp = log_softmax(logits.astype(np.float64), 1)
+    expected = -np.take_along_axis(lp, labels[:, None], 1).mean()
+    np.testing.assert_allclose(Tensor(logits).cross_entropy(Tensor(labels)).numpy(), expected, rtol=1e-5)
+    with pytest.raises(ValueError, match="reduction must be"):
+        Tensor(logits).cross_entropy(Tensor(labels), reduction="avg")
+
+
+def test_binary_math():
+    a = np.array([-4.5, 7.0, 5.0, 4.0, -7.0, 8.0], np.float32)
+    b = np.array([2.0, -3.0, 8.0, -2.0, 3.0, 5.0], np.float32)
+    np.testing.assert_allclose(Tensor(a).fmod(Tensor(b)).numpy(), np.fmod(a, b))
+    np.testing.assert_array_equal(Tensor(a.astype(np.int32)).fmod(Tensor(b.astype(np.int32))).numpy(),
+                                  np.fmod(a.astype(np.int32), b.astype(np.int32)))  # fmt: skip
+    np.testing.assert_array_equal(Tensor([1.0, 2.0, 3.0]).copysign(Tensor([-0.0, 0.0, -2.0])).numpy(), [-1, 2, -3])
+    inf = np.array([1.0, -np.inf, np.inf], np.float32)
+    np.testing.assert_allclose(Tensor(inf).logaddexp(Tensor([2.0, -np.inf, 1.0])).numpy(),
+                               np.logaddexp(inf, [2.0, -np.inf, 1.0]))  # fmt: skip
+    close = Tensor([1e-7, 1e-8, np.inf, np.nan]).isclose(Tensor([0.0, 0.0, np.inf, np.nan]))
+    np.testing.assert_array_equal(close.numpy(), [False, True, True, False])
+    assert Tensor([np.nan]).isclose(Tensor([np.nan]), equal_nan=True).item()
+    assert Tensor([1.0, 2.0]).allclose(Tensor([1.0, 2.0 + 1e-9])).item()
+    np.testing.assert_allclose(Tensor([1.0, 100.0]).log10().numpy(), [0.0, 2.0], atol=1e-6)
+    check(lambda x: x.logaddexp(Tensor(b.astype(np.float32))), lambda v: np.logaddexp(v, b), a / 3)
+
+
+def test_diagonals_windows_and_padding_to_a_shape():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for offset in (0, 1, -1, 3, -3):
+        np.testing.assert_array_equal(Tensor(x).diagonal(offset, 1, 2).numpy(), np.diagonal(x, offset, 1, 2))
+    np.testing.assert_array_equal(Tensor(x).diagonal(0, 0, 2).numpy(), np.diagonal(x, 0, 0, 2))
+    check(lambda t: t.diagonal(1, -2, -1), lambda a: np.diagonal(a, 1, -2, -1).copy(), x / 24)
+    np.testing.assert_array_equal(Tensor([1, 2, 3]).diag().numpy(), np.diag([1, 2, 3]))
+    windows = np.lib.stride_tricks.sliding_window_view(x, 2, axis=2)[:, :, ::1]
+    np.testing.assert_array_equal(Tensor(x).unfold(2, 2, 1).numpy(), windows)
+    np.testing.assert_array_equal(Tensor(x).unfold(0, 1, 2).numpy(), x[:1, ..., None])  # one window of 1 every 2
+    np.testing.assert_array_equal(Tensor(x).pad_to(3, None, 5, value=-1).numpy()[2], -np.ones((3, 5)))
+    np.testing.assert_array_equal(Tensor(x).shrink_to(1, None, 2).numpy(), x[:1, :, :2])
+    with pytest.raises(ShapeError, match="same axis"):
+        Tensor(x).diagonal(0, 1, -2)
+
+
+def test_rearrange():
+    x = Tensor(np.arange(24).reshape(2, 3, 4))
+    np.testing.assert_array_equal(x.rearrange("b c h -> b (c h)").numpy(), np.arange(24).reshape(2, 12))
+    np.testing.assert_array_equal(
+        x.rearrange("b c (h w) -> b h w c", h=2).numpy(), np.arange(24).reshape(2, 3, 2, 2).transpose(0, 2, 3, 1)
+    )
+    np.testing.assert_array_equal(
+        x.rearrange("... h -> h ...").numpy(), np.moveaxis(np.arange(24).reshape(2, 3, 4), 2, 0)
+    )
+    assert x.rearrange("b c h -> b 1 c h").shape == (2, 1, 3, 4)
+    with pytest.raises(ValueError, match="same axes"):
+        x.rearrange("b c h -> b c")
+
+
+def test_cummin_randperm_and_creation_likes():
+    values, idx = Tensor([0, 1, -1, 2, -2, 3, -3]).cummin(0)
+    np.testing.assert_array_equal(values.numpy(), [0, 0, -1, -1, -2, -2, -3])
+    np.testing.assert_array_equal(idx.numpy(), [0, 0, 2, 2, 4, 4, 6])
+    perm = Tensor.randperm(20).numpy()
+    assert sorted(perm.tolist()) == list(range(20)) and perm.dtype == np.int32
+    t = Tensor.ones(2, 3, dtype=dtypes.float16)
+    assert t.rand_like().dtype == dtypes.float16 and t.randn_like().shape == (2, 3)
+    assert t.empty_like().shape == (2, 3) and t.size() == (2, 3) and t.size(-1) == 3
+    assert Tensor.stack(Tensor([1]), Tensor([2])).shape == Tensor([1]).stack(Tensor([2])).shape == (2, 1)
+
+
+def test_pytorch_gradient_conventions():
+    x = Tensor([1.0, -2.0, 0.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="does not require a gradient"):
+        (x < 1).sum().backward()
+    (x * (x < 0)).sum().backward()  # a comparison used as a mask: the gradient reaches x through the product
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.0, 0.0])
+    for fn in (lambda t: t.sign(), lambda t: t**0):
+        y = Tensor([1.0, -2.0, 0.0], requires_grad=True)
+        fn(y).sum().backward()
+        np.testing.assert_array_equal(y.grad.numpy(), [0.0, 0.0, 0.0])  # a zero gradient, not None
+    z = Tensor(np.ones((1, 3, 1), np.float32), requires_grad=True)
+    z.std(axis=(0, 2), correction=0).sum().backward()
+    np.testing.assert_array_equal(z.grad.numpy(), np.zeros((1, 3, 1)))  # zero variance: gradient 0, not NaN
+    n = Tensor([-8.0, 4.0], requires_grad=True)
+    out = n ** Tensor([1 / 3, 0.5])
+    out.sum().backward()
+    assert math.isnan(out.numpy()[0]) and math.isnan(n.grad.numpy()[0]) and not math.isnan(n.grad.numpy()[1])
+
+
+def test_shape_errors_are_runtime_and_value_errors():
+    for bad in (lambda: Tensor.ones(2, 3) @ Tensor.ones(2, 3), lambda: Tensor.ones(2, 3).reshape(4),
+                lambda: Tensor.ones(2, 3) + Tensor.ones(3, 2), lambda: Tensor.ones(2, 3).permute(0, 0),
+                lambda: Tensor.ones(2, 3).flip(1, 1)):  # fmt: skip
+        with pytest.raises(RuntimeError):
+            bad()
+        with pytest.raises(ValueError):
+            bad()
+
+
+def test_new_layers():
+    lstm = nn.LSTMCell(3, 4)
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    h, c = lstm(Tensor(x))
+    gates = x @ lstm.weight_ih.numpy().T + lstm.bias_ih.numpy() + lstm.bias_hh.numpy()
+    i, f, g, o = np.split(gates, 4, 1)
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    c_ref = sig(i) * np.tanh(g)
+    np.testing.assert_allclose(c.numpy(), c_ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(h.numpy(), sig(o) * np.tanh(c_ref), rtol=1e-5, atol=1e-6)
+    y = nn.LayerNorm2d(3)(Tensor(RNG.standard_normal((2, 3, 4, 4)).astype(np.float32))).numpy()
+    np.testing.assert_allclose(y.mean(1), 0, atol=1e-5)
+    t = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    mean, var = t.mean((0, 2)), t.var((0, 2))
+    got = Tensor(t).batchnorm(None, None, Tensor(mean), Tensor(1 / np.sqrt(var + 1e-5)))
+    np.testing.assert_allclose(got.numpy(), (t - mean[:, None]) / np.sqrt(var[:, None] + 1e-5), rtol=1e-4, atol=1e-5)
+    pooled, idx = Tensor.arange(1, 17).reshape(1, 1, 4, 4).float().max_pool2d(return_indices=True)
+    unpooled = pooled.max_unpool2d(idx).numpy()[0, 0]
+    np.testing.assert_array_equal(unpooled, [[0, 0, 0, 0], [0, 6, 0, 8], [0, 0, 0, 0], [0, 14, 0, 16]])
