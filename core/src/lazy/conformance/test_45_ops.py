@@ -1,0 +1,251 @@
+"""Layer ops: the whole `Tensor` API on the device, forward and backward, against core's PYTHON reference device.
+
+Core's own tests check what each op means (against numpy and finite differences, on PYTHON). This layer checks
+that a device computes the same thing: every op in `OPS` runs on the device under test and on PYTHON with the same
+inputs, and the outputs and the gradients of every input must agree. The ops decompose into the primitive ops, so
+a plugin that passes this layer runs everything `Tensor` offers. Dtype tests (casts, bitcasts, integer division,
+half-precision sums) use the device's `Capabilities.dtypes`."""
+
+# ruff: noqa: E501
+# (the op table keeps one op per line: long lines read better than a table broken over several)
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lazy.dtype import dtypes, to_np_dtype
+from lazy.helpers import Context
+from lazy.tensor import Tensor
+
+pytestmark = pytest.mark.requires("kernels")  # a copy-only device skips this layer, with its reason
+
+REF = "PYTHON"
+
+
+def idx(t: Tensor, values: Any) -> Tensor:
+    """An int32 index tensor on t's device (the ops below build their indices where their input lives)."""
+    return Tensor(np.asarray(values, dtype=np.int32), device=t.device)
+
+
+def setitem(x: Tensor, index: Any, value: Any) -> Tensor:
+    y = x * 1  # a copy in the graph: the input keeps its gradient
+    y[index] = value
+    return y
+
+
+def scatter_reduces(a: Tensor, b: Tensor) -> Tensor:
+    index = idx(a, [[2, 0, 1, 0, 2], [0, 0, 1, 1, 2]])
+    return a.scatter_reduce(0, index, b, "amax") + a.scatter_reduce(0, index, b, "mean", include_self=False)
+
+
+def losses(a: Tensor, b: Tensor) -> Tensor:
+    labels = idx(a, [1, 0, 4, 2])
+    out = a.cross_entropy(labels, label_smoothing=0.1) + a.log_softmax().nll_loss(labels)
+    out = out + a.binary_crossentropy_logits(b.sigmoid()) + a.sigmoid().binary_crossentropy(b.sigmoid())
+    return out + a.mse_loss(b) + a.l1_loss(b) + a.sparse_categorical_crossentropy(labels)
+
+
+def setitem_fancy(x: Tensor) -> Tensor:
+    y = x * 1
+    y[idx(x, [0, 2, 0]), 1:3] = x[1, :2] * 2
+    return y
+
+
+# (name, input shapes, fn, options): options low/high (input range), grad (default True)
+OPS: list[tuple[str, list[tuple[int, ...]], Callable[..., Tensor], dict[str, Any]]] = [
+    # elementwise and activations
+    ("arith", [(3, 4), (3, 4)], lambda a, b: (a + b) * a - b / (b.abs() + 1), {}),
+    ("scalar_arith", [(3, 4)], lambda a: 2 - a * 3 + 1 / (a.abs() + 1) + a**2 + 2**a, {}),
+    ("floordiv_mod", [(3, 4), (3, 4)], lambda a, b: a // (b.abs() + 0.5) + a % (b.abs() + 0.5), {"grad": False}),
+    ("exp_log", [(3, 4)], lambda a: a.exp() + a.abs().add(0.1).log() + a.exp2() + a.abs().add(0.1).log2(), {}),
+    ("sqrt_rsqrt", [(3, 4)], lambda a: a.sqrt() + a.rsqrt() + a.reciprocal(), {"low": 0.5, "high": 2}),
+    ("trig", [(3, 4)], lambda a: a.sin() + a.cos() + a.tan(), {"low": -1, "high": 1}),
+    ("inverse_trig", [(3, 4)], lambda a: a.asin() + a.acos() + a.atan(), {"low": -0.9, "high": 0.9}),
+    ("hyperbolic", [(3, 4)], lambda a: a.sinh() + a.cosh() + a.tanh() + a.asinh() + a.atanh(), {"low": -0.9, "high": 0.9}),
+    ("acosh_erf", [(3, 4)], lambda a: a.acosh() + a.erf(), {"low": 1.1, "high": 3}),
+    ("rounding", [(3, 4)], lambda a: (a * 3).floor() + (a * 3).ceil() + (a * 3).round() + (a * 3).trunc(), {"grad": False}),
+    ("clip_min_max", [(3, 4), (3, 4)], lambda a, b: a.clip(-0.5, 0.5) + a.maximum(b) + a.minimum(b), {}),
+    ("lerp_where", [(3, 4), (3, 4)], lambda a, b: a.lerp(b, 0.3) + (a > b).where(a, b), {}),
+    ("sign_abs", [(3, 4)], lambda a: a.sign() * 2 + a.abs(), {}),
+    ("activations1", [(3, 4)], lambda a: a.relu() + a.relu6() + a.leaky_relu(0.1) + a.elu() + a.celu() + a.selu(), {}),
+    ("activations2", [(3, 4)], lambda a: a.gelu() + a.quick_gelu() + a.silu() + a.mish() + a.softplus(), {}),
+    ("activations3", [(3, 4)], lambda a: a.sigmoid() + a.hardsigmoid() + a.hardswish() + a.hardtanh() + a.logsigmoid() + a.softsign(), {}),
+    ("binary_math", [(3, 4), (3, 4)], lambda a, b: a.fmod(b.abs() + 0.5) + a.copysign(b) + a.logaddexp(b), {}),
+    ("float_checks", [(3, 4)], lambda a: (a / (a - a)).nan_to_num(1.0, 2.0, -2.0) + a.isclose(a + 1e-9).float(), {"grad": False}),
+    ("logical_bitwise", [(3, 4), (3, 4)], lambda a, b: ((a > 0) ^ (b > 0)).where(1.0, 0.0) + ((a > 0) & ~(b > 0)).float(), {"grad": False}),
+    # reductions
+    ("sum_mean_prod", [(3, 4)], lambda a: a.sum(0) + a.mean(0) + a.prod(0), {}),
+    ("max_min_arg", [(3, 4)], lambda a: a.max(1) + a.min(1) + a.argmax(1).float() + a.argmin(1).float(), {}),
+    ("var_std_norm", [(3, 4)], lambda a: a.var(1) + a.std(1) + a.norm(axis=1), {}),
+    ("softmax_family", [(3, 4)], lambda a: a.softmax() + a.log_softmax(0) + a.logsumexp(1, keepdim=True), {}),
+    ("cumulative", [(3, 4)], lambda a: a.cumsum(1) + a.cumprod(1) + a.cummax(1)[0] + a.logcumsumexp(0), {}),
+    ("any_all", [(3, 4)], lambda a: (a > 0).any(1).float() + (a > -1).all(0).float().sum(), {"grad": False}),
+    # movement and indexing
+    ("movement", [(2, 3, 4)], lambda a: a.permute(2, 0, 1).reshape(4, -1).flip(0).T.pad(((1, 0), (0, 2))).shrink(((0, 5), (1, 5))), {}),
+    ("pad_modes", [(2, 3, 4)], lambda a: a.pad((1, 2), mode="reflect") + a.pad((1, 2), mode="replicate") + a.pad((1, 2), mode="circular"), {}),
+    ("cat_stack_split", [(2, 3), (2, 3)], lambda a, b: a.cat(b, dim=1).stack(b.cat(a, dim=1)).split(2, 2)[1].repeat(1, 2, 1), {}),
+    ("repeat_roll_tri", [(3, 4)], lambda a: a.repeat_interleave(2, 0).roll(1, 1)[:3] + a.tril(-1) + a.triu(1), {}),
+    ("getitem", [(3, 4, 5)], lambda a: a[1:, ::-2, None, 3] + a[2, 1:3, ::2].sum(), {}),
+    ("getitem_fancy", [(3, 4, 5)], lambda a: a[idx(a, [[0, 2], [1, 1]]), :, idx(a, [4, 0])] + a[a.detach() > 0].sum(), {}),
+    ("setitem", [(3, 4, 5)], lambda a: setitem(a, (slice(None, None, 2), 1), 7.0), {}),
+    ("setitem_fancy", [(3, 4, 5)], setitem_fancy, {}),
+    ("gather_scatter", [(3, 5)], lambda a: a.gather(1, idx(a, [[0, 4], [2, 2], [1, 0]])).sum() + a.scatter(0, idx(a, [[2, 0, 1, 0, 2]]), a * 2), {}),
+    ("scatter_reduce", [(3, 5), (2, 5)], scatter_reduces, {}),
+    ("masked", [(3, 4)], lambda a: a.masked_fill(a.detach() > 0.5, -1.0) + a.masked_select(a.detach() < 0, size=12, fill_value=0).reshape(3, 4), {}),
+    ("sort_topk", [(3, 6)], lambda a: a.sort(1)[0] + a.sort(1, descending=True)[1].float() + a.topk(6, 1)[0], {}),
+    ("one_hot_diag", [(3, 3)], lambda a: a.diagonal() + idx(a, [2, 0, 1]).one_hot(3).float() @ a + a[0].diag(), {}),
+    ("unfold_rearrange", [(2, 6)], lambda a: a.unfold(1, 3, 2).rearrange("b w k -> (b w) k").sum(0), {}),
+    # linear algebra and nn
+    ("matmul", [(2, 3, 4), (4, 5)], lambda a, b: a @ b, {}),
+    ("einsum", [(3, 4), (4, 4)], lambda a, b: Tensor.einsum("ij,jk->ik", a, b) + Tensor.einsum("ii->i", b).sum(), {}),
+    ("conv2d", [(1, 4, 6, 6), (6, 2, 3, 3)], lambda a, w: a.conv2d(w, groups=2, stride=(2, 1), padding=1, dilation=(1, 2)), {}),
+    ("conv1d_3d", [(1, 2, 7), (3, 2, 3)], lambda a, w: a.conv2d(w, padding=(1, 2)), {}),
+    ("conv_transpose2d", [(1, 2, 4, 4), (2, 3, 3, 3)], lambda a, w: a.conv_transpose2d(w, stride=2, padding=1, output_padding=1), {}),
+    ("pooling", [(1, 2, 6, 6)], lambda a: a.max_pool2d(3, 2, padding=1) + a.avg_pool2d(3, 2, padding=1, count_include_pad=False), {}),
+    ("pool_indices_unpool", [(1, 1, 4, 4)], lambda a: Tensor.max_unpool2d(*a.max_pool2d(return_indices=True)), {}),
+    ("interpolate", [(1, 2, 3, 4)], lambda a: a.interpolate((5, 3)) + a.interpolate((5, 3), mode="nearest"), {}),
+    ("attention", [(1, 2, 4, 8), (1, 2, 4, 8), (1, 2, 4, 8)], lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True), {}),
+    ("norms", [(2, 3, 4)], lambda a: a.layernorm() + a.batchnorm(None, None, a.mean((0, 2)), a.var((0, 2)).add(1e-5).rsqrt()) + a.normalize(dim=2), {}),
+    ("losses", [(4, 5), (4, 5)], losses, {}),
+]  # fmt: skip
+
+
+def _inputs(shapes: list[tuple[int, ...]], low: float, high: float, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(low, high, s).astype(np.float32) for s in shapes]
+
+
+def _run(fn: Callable[..., Tensor], arrays: list[np.ndarray], device: str, grad: bool) -> list[np.ndarray]:
+    """The output and (with grad) the gradient of sum(out * w) for every input, as numpy arrays."""
+    with Context(DEVICE=device):
+        xs = [Tensor(a, device=device, requires_grad=grad) for a in arrays]
+        out = fn(*xs)
+        results = [out.numpy()]
+        if grad:
+            w = np.random.default_rng(1).uniform(0.5, 1.5, results[0].shape).astype(np.float32)
+            (out * Tensor(w, device=device)).sum().backward()
+            results += [x.grad.numpy() if x.grad is not None else np.zeros_like(a) for x, a in zip(xs, arrays)]
+    return results
+
+
+_REFERENCE: dict[str, list[np.ndarray]] = {}  # the reference device's results, computed once per session
+
+
+@pytest.mark.parametrize("name, shapes, fn, options", OPS, ids=[op[0] for op in OPS])
+def test_op_matches_reference(device_name, name, shapes, fn, options):
+    grad = options.get("grad", True)
+    arrays = _inputs(shapes, options.get("low", -2.0), options.get("high", 2.0), seed=len(name))
+    got = _run(fn, arrays, device_name, grad)
+    if name not in _REFERENCE:
+        _REFERENCE[name] = got if device_name == REF else _run(fn, arrays, REF, grad)
+    want = _REFERENCE[name]
+    for i, (g, w) in enumerate(zip(got, want)):
+        what = "forward" if i == 0 else f"gradient of input {i - 1}"
+        assert g.shape == w.shape and g.dtype == w.dtype, f"{name} {what}: {g.shape}/{g.dtype} vs {w.shape}/{w.dtype}"
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5, err_msg=f"{name} {what} on {device_name} vs {REF}")
+
+
+def test_training_step_matches_reference(device_name):
+    """One Adam step of a tiny conv net: the updated weights agree with the reference device."""
+    from lazy import nn
+    from lazy.nn.optim import Adam
+
+    def step(device: str) -> list[np.ndarray]:
+        with Context(DEVICE=device):
+            Tensor.manual_seed(3)
+            conv, lin = nn.Conv2d(1, 2, 3), nn.Linear(8, 3)
+            assert conv.bias is not None and lin.bias is not None
+            params = [conv.weight, conv.bias, lin.weight, lin.bias]
+            opt = Adam(params, lr=0.01)
+            x = Tensor(np.linspace(-1, 1, 2 * 36, dtype=np.float32).reshape(2, 1, 6, 6), device=device)
+            with Tensor.train():
+                opt.zero_grad()
+                pooled = conv(x).relu().max_pool2d(2)
+                assert isinstance(pooled, Tensor)
+                loss = lin(pooled.flatten(1)).cross_entropy(idx(x, [0, 2]))
+                loss.backward()
+                opt.step()
+            return [p.numpy() for p in params]
+
+    for g, w in zip(step(device_name), step(REF)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+CAST_VALUES = [0.0, 1.0, -1.0, 2.5, -2.5, 7.0, 100.0, -100.0]
+
+
+def _sample(dtype: Any) -> np.ndarray:
+    """Values every dtype can hold exactly (or nearly), as that dtype's numpy type."""
+    if dtype == dtypes.bool:
+        return np.array([True, False, True, True, False, False, True, False])
+    vals = np.array(CAST_VALUES, np.float64)
+    if not dtypes.is_float(dtype):
+        vals = np.trunc(vals)
+        if dtypes.is_unsigned(dtype):
+            vals = np.abs(vals)
+    return vals.astype(to_np_dtype(dtype) if dtype != dtypes.bfloat16 else np.float32)
+
+
+def test_casts_between_every_supported_pair(device_name, caps):
+    kinds = [d for d in (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
+                         dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+             if caps.supports(d)]  # fmt: skip
+    for src in kinds:
+        for dst in kinds:
+            # a negative float converted to an unsigned type is undefined in C: only magnitudes go there
+            vals = np.abs(_sample(src)) if dtypes.is_unsigned(dst) and src != dtypes.bool else _sample(src)
+            t = Tensor(vals, device=device_name)
+            if src == dtypes.bfloat16:  # numpy has no bfloat16: start from float32 on the device
+                t = t.cast(dtypes.bfloat16)
+            got = t.cast(dst).numpy()
+            want = vals.astype(to_np_dtype(dst) if dst != dtypes.bfloat16 else np.float32)
+            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-2,
+                                       err_msg=f"cast {src} -> {dst} on {device_name}")  # fmt: skip
+
+
+def test_bitcasts_between_same_size_types(device_name, caps):
+    groups = [(dtypes.int8, dtypes.uint8), (dtypes.int16, dtypes.uint16, dtypes.float16),
+              (dtypes.int32, dtypes.uint32, dtypes.float32), (dtypes.int64, dtypes.uint64, dtypes.float64)]  # fmt: skip
+    for group in groups:
+        for src in group:
+            for dst in group:
+                if src == dst or not (caps.supports(src) and caps.supports(dst)):
+                    continue
+                arr = _sample(src)
+                got = Tensor(arr, device=device_name).bitcast(dst).numpy()
+                np.testing.assert_array_equal(got.view(np.uint8), arr.view(np.uint8), err_msg=f"bitcast {src}->{dst}")
+
+
+def test_integer_division_and_modulo_follow_python(device_name, caps):
+    a = np.array([7, -7, 7, -7, 0, 5, -1], np.int32)
+    b = np.array([2, 2, -2, -2, 3, -5, 4], np.int32)
+    x, y = Tensor(a, device=device_name), Tensor(b, device=device_name)
+    np.testing.assert_array_equal((x // y).numpy(), a // b)
+    np.testing.assert_array_equal((x % y).numpy(), a % b)
+    np.testing.assert_array_equal(x.div(y, rounding_mode="trunc").numpy(), np.trunc(a / b).astype(np.int32))
+    np.testing.assert_array_equal(x.fmod(y).numpy(), np.fmod(a, b))
+
+
+def test_half_precision_sums_accumulate_in_float32(device_name, caps):
+    for dtype in (dtypes.float16, dtypes.bfloat16):
+        if not caps.supports(dtype):
+            continue
+        total = Tensor.ones(4096, dtype=dtype, device=device_name).sum()  # a half accumulator would stop at 2048
+        assert total.dtype == dtype and float(total.cast(dtypes.float32).item()) == 4096.0, f"{dtype} sum"
+        mean = (Tensor.ones(3000, dtype=dtype, device=device_name) * 0.1).mean().cast(dtypes.float32).item()
+        assert abs(mean - 0.1) < 1e-3, f"{dtype} mean {mean}"
+
+
+def test_numpy_of_every_supported_dtype(device_name, caps):
+    for dtype in (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
+                  dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.float32, dtypes.float64):  # fmt: skip
+        if not caps.supports(dtype):
+            continue
+        arr = _sample(dtype)
+        got = (Tensor(arr, device=device_name) + Tensor(np.zeros_like(arr), device=device_name)).numpy()
+        assert got.dtype == arr.dtype
+        np.testing.assert_array_equal(got, arr)
