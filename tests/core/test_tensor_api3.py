@@ -228,3 +228,25 @@ def test_new_layers():
     pooled, idx = Tensor.arange(1, 17).reshape(1, 1, 4, 4).float().max_pool2d(return_indices=True)
     unpooled = pooled.max_unpool2d(idx).numpy()[0, 0]
     np.testing.assert_array_equal(unpooled, [[0, 0, 0, 0], [0, 6, 0, 8], [0, 0, 0, 0], [0, 14, 0, 16]])
+
+
+def test_edge_values_of_elementwise_ops():
+    # an int & 1 is not the int (the x & True -> x rule is for bools only)
+    np.testing.assert_array_equal((Tensor([7, -6, 3]) & 1).numpy(), [1, 0, 1])
+    np.testing.assert_array_equal((Tensor([7, -6, 3]) & Tensor(True)).numpy(), [1, 0, 1])
+    nan = Tensor([np.nan, 1.0])
+    np.testing.assert_array_equal((nan >= 1).numpy(), [False, True])  # NaN compares false both ways
+    np.testing.assert_array_equal((nan <= 1).numpy(), [False, True])
+    assert (Tensor(11) ** Tensor(7)).item() == 11**7  # exact integer powers, wrapping like C
+    ints = np.array([3, -2, 1, -1, 0], np.int32)
+    exps = np.array([100, 3, -4, -3, 0], np.int32)
+    with np.errstate(over="ignore"):
+        expected = [int(np.int32(3) ** np.int32(100)), -8, 1, -1, 1]
+    np.testing.assert_array_equal((Tensor(ints) ** Tensor(exps)).numpy(), expected)
+    big = np.array([1e4, 1e7, 1e30, -1e30, np.inf, -np.inf], np.float32)
+    np.testing.assert_allclose(Tensor(big).cos().numpy(), np.cos(big.astype(np.float64)), atol=1e-6)
+    np.testing.assert_allclose(Tensor(big).atan().numpy(), np.arctan(big), rtol=1e-6)
+    np.testing.assert_allclose(Tensor(big[:4]).asinh().numpy(), np.arcsinh(big[:4].astype(np.float64)), rtol=1e-6)
+    np.testing.assert_allclose(Tensor(big[:3]).acosh().numpy(), np.arccosh(big[:3].astype(np.float64)), rtol=1e-6)
+    np.testing.assert_array_equal(Tensor([np.inf, 1e30, -1.0]).relu6().numpy(), [6.0, 6.0, 0.0])
+    np.testing.assert_array_equal(Tensor([np.inf, 1e30]).hardsigmoid().numpy(), [1.0, 1.0])

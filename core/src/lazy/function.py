@@ -108,7 +108,9 @@ class Sin(Function):
         return x.e(Ops.SIN)
 
     def backward(self, grad_output: LazyBuffer) -> LazyBuffer:
-        cos = self.x.const(math.pi / 2).e(Ops.ADD, self.x.e(Ops.NEG)).e(Ops.SIN)  # cos(x) = sin(pi/2 - x)
+        # cos(x) = 1 - 2 sin(x/2)^2: x/2 is exact, where pi/2 - x would round away cos's precision for large x
+        half = self.x.e(Ops.MUL, self.x.const(0.5)).e(Ops.SIN)
+        cos = self.x.const(1).e(Ops.ADD, half.e(Ops.MUL, half).e(Ops.MUL, self.x.const(-2)))
         return cos.e(Ops.MUL, grad_output)
 
 

@@ -1362,7 +1362,8 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         return F.Sin.apply(self._float())
 
     def cos(self) -> Tensor:
-        return ((math.pi / 2) - self._float()).sin()
+        # 1 - 2 sin(x/2)^2: halving is exact, so cos is as precise as sin for any x (sin(pi/2 - x) is not)
+        return 1 - 2 * (self._float() * 0.5).sin().square()
 
     def tan(self) -> Tensor:
         return self.sin() / self.cos()
@@ -1471,6 +1472,8 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
             return self.sqrt()
         base, exponent = self._broadcasted(y, reverse, "pow")
         out_dtype = base.dtype
+        if dtypes.is_int(out_dtype):
+            return base._int_tensor_power(exponent)
         base, exponent = base._float(), exponent._float()
         magnitude = (base.abs().log() * exponent).exp()
         # negative base: real only for integer exponents; the sign flips for odd ones; x**0 is 1 (0**0 too)
@@ -1484,6 +1487,18 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         nan_branch = (undefined.where(base, 1.0).log() * exponent).exp()
         out = (exponent == 0).where(1.0, undefined.where(nan_branch, signed))
         return out.round().cast(out_dtype) if not dtypes.is_float(out_dtype) else out
+
+    def _int_tensor_power(self, exponent: Tensor) -> Tensor:
+        """Integer base ** integer exponent, exact (wrapping like C on overflow) by squaring once per exponent bit.
+        A negative exponent gives 1 for base 1, +-1 for base -1 and 0 otherwise (PyTorch's integer results)."""
+        result, square = self.ones_like(), self
+        e = exponent.maximum(0)
+        for bit in range(8 * exponent.dtype.itemsize - (0 if dtypes.is_unsigned(exponent.dtype) else 1)):
+            result = ((e >> bit) & 1).cast(dtypes.bool).where(result * square, result)
+            square = square * square
+        odd = (exponent & 1).cast(dtypes.bool)
+        negative = (self == 1).where(1, (self == -1).where(odd.where(-1, 1), 0)).cast(self.dtype)
+        return (exponent < 0).where(negative, result) if not dtypes.is_unsigned(exponent.dtype) else result
 
     def _int_power(self, n: PyInt) -> Tensor:
         """self**n for an int n >= 0 by repeated squaring: log2(n) multiplies."""
@@ -1558,10 +1573,10 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         return self.gt(y)
 
     def __ge__(self, y: TensorLike) -> Tensor:
-        return self.lt(y).logical_not()
+        return self.gt(y) | self.eq(y)  # (not `not x < y`: NaN compares false both ways)
 
     def __le__(self, y: TensorLike) -> Tensor:
-        return self.gt(y).logical_not()
+        return self.lt(y) | self.eq(y)
 
     def __eq__(self, y: TensorLike) -> Tensor:  # type: ignore[override]
         return self.eq(y)

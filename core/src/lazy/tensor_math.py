@@ -53,7 +53,10 @@ class MathMixin:
 
     def atan(self: Tensor) -> Tensor:
         x = self._float()
-        return (x / (1 + x * x).sqrt()).asin()
+        big = x.abs() > 1  # atan(x) = sign(x) pi/2 - atan(1/x) there: x*x would overflow for large x
+        inner = big.where(x.reciprocal(), x)
+        a = (inner / (1 + inner * inner).sqrt()).asin()
+        return big.where(x.sign() * (math.pi / 2) - a, a)
 
     def sinh(self: Tensor) -> Tensor:
         return (self.exp() - (-self._float()).exp()) / 2
@@ -63,11 +66,16 @@ class MathMixin:
 
     def asinh(self: Tensor) -> Tensor:
         x = self._float()
-        return x.sign() * (x.abs() + (x.square() + 1).sqrt()).log()  # odd, and no cancellation for x < 0
+        a = x.abs()
+        big = a > 1e4  # log(2|x|) there, before x*x overflows (the dropped term is below float precision)
+        small = big.where(1.0, a)
+        return x.sign() * big.where(a.log() + math.log(2), (small + (small.square() + 1).sqrt()).log())
 
     def acosh(self: Tensor) -> Tensor:
         x = self._float()
-        return (x + (x.square() - 1).sqrt()).log()
+        big = x > 1e4  # log(2x) there, before x*x overflows
+        small = (x.abs() > 1e4).where(x.sign(), x)  # (x <= -1e4 stays below 1: NaN, as it should)
+        return big.where(x.log() + math.log(2), (small + (small.square() - 1).sqrt()).log())
 
     def atanh(self: Tensor) -> Tensor:
         x = self._float()
@@ -108,13 +116,13 @@ class MathMixin:
         return (self == math.inf).where(hi, (self == -math.inf).where(lo, out))
 
     def relu6(self: Tensor) -> Tensor:
-        return self.relu() - (self - 6).relu()
+        return self.relu().minimum(6)  # (not relu(x) - relu(x - 6): inf - inf, and rounding for large x)
 
     def hardswish(self: Tensor) -> Tensor:
         return self * (self + 3).relu6() * (1 / 6)
 
     def hardsigmoid(self: Tensor, alpha: PyFloat = 1 / 6, beta: PyFloat = 0.5) -> Tensor:
-        return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+        return (alpha * self + beta).relu().minimum(1)
 
     def hardtanh(self: Tensor, min_val: PyFloat = -1, max_val: PyFloat = 1) -> Tensor:
         return self.clip(min_val, max_val)

@@ -168,7 +168,8 @@ SIMPLIFY = PatternMatcher(
         (alu(Ops.WHERE, cnst(True), var("x"), var("y")), lambda ctx, x, y: x),  # where(True, x, y) -> x
         (alu(Ops.WHERE, cnst(False), var("x"), var("y")), lambda ctx, x, y: y),  # where(False, x, y) -> y
         (alu(Ops.WHERE, var("c"), var("x"), var("x")), lambda ctx, c, x: x),  # where(c, x, x) -> x
-        (alu(Ops.AND, var("x"), cnst(True)), lambda ctx, x: x),  # x&True -> x (bool)
+        # x&True -> x for bools only (the pattern's True also matches an int 1, and x&1 is not x)
+        (alu(Ops.AND, var("x"), cnst(True)), lambda ctx, x: x if x.dtype == dtypes.bool else None),
     ]
 )
 FOLDABLE = frozenset(GroupOp.ALU)
