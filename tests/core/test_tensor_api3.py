@@ -250,3 +250,18 @@ def test_edge_values_of_elementwise_ops():
     np.testing.assert_allclose(Tensor(big[:3]).acosh().numpy(), np.arccosh(big[:3].astype(np.float64)), rtol=1e-6)
     np.testing.assert_array_equal(Tensor([np.inf, 1e30, -1.0]).relu6().numpy(), [6.0, 6.0, 0.0])
     np.testing.assert_array_equal(Tensor([np.inf, 1e30]).hardsigmoid().numpy(), [1.0, 1.0])
+
+
+def test_inputs_used_only_through_non_differentiable_ops_get_zero_gradients():
+    x = Tensor([1.0, -2.0, 3.0], requires_grad=True)
+    y = Tensor([-1.0, 1.0, -1.0], requires_grad=True)
+    x.copysign(y).sum().backward()  # y only decides signs (comparisons, a where's condition)
+    np.testing.assert_array_equal(x.grad.numpy(), [-1.0, -1.0, -1.0])
+    np.testing.assert_array_equal(y.grad.numpy(), [0.0, 0.0, 0.0])
+    z = Tensor(np.ones((3, 0, 5), np.float32), requires_grad=True)
+    z.prod(1).sum().backward()  # the empty product is 1, and z still gets its (empty) gradient
+    assert z.grad is not None and z.grad.shape == (3, 0, 5)
+    mask = x < 0
+    assert mask.requires_grad is False and (mask & (y > 0)).requires_grad is False
+    with pytest.raises(RuntimeError, match="does not require a gradient"):
+        (mask & (y > 0)).sum().backward()

@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 class Function:
     """One differentiable op. `apply` runs forward and records the context when a gradient may be needed."""
 
-    differentiable = True  # False: the result never carries a gradient (comparisons, bitwise ops), as in PyTorch
+    # False: the result does not require a gradient (comparisons, bitwise ops), as in PyTorch. The op is still
+    # recorded when its inputs need gradients, and passes them zeros: an input used only through it gets a zero
+    # gradient rather than none (PyTorch's copysign, sign, ...)
+    differentiable = True
 
     def __init__(self, device: str, *tensors: Tensor):
         self.device = device
@@ -30,9 +33,13 @@ class Function:
             self.requires_grad = None
         else:
             self.requires_grad = False
-        self.needs_input_grad = [f is not False for f in flags]  # undecided inputs may be asked for by gradient()
+        # an input with a recorded history that does not itself require a gradient (a comparison's result) is
+        # followed too, so that what it came from gets its zero gradient
+        tracked = [f is not False or t._ctx is not None for f, t in zip(flags, tensors)]
+        self.needs_input_grad = tracked  # undecided inputs may be asked for by gradient()
         # ops on tensors that may need a gradient (True, or None: undecided) are recorded; False opts out
-        self.parents: tuple[Tensor, ...] = tensors if self.requires_grad is not False else ()
+        self.recorded = any(tracked)
+        self.parents: tuple[Tensor, ...] = tensors if self.recorded else ()
 
     def forward(self, *args: Any, **kwargs: Any) -> LazyBuffer:
         raise NotImplementedError(f"forward not implemented for {type(self).__name__}")
@@ -45,15 +52,15 @@ class Function:
         from lazy.tensor import Tensor
 
         ctx = cls(x[0].device, *x)
-        if not cls.differentiable:
-            ctx.requires_grad = False
         ret = Tensor.__new__(Tensor)
         ret.lazydata, ret.requires_grad, ret.grad = (
             ctx.forward(*[t.lazydata for t in x], **kwargs),
             ctx.requires_grad,
             None,
         )
-        ret._ctx = ctx if ctx.requires_grad is not False and not Tensor.no_grad else None
+        ret._ctx = ctx if ctx.recorded and not Tensor.no_grad else None
+        if not cls.differentiable:
+            ret.requires_grad = False
         return ret
 
 
@@ -179,30 +186,33 @@ class Less(Function):
     differentiable = False
 
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        self.zero = x.const(0)
         return x.e(Ops.CMPLT, y)
 
-    def backward(self, grad_output: LazyBuffer) -> tuple[None, None]:
-        return None, None
+    def backward(self, grad_output: LazyBuffer) -> tuple[LazyBuffer, LazyBuffer]:
+        return self.zero, self.zero
 
 
 class Neq(Function):
     differentiable = False
 
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        self.zero = x.const(0)
         return x.e(Ops.CMPNE, y)
 
-    def backward(self, grad_output: LazyBuffer) -> tuple[None, None]:
-        return None, None
+    def backward(self, grad_output: LazyBuffer) -> tuple[LazyBuffer, LazyBuffer]:
+        return self.zero, self.zero
 
 
 class BitwiseBinary(Function):
     differentiable = False
 
     def forward(self, x: LazyBuffer, y: LazyBuffer, op: Ops) -> LazyBuffer:
+        self.zero = x.const(0)
         return x.e(op, y)
 
-    def backward(self, grad_output: LazyBuffer) -> tuple[None, None]:
-        return None, None
+    def backward(self, grad_output: LazyBuffer) -> tuple[LazyBuffer, LazyBuffer]:
+        return self.zero, self.zero
 
 
 class IDiv(Function):
@@ -268,9 +278,11 @@ class Where(Function):
         self.cond = cond
         return cond.e(Ops.WHERE, x, y)
 
-    def backward(self, grad_output: LazyBuffer) -> tuple[None, LazyBuffer | None, LazyBuffer | None]:
+    def backward(self, grad_output: LazyBuffer) -> tuple[LazyBuffer | None, LazyBuffer | None, LazyBuffer | None]:
         zero = grad_output.const(0)
-        return (None,
+        # the condition gets zeros (when it was computed from something that needs a gradient): what it came from
+        # gets a zero gradient, not none
+        return (self.cond.const(False) if self.needs_input_grad[0] else None,
                 self.cond.e(Ops.WHERE, grad_output, zero) if self.needs_input_grad[1] else None,
                 self.cond.e(Ops.WHERE, zero, grad_output) if self.needs_input_grad[2] else None)  # fmt: skip
 

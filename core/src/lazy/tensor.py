@@ -536,8 +536,8 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
             assert t0._ctx is not None
             out = t0._ctx.backward(grads[id(t0)][1].lazydata)
             for parent, g in zip(t0._ctx.parents, out if isinstance(out, tuple) else (out,)):
-                if g is None or parent.requires_grad is False:
-                    continue
+                if g is None or (parent.requires_grad is False and parent._ctx is None):
+                    continue  # (a recorded op that is not differentiable still passes its zeros on)
                 assert g.shape == parent.shape, f"grad shape {g.shape} != {parent.shape} in {type(t0._ctx).__name__}"
                 g_t = Tensor(g, device=self.device, requires_grad=False)
                 grads[id(parent)] = (parent, g_t if id(parent) not in grads else grads[id(parent)][1] + g_t)
@@ -546,7 +546,7 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(t) into `.grad` of every tensor t with `requires_grad` that self depends on. The
         graph is kept, so calling it twice accumulates twice (as tinygrad does)."""
-        if self._ctx is None and self.requires_grad is not True:
+        if self.requires_grad is False or (self._ctx is None and self.requires_grad is not True):
             raise RuntimeError(
                 "backward: this tensor does not require a gradient: no tensor with requires_grad=True reaches it "
                 "through differentiable ops (comparisons, bitwise ops and detach() cut the graph)"
@@ -1145,8 +1145,8 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         count = prod(x.shape[i] for i in axes)
         assert isinstance(count, int), "prod needs concrete sizes along the reduced axes"
         flat = x.permute(kept + axes).reshape(kept_shape + (count,))  # (*kept, n)
-        if count == 0:
-            flat = Tensor.ones(*kept_shape, 1, dtype=x.dtype, device=x.device)
+        if count == 0:  # the empty product is 1; x stays in the graph, with a zero gradient
+            flat = x.sum(axes).reshape(kept_shape + (1,)) * 0 + 1
         if x.dtype == dtypes.bool:
             flat = flat.cast(dtypes.int32)
         lead: tuple[None, ...] = (None,) * len(kept_shape)
