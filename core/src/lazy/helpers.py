@@ -79,9 +79,10 @@ CACHE_DIR = Setting("CACHE_DIR", "", "directory for the compile cache (default: 
 THREADS = Setting("THREADS", 0, "CPU worker threads for one kernel (0: one per core)")
 
 
-class ShapeError(RuntimeError, ValueError):
-    """Shapes that do not fit an op (broadcasting, reshape, matmul, permute, ...). A RuntimeError as in PyTorch and
-    tinygrad, and a ValueError as Python code expects of a bad argument: either `except` catches it."""
+class ShapeError(RuntimeError, ValueError, AssertionError):
+    """Shapes that do not fit an op (broadcasting, reshape, matmul, einsum, permute, ...). Each of the types code
+    written for other libraries catches: a RuntimeError (PyTorch, current tinygrad), a ValueError (what Python code
+    expects of a bad argument) and an AssertionError (older tinygrad checked shapes with `assert`)."""
 
 
 # tinygrad's names for code and tests that read the environment directly (lazy's own knobs are the Settings above)

@@ -862,7 +862,7 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         inputs, output = spec.split("->") if "->" in spec else (spec, None)
         terms = inputs.split(",")
         if len(terms) != len(tensors):
-            raise ValueError(f"einsum: {formula} names {len(terms)} operands, got {len(tensors)}")
+            raise ShapeError(f"einsum: {formula} names {len(terms)} operands, got {len(tensors)}")
         # "..." becomes letters of its own (upper case after the used ones), right-aligned across operands
         n_ell = max((t.ndim - len(term.replace("...", "")) for term, t in zip(terms, tensors) if "..." in term),
                     default=0)  # fmt: skip
@@ -1740,6 +1740,9 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
 
 def _init_aliases() -> None:
     Tensor.swish = Tensor.silu  # type: ignore[attr-defined]
+    # names older tinygrad code uses
+    Tensor.leakyrelu = Tensor.leaky_relu  # type: ignore[attr-defined]
+    Tensor.pad2d = lambda self, padding, value=0.0: self.pad(padding, value=value)  # type: ignore[attr-defined]
 
 
 _init_aliases()
