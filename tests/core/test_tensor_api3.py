@@ -272,3 +272,18 @@ def test_inputs_used_only_through_non_differentiable_ops_get_zero_gradients():
     assert mask.requires_grad is False and (mask & (y > 0)).requires_grad is False
     with pytest.raises(RuntimeError, match="does not require a gradient"):
         (mask & (y > 0)).sum().backward()
+
+
+def test_overflow_free_activations_and_log_sum_exp():
+    for fn, ref in ((lambda t: t.softplus(), lambda a: np.logaddexp(0, a)),
+                    (lambda t: t.logsigmoid(), lambda a: -np.logaddexp(0, -a)),
+                    (lambda t: t.elu(), lambda a: np.where(a > 0, a, np.expm1(np.minimum(a, 0)))),
+                    (lambda t: t.mish(), lambda a: a * np.tanh(np.logaddexp(0, a)))):  # fmt: skip
+        x = Tensor([-400.0, -30.0, 0.5, 30.0, 400.0], requires_grad=True)
+        out = fn(x)
+        np.testing.assert_allclose(out.numpy(), ref(np.array([-400.0, -30.0, 0.5, 30.0, 400.0])), rtol=1e-5, atol=1e-6)
+        out.sum().backward()
+        assert np.isfinite(x.grad.numpy()).all()  # no inf * 0 from an overflowing exp in the unused branch
+    inf = Tensor([[-np.inf, -np.inf], [np.inf, 1.0]])
+    np.testing.assert_array_equal(inf.logsumexp(1).numpy(), [-np.inf, np.inf])
+    np.testing.assert_allclose(Tensor([-np.inf, 0.0, 1000.0]).logcumsumexp().numpy(), [-np.inf, 0.0, 1000.0])

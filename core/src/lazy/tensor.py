@@ -1102,7 +1102,8 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         return (-self).softmax(axis, dtype)
 
     def logsumexp(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        m = self.max(axis, keepdim=True)
+        m = self.max(axis, keepdim=True).detach()
+        m = m.isinf().where(0, m)  # all -inf (or an inf): shift by nothing, the log gives -inf (or inf)
         return (self - m).exp().sum(axis, keepdim=True).log().add(m).squeeze_axes(axis, keepdim, self.ndim)
 
     def squeeze_axes(self, axis: int | Sequence[int] | None, keepdim: bool, ndim: int) -> Tensor:
@@ -1233,6 +1234,7 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         n = x.shape[-1]
         assert isinstance(n, int)
         running = x.cummax(-1)[0].detach()  # (..., n)
+        running = running.isinf().where(0, running)
         outside = Tensor._tri(n, n, 1, self.device)  # (i, j): j > i
         shifted = outside.where(-math.inf, x.unsqueeze(-2) - running.unsqueeze(-1))  # (..., i, j)
         return (shifted.exp().sum(-1).log() + running).transpose(-1, axis)
@@ -1392,12 +1394,14 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         return self.relu() - (-neg_slope * self).relu()
 
     def elu(self, alpha: PyFloat = 1.0) -> Tensor:
-        return self.relu() - alpha * (1 - self.exp()).relu()
+        return (self > 0).where(self, alpha * (self._negative_part().exp() - 1))
 
     def softplus(self, beta: PyFloat = 1.0, threshold: PyFloat = 20.0) -> Tensor:
         """log(1 + exp(beta*x)) / beta, and x itself where beta*x > threshold (as torch: no overflow to inf)."""
         scaled = self * beta
-        return (scaled > threshold).where(self, (1 / beta) * (1 + scaled.exp()).log())
+        # max(s, 0) + log(1 + exp(-|s|)): no exp overflows, in the value or in its gradient
+        stable = scaled.relu() + (1 + (-scaled.abs()).exp()).log()
+        return (scaled > threshold).where(self, (1 / beta) * stable)
 
     def abs(self) -> Tensor:
         return self.relu() + (-self).relu()
