@@ -142,6 +142,8 @@ class Dropout:
 class Conv2d:
     """2-d convolution over (N, C_in, H, W) -> (N, C_out, H', W'), initialised like PyTorch."""
 
+    dims = 2
+
     def __init__(
         self,
         in_channels: int,
@@ -155,12 +157,13 @@ class Conv2d:
     ):
         self.kernel_size = (kernel_size,) * self.dims if isinstance(kernel_size, int) else tuple(kernel_size)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-        fan_in = in_channels // groups * math.prod(self.kernel_size)
-        bound = 1 / math.sqrt(fan_in)
-        self.weight = Tensor.uniform(out_channels, in_channels // groups, *self.kernel_size, low=-bound, high=bound)
+        shape = self._weight_shape(in_channels, out_channels, groups)
+        bound = 1 / math.sqrt(shape[1] * math.prod(self.kernel_size))  # PyTorch's fan-in: weight.size(1) * taps
+        self.weight = Tensor.uniform(*shape, low=-bound, high=bound)
         self.bias = Tensor.uniform(out_channels, low=-bound, high=bound) if bias else None
 
-    dims = 2
+    def _weight_shape(self, in_channels: int, out_channels: int, groups: int) -> tuple[int, ...]:
+        return (out_channels, in_channels // groups, *self.kernel_size)
 
     def __call__(self, x: Tensor) -> Tensor:
         return x.conv2d(self.weight, self.bias, self.groups, self.stride, self.dilation, self.padding)
@@ -170,11 +173,9 @@ class Conv1d(Conv2d):
     dims = 1
 
 
-class ConvTranspose2d:
+class ConvTranspose2d(Conv2d):
     """Transposed 2-d convolution (the gradient of Conv2d with respect to its input), initialised like PyTorch:
     weight (C_in, C_out/groups, *kernel)."""
-
-    dims = 2
 
     def __init__(
         self,
@@ -188,13 +189,11 @@ class ConvTranspose2d:
         groups: int = 1,
         bias: bool = True,
     ):
-        self.kernel_size = (kernel_size,) * self.dims if isinstance(kernel_size, int) else tuple(kernel_size)
-        self.stride, self.padding, self.output_padding = stride, padding, output_padding
-        self.dilation, self.groups = dilation, groups
-        fan_in = out_channels // groups * math.prod(self.kernel_size)
-        bound = 1 / math.sqrt(fan_in)
-        self.weight = Tensor.uniform(in_channels, out_channels // groups, *self.kernel_size, low=-bound, high=bound)
-        self.bias = Tensor.uniform(out_channels, low=-bound, high=bound) if bias else None
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
+        self.output_padding = output_padding
+
+    def _weight_shape(self, in_channels: int, out_channels: int, groups: int) -> tuple[int, ...]:
+        return (in_channels, out_channels // groups, *self.kernel_size)
 
     def __call__(self, x: Tensor) -> Tensor:
         return x.conv_transpose2d(self.weight, self.bias, self.groups, self.stride, self.dilation, self.padding,
