@@ -287,3 +287,15 @@ def test_overflow_free_activations_and_log_sum_exp():
     inf = Tensor([[-np.inf, -np.inf], [np.inf, 1.0]])
     np.testing.assert_array_equal(inf.logsumexp(1).numpy(), [-np.inf, np.inf])
     np.testing.assert_allclose(Tensor([-np.inf, 0.0, 1000.0]).logcumsumexp().numpy(), [-np.inf, 0.0, 1000.0])
+
+
+def test_dtype_helpers():
+    from lazy.dtype import INVERSE_DTYPES_DICT, can_lossless_cast, float_to_bf16, float_to_fp16, truncate
+
+    assert can_lossless_cast(dtypes.int16, dtypes.float32) and not can_lossless_cast(dtypes.int32, dtypes.float32)
+    assert can_lossless_cast(dtypes.uint8, dtypes.int16) and not can_lossless_cast(dtypes.int8, dtypes.uint64)
+    assert can_lossless_cast(dtypes.float16, dtypes.float32) and not can_lossless_cast(dtypes.float16, dtypes.bfloat16)
+    assert can_lossless_cast(dtypes.bool, dtypes.uint8) and not can_lossless_cast(dtypes.float32, dtypes.int64)
+    assert float_to_bf16(3.14159) == 3.140625 and float_to_fp16(70000.0) == math.inf and float_to_fp16(0.1) != 0.1
+    assert truncate[dtypes.int8](200) == -56 and truncate[dtypes.uint8](-1) == 255
+    assert truncate[dtypes.float32](0.1) == float(np.float32(0.1)) and INVERSE_DTYPES_DICT[dtypes.float32] == "float32"

@@ -232,3 +232,57 @@ def to_dtype(x: DType | str) -> DType:
     if x not in DTYPES_DICT and getattr(dtypes, x, None) is None:
         raise ValueError(f"unknown dtype {x!r}; known: {sorted(DTYPES_DICT)}")
     return DTYPES_DICT.get(x) or getattr(dtypes, x)
+
+
+DTypeLike: TypeAlias = "str | DType"  # what `dtype=` arguments take
+INVERSE_DTYPES_DICT: dict[DType, str] = {d: name for name, d in DTYPES_DICT.items()}
+
+# (exponent bits, mantissa bits) of the floats: what a cast can keep
+_FLOAT_BITS: dict[DType, tuple[int, int]] = {
+    dtypes.float16: (5, 10), dtypes.bfloat16: (8, 7), dtypes.float32: (8, 23), dtypes.float64: (11, 52),
+}  # fmt: skip
+
+
+@functools.cache
+def can_lossless_cast(dt0: DType, dt1: DType) -> bool:
+    """Whether every value of `dt0` survives a cast to `dt1` exactly (numpy's `can_cast` in "safe" mode)."""
+    if dt0 == dt1 or dt0 == dtypes.bool:
+        return True
+    if dt1 == dtypes.bool or dtypes.is_float(dt0) and not dtypes.is_float(dt1):
+        return False
+    if dtypes.is_float(dt0):  # float to float: both the range and the precision must fit
+        (e0, m0), (e1, m1) = _FLOAT_BITS[dt0], _FLOAT_BITS[dt1]
+        return e0 <= e1 and m0 <= m1
+    if dtypes.is_float(dt1):  # an int fits when its magnitude bits fit in the mantissa (and the implicit bit)
+        magnitude = dt0.itemsize * 8 - (0 if dtypes.is_unsigned(dt0) else 1)
+        return magnitude <= _FLOAT_BITS[dt1][1] + 1
+    return dtypes.min(dt1) <= dtypes.min(dt0) and dtypes.max(dt0) <= dtypes.max(dt1)  # type: ignore[operator]
+
+
+def float_to_fp16(x: float) -> float:
+    """`x` rounded to the nearest float16 (inf beyond its range), as a Python float."""
+    if not math.isfinite(x):
+        return x
+    with np.errstate(over="ignore"):
+        return float(np.float64(x).astype(np.float16))
+
+
+def float_to_bf16(x: float) -> float:
+    """`x` rounded to the nearest bfloat16 (ties to even), as a Python float."""
+    if not math.isfinite(x):
+        return x
+    bits = int(np.array(x, np.float32).view(np.uint32))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return float(np.array(bits, np.uint32).view(np.float32))
+
+
+def _truncate_int(dtype: DType) -> Any:
+    return lambda x: dtypes.as_const(x, dtype)
+
+
+# dtype -> a function rounding a Python value to what that dtype holds (ints wrap, floats round)
+truncate: dict[DType, Any] = {
+    dtypes.bool: bool, dtypes.float16: float_to_fp16, dtypes.bfloat16: float_to_bf16,
+    dtypes.float32: lambda x: float(np.float32(x)), dtypes.float64: float,
+    **{d: _truncate_int(d) for d in INTS},
+}  # fmt: skip
