@@ -298,4 +298,4 @@ def test_dtype_helpers():
     assert can_lossless_cast(dtypes.bool, dtypes.uint8) and not can_lossless_cast(dtypes.float32, dtypes.int64)
     assert float_to_bf16(3.14159) == 3.140625 and float_to_fp16(70000.0) == math.inf and float_to_fp16(0.1) != 0.1
     assert truncate[dtypes.int8](200) == -56 and truncate[dtypes.uint8](-1) == 255
-    assert truncate[dtypes.float32](0.1) == float(np.float32(0.1)) and INVERSE_DTYPES_DICT[dtypes.float32] == "float32"
+    assert truncate[dtypes.float32](0.1) == float(np.float32(0.1)) and INVERSE_DTYPES_DICT[dtypes.float32] == "float"
