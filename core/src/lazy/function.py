@@ -179,6 +179,19 @@ class Sign(Function):
         return grad_output.const(0)
 
 
+class Trunc(Function):
+    """Rounding toward zero: floats below `exact` in magnitude round-trip through int64, larger ones (and inf, NaN)
+    are integers already. Its gradient is zero, as are floor's, ceil's and round's built on it (PyTorch's)."""
+
+    def forward(self, x: LazyBuffer, exact: float) -> LazyBuffer:
+        magnitude = x.e(Ops.MAX, x.e(Ops.NEG))
+        small = magnitude.e(Ops.CMPLT, x.const(exact))
+        return small.e(Ops.WHERE, x.cast(dtypes.int64).cast(x.dtype), x)
+
+    def backward(self, grad_output: LazyBuffer) -> LazyBuffer:
+        return grad_output.const(0)
+
+
 # -- binary -----------------------------------------------------------------------------------------------------------
 
 

@@ -1540,7 +1540,7 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
             return self
         # floats this large are integers already (and inf/nan stay themselves); the rest round-trip through int64
         exact = {dtypes.float16: 2**10, dtypes.bfloat16: 2**7, dtypes.float32: 2**23}.get(self.dtype, 2**52)
-        return (self.abs() < exact).where(self.cast(dtypes.int64).cast(self.dtype), self)
+        return F.Trunc.apply(self, exact=float(exact))
 
     def floor(self) -> Tensor:
         t = self.trunc()

@@ -1,0 +1,108 @@
+# ruff: noqa: E501
+# (one case per line in the table reads better than cases broken over several)
+"""The Tensor API against PyTorch, values and gradients, when torch is installed (CI does not install it: these are
+skipped there with the reason; `pip install torch` runs them). The loss is mean((out + 1)^2), so every element of
+every gradient matters."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lazy import Tensor
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed: the comparisons against it are skipped")
+TF = torch.nn.functional
+
+
+def compare(shapes: list[tuple[int, ...]], torch_fn: Callable[..., Any], lazy_fn: Callable[..., Any] | None = None,
+            low: float = -2.0, high: float = 2.0, grad: bool = True, atol: float = 1e-5, rtol: float = 1e-4) -> None:  # fmt: skip
+    lazy_fn = lazy_fn or torch_fn
+    rng = np.random.default_rng(0)
+    arrays = [rng.uniform(low, high, s).astype(np.float32) for s in shapes]
+    ts = [torch.tensor(a, requires_grad=grad) for a in arrays]
+    ls = [Tensor(a, requires_grad=grad) for a in arrays]
+    expected, got = torch_fn(*ts), lazy_fn(*ls)
+    np.testing.assert_allclose(got.numpy(), expected.detach().numpy(), atol=atol, rtol=rtol, err_msg="forward")
+    assert got.numpy().dtype == expected.detach().numpy().dtype
+    if not grad:
+        return
+    (expected + 1).square().mean().backward()
+    (got + 1).square().mean().backward()
+    for i, (t, lz) in enumerate(zip(ts, ls)):
+        assert lz.grad is not None, f"input {i} has no gradient"
+        want = t.grad.numpy() if t.grad is not None else np.zeros_like(arrays[i])
+        np.testing.assert_allclose(lz.grad.numpy(), want, atol=atol * 10, rtol=1e-3, err_msg=f"gradient of input {i}")
+
+
+IDX = [[0, 2], [1, 1]]
+CASES: list[tuple[str, list[tuple[int, ...]], Callable[..., Any], Callable[..., Any] | None, dict[str, Any]]] = [
+    ("elementwise", [(4, 5), (4, 5)], lambda a, b: a * b - a / (b.abs() + 1) + a**2, None, {}),
+    ("trig", [(4, 5)], lambda a: a.sin() + a.cos() + a.tan().clamp(-5, 5) + a.atan(), None, {}),
+    ("hyperbolic", [(4, 5)], lambda a: a.sinh() + a.cosh() + a.tanh() + a.asinh(), None, {}),
+    ("activations", [(4, 5)], lambda a: TF.gelu(a, approximate="tanh") + TF.silu(a) + TF.mish(a) + TF.softplus(a) + TF.elu(a),
+     lambda a: a.gelu() + a.silu() + a.mish() + a.softplus() + a.elu(), {"low": -30, "high": 30}),
+    ("reductions", [(3, 4, 5)], lambda a: a.sum(0) + a.mean(1, keepdim=True) + a.amax(2, keepdim=True) + a.std(2, keepdim=True),
+     lambda a: a.sum(0) + a.mean(1, keepdim=True) + a.max(2, keepdim=True) + a.std(2, keepdim=True), {}),
+    ("softmax", [(3, 5)], lambda a: a.softmax(1) + a.log_softmax(0) + a.logsumexp(1, keepdim=True), None, {}),
+    ("cumulative", [(3, 5)], lambda a: a.cumsum(1) + a.cumprod(1) + torch.logcumsumexp(a, 0) + a.cummax(1)[0],
+     lambda a: a.cumsum(1) + a.cumprod(1) + a.logcumsumexp(0) + a.cummax(1)[0], {}),
+    ("fancy_index", [(3, 4, 5)], lambda a: a[torch.tensor(IDX), :, torch.tensor([4, 0])] + a[1:, None, 2:4].sum(),
+     lambda a: a[Tensor(IDX), :, Tensor([4, 0])] + a[1:, None, 2:4].sum(), {}),
+    ("gather_scatter", [(3, 5), (2, 5)],
+     lambda a, b: a.gather(1, torch.tensor([[0, 4], [2, 2], [1, 0]])).sum() + a.scatter_reduce(0, torch.tensor([[2, 0, 1, 0, 2], [0, 0, 1, 1, 2]]), b, "amax"),
+     lambda a, b: a.gather(1, Tensor([[0, 4], [2, 2], [1, 0]])).sum() + a.scatter_reduce(0, Tensor([[2, 0, 1, 0, 2], [0, 0, 1, 1, 2]]), b, "amax"), {}),
+    ("conv", [(2, 4, 6, 6), (6, 2, 3, 3)], lambda a, w: TF.conv2d(a, w, groups=2, stride=2, padding=1, dilation=(1, 2)),
+     lambda a, w: a.conv2d(w, groups=2, stride=2, padding=1, dilation=(1, 2)), {}),
+    ("conv_transpose", [(1, 4, 4, 4), (4, 3, 3, 3)], lambda a, w: TF.conv_transpose2d(a, w, stride=2, padding=1, output_padding=1),
+     lambda a, w: a.conv_transpose2d(w, stride=2, padding=1, output_padding=1), {}),
+    ("pooling", [(2, 3, 7, 7)], lambda a: TF.max_pool2d(a, 3, 2, 1, ceil_mode=True) + TF.avg_pool2d(a, 3, 2, 1, ceil_mode=True),
+     lambda a: a.max_pool2d(3, 2, padding=1, ceil_mode=True) + a.avg_pool2d(3, 2, padding=1, ceil_mode=True), {}),
+    ("interpolate", [(1, 2, 4, 5)], lambda a: TF.interpolate(a, (7, 3), mode="bilinear"), lambda a: a.interpolate((7, 3)), {}),
+    ("attention", [(1, 2, 4, 8), (1, 2, 6, 8), (1, 2, 6, 8)], lambda q, k, v: TF.scaled_dot_product_attention(q, k, v),
+     lambda q, k, v: q.scaled_dot_product_attention(k, v), {}),
+    ("losses", [(4, 5), (4, 5)],
+     lambda a, b: TF.cross_entropy(a, torch.tensor([1, 0, 4, 2]), label_smoothing=0.1) + TF.binary_cross_entropy_with_logits(a, b.sigmoid()),
+     lambda a, b: a.cross_entropy(Tensor([1, 0, 4, 2]), label_smoothing=0.1) + a.binary_crossentropy_logits(b.sigmoid()), {}),
+    ("matmul_einsum", [(2, 3, 4), (4, 5)], lambda a, b: a @ b + torch.einsum("bij,jk->bik", a, b),
+     lambda a, b: a @ b + Tensor.einsum("bij,jk->bik", a, b), {}),
+    ("rounding", [(4, 5)], lambda a: (a * 3).floor() + (a * 3).ceil() + (a * 3).round() + (a * 3).trunc() + a, None, {}),
+    ("pad_modes", [(2, 3, 4)], lambda a: TF.pad(a, (1, 2), mode="reflect") + TF.pad(a, (1, 2), mode="circular"),
+     lambda a: a.pad((1, 2), mode="reflect") + a.pad((1, 2), mode="circular"), {}),
+    ("sort_topk", [(3, 6)], lambda a: a.sort(1)[0] + a.topk(6, 1)[0], None, {}),
+    ("special_math", [(4, 5), (4, 5)], lambda a, b: a.copysign(b) + torch.logaddexp(a, b) + a.fmod(b.abs() + 0.5),
+     lambda a, b: a.copysign(b) + a.logaddexp(b) + a.fmod(b.abs() + 0.5), {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, shapes, torch_fn, lazy_fn, options", CASES, ids=[c[0] for c in CASES])
+def test_against_torch(name, shapes, torch_fn, lazy_fn, options):
+    compare(shapes, torch_fn, lazy_fn, **options)
+
+
+def test_setitem_against_torch():
+    def assign(x: Any) -> Any:
+        y = x * 1
+        # (no repeated rows: PyTorch's gradient counts every duplicate write, lazy's the one that wins)
+        index = torch.tensor([0, 2]) if isinstance(x, torch.Tensor) else Tensor([0, 2])
+        y[index, 1:3] = x[1, :2] * 2
+        y[:, ::2] = 0.5
+        return y
+
+    compare([(3, 5)], assign)
+
+
+def test_integer_semantics_against_torch():
+    a = np.array([7, -7, 7, -7, 5, -1], np.int32)
+    b = np.array([2, 2, -2, -2, -5, 4], np.int32)
+    ta, tb, la, lb = torch.tensor(a), torch.tensor(b), Tensor(a), Tensor(b)
+    for fn in (lambda x, y: x // y, lambda x, y: x % y, lambda x, y: x & y, lambda x, y: x ^ y):
+        np.testing.assert_array_equal(fn(la, lb).numpy(), fn(ta, tb).numpy())
+    np.testing.assert_array_equal(
+        la.div(lb, rounding_mode="trunc").numpy(), torch.div(ta, tb, rounding_mode="trunc").numpy()
+    )
+    assert math.isclose((Tensor(2.0) ** 0.5).item(), 2.0**0.5, rel_tol=1e-6)
