@@ -203,3 +203,16 @@ def test_masked_select_and_nonzero():
     check(lambda x: x.masked_select(Tensor(A > 40)), lambda a: a[A > 40], A / 60)
     with pytest.raises(TypeError, match="must be a bool tensor"):
         t.masked_select(Tensor([1, 0, 1]))
+
+
+def test_setitem_on_a_tensor_with_a_history_keeps_gradient_right():
+    x = Tensor([1.0, 2.0, 3.0])
+    y = x * 2
+    y[1] = 0.0  # y has a recorded history (requires_grad undecided): gradient() must see the assignment
+    np.testing.assert_array_equal(y.sum().gradient(x)[0].numpy(), [2.0, 0.0, 2.0])
+    np.testing.assert_array_equal(y.numpy(), [2.0, 0.0, 6.0])
+    a = np.arange(6).reshape(2, 3)
+    assert Tensor(a)[True].shape == (1, 2, 3)  # a scalar True adds an axis, like None
+    np.testing.assert_array_equal(Tensor(a)[..., [True, False, True]].numpy(), a[..., [True, False, True]])
+    with pytest.raises(IndexError, match="scalar False"):
+        Tensor(a)[False]

@@ -82,7 +82,7 @@ class IndexingMixin:
         def width(i: Any) -> int:  # how many source axes an index consumes
             if i is None or i is Ellipsis:
                 return 0
-            return max(i.ndim, 1) if isinstance(i, np.ndarray) and i.dtype == np.bool_ else 1
+            return i.ndim if isinstance(i, np.ndarray) and i.dtype == np.bool_ else 1
 
         consumed = sum(width(i) for i in items)
         if consumed > self.ndim:
@@ -100,17 +100,18 @@ class IndexingMixin:
                 plan.shape.append(1)
                 continue
             if isinstance(idx, np.ndarray) and idx.dtype == np.bool_:  # a mask: the positions where it is True
-                covered = self.shape[axis : axis + max(idx.ndim, 1)]
-                if idx.ndim and tuple(idx.shape) != tuple(covered):
+                if idx.ndim == 0:
+                    if not idx:
+                        raise IndexError("indexing with a scalar False (an empty result) is not supported")
+                    plan.shape.append(1)  # x[True] adds an axis of 1, like None
+                    continue
+                covered = self.shape[axis : axis + idx.ndim]
+                if tuple(idx.shape) != tuple(covered):
                     raise IndexError(
                         f"boolean index of shape {idx.shape} does not match the indexed axes {tuple(covered)} "
                         f"of a tensor of shape {self.shape} (starting at axis {axis})"
                     )
-                positions = np.nonzero(idx) if idx.ndim else (np.zeros(int(idx), dtype=np.int64),)
-                if not idx.ndim:  # x[True] adds an axis of 1, x[False] one of 0
-                    plan.shape.append(int(bool(idx)))
-                    continue
-                for p in positions:
+                for p in np.nonzero(idx):
                     plan.tensors.append((len(plan.shape), Tensor(p.astype(np.int32), device=self.device)))
                     plan.axes.append(("all",))
                     plan.shape.append(self.shape[axis])
@@ -306,11 +307,13 @@ class IndexingMixin:
                 region = this._broadcast_value(v, region.shape)
             placed, covered = this._index_embed(plan, region)
             new = covered.where(placed, this)
-        if self.requires_grad or v.requires_grad:
+        if self.requires_grad or v.requires_grad or self._ctx is not None or v._ctx is not None:
+            # a history to keep: self becomes the new node (its gradient reaches what it was built from)
             self.lazydata, self._ctx = new.lazydata, new._ctx
-            self.requires_grad_(True)
+            if self.requires_grad or v.requires_grad:
+                self.requires_grad_(True)
         else:
-            self.assign(new)
+            self.assign(new)  # plain data: written into the same buffer
 
     def _broadcast_value(self: Tensor, v: Tensor, shape: tuple[sint, ...]) -> Tensor:
         try:
