@@ -307,13 +307,16 @@ class IndexingMixin:
                 region = this._broadcast_value(v, region.shape)
             placed, covered = this._index_embed(plan, region)
             new = covered.where(placed, this)
-        if self.requires_grad or v.requires_grad or self._ctx is not None or v._ctx is not None:
-            # a history to keep: self becomes the new node (its gradient reaches what it was built from)
+        if self.requires_grad or v.requires_grad:  # self becomes the new node, its gradient reaches its inputs
             self.lazydata, self._ctx = new.lazydata, new._ctx
-            if self.requires_grad or v.requires_grad:
-                self.requires_grad_(True)
-        else:
-            self.assign(new)  # plain data: written into the same buffer
+            self.requires_grad_(True)
+            return
+        # otherwise written into the same buffer when self is realized (what optimizers and `jit` rely on); a
+        # recorded history (requires_grad undecided, for `gradient()`) moves on to the assignment's node, whose
+        # gradient needs only the mask of what was covered, not the overwritten values
+        history = new._ctx if self._ctx is not None or v._ctx is not None else None
+        self.assign(new)
+        self._ctx = history
 
     def _broadcast_value(self: Tensor, v: Tensor, shape: tuple[sint, ...]) -> Tensor:
         try:
