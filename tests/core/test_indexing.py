@@ -221,3 +221,16 @@ def test_setitem_on_a_tensor_with_a_history_keeps_gradient_right():
     np.testing.assert_array_equal(Tensor(a)[..., [True, False, True]].numpy(), a[..., [True, False, True]])
     with pytest.raises(IndexError, match="scalar False"):
         Tensor(a)[False]
+
+
+def test_setitem_on_a_copy_only_device_writes_the_file(tmp_path):
+    path = tmp_path / "t.bin"
+    t = Tensor.empty(3, 4, dtype=dtypes.int32, device=f"DISK:{path}")
+    t[1] = Tensor([1, 2, 3, 4])  # computed on the default device, copied into the file
+    t[2, 1:3] = 9
+    t[0, 3] = Tensor(np.array(5, np.int32), device=f"DISK:{tmp_path / 'src.bin'}").to("PYTHON")
+    expected = np.array([[0, 0, 0, 5], [1, 2, 3, 4], [0, 9, 9, 0]], np.int32)
+    np.testing.assert_array_equal(t.to("PYTHON").numpy(), expected)
+    np.testing.assert_array_equal(np.fromfile(path, dtype=np.int32).reshape(3, 4), expected)
+    with pytest.raises(IndexError, match="one consecutive range"):
+        t[:, 1] = 5

@@ -25,6 +25,13 @@ if TYPE_CHECKING:
     from lazy.tensor import PyInt, Tensor, TensorLike
 
 
+def _copy_only(device: str) -> bool:
+    """Whether `device` declares it runs no kernels (it only stores and copies, like DISK)."""
+    from lazy.plugins import Device
+
+    return "kernels" in dict(Device[device].renderer.caps.unsupported)
+
+
 def _is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer, Node)) and not isinstance(x, (bool, np.bool_))
 
@@ -261,6 +268,8 @@ class IndexingMixin:
     def __setitem__(self: Tensor, indices: Any, value: TensorLike) -> None:
         from lazy.tensor import Tensor
 
+        if _copy_only(self.device):
+            return self._setitem_by_copy(indices, value)
         v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
         v = v.to(self.device).cast(self.dtype)
         if self.requires_grad and self._ctx is None:
@@ -317,6 +326,31 @@ class IndexingMixin:
         history = new._ctx if self._ctx is not None or v._ctx is not None else None
         self.assign(new)
         self._ctx = history
+
+    def _setitem_by_copy(self: Tensor, indices: Any, value: TensorLike) -> None:
+        """Setitem on a device that only copies (DISK): the value is computed where it lives and copied into the
+        consecutive range of memory the index selects."""
+        from lazy.engine.realize import BufferCopy
+        from lazy.plugins import Device
+        from lazy.tensor import Tensor
+
+        plan = self._index_plan(indices)
+        view = None if plan.tensors else self._index_plain(plan).lazydata.buffer_view()
+        if view is None:
+            raise IndexError(
+                f"setitem on {self.device}, a copy-only device: the index must select one consecutive range of "
+                f"memory (ints and plain slices of the leading axes), got {indices!r}; or write a copy on a "
+                "compute device and copy it back"
+            )
+        src = value if isinstance(value, Tensor) else Tensor(value, device=Device.DEFAULT, dtype=self.dtype)
+        if _copy_only(src.device):  # computed on the default device, then copied
+            src = src.to(Device.DEFAULT)
+        src = self._broadcast_value(src.cast(self.dtype), view.shape).contiguous().realize()
+        self.realize()
+        dest = Tensor(view, device=self.device).realize().lazydata.base.realized
+        data = src.lazydata.base.realized
+        assert dest is not None and data is not None
+        BufferCopy(dest.nbytes, self.device, src.device)([dest, data], {})
 
     def _broadcast_value(self: Tensor, v: Tensor, shape: tuple[sint, ...]) -> Tensor:
         try:
