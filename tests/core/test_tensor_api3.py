@@ -299,3 +299,22 @@ def test_dtype_helpers():
     assert float_to_bf16(3.14159) == 3.140625 and float_to_fp16(70000.0) == math.inf and float_to_fp16(0.1) != 0.1
     assert truncate[dtypes.int8](200) == -56 and truncate[dtypes.uint8](-1) == 255
     assert truncate[dtypes.float32](0.1) == float(np.float32(0.1)) and INVERSE_DTYPES_DICT[dtypes.float32] == "float"
+
+
+def test_unsigned_bool_and_half_precision_edges():
+    u = Tensor(np.array([3, 2, 0, 255], np.uint8))
+    np.testing.assert_array_equal(u.abs().numpy(), [3, 2, 0, 255])  # relu(x) + relu(-x) would wrap to 0
+    np.testing.assert_array_equal(Tensor([True, False]).abs().numpy(), [True, False])
+    ints = np.array([[3, 200, 7]], np.uint8)
+    f = ints.astype(np.float64)
+    ref = np.exp(f - f.max()) / np.exp(f - f.max()).sum()
+    np.testing.assert_allclose(Tensor(ints).softmax().numpy(), ref.astype(np.float32), rtol=1e-5)  # no x - max wrap
+    np.testing.assert_allclose(Tensor(ints).logsumexp(1).numpy(), [np.log(np.exp(ints.astype(np.float64)).sum())],
+                               rtol=1e-6)  # fmt: skip
+    x = np.array([7.0, -5.0, 10.5, 0.1], np.float16)
+    for fn, ref_fn in ((Tensor.exp, np.exp), (Tensor.log, np.log), (Tensor.sqrt, np.sqrt), (Tensor.sigmoid, None)):
+        arr = np.abs(x) if fn in (Tensor.log, Tensor.sqrt) else x
+        want = ref_fn(arr.astype(np.float32)) if ref_fn else 1 / (1 + np.exp(-arr.astype(np.float32)))
+        got = fn(Tensor(arr))
+        assert got.dtype == dtypes.float16
+        np.testing.assert_array_equal(got.numpy(), want.astype(np.float16))  # computed in float32, rounded once

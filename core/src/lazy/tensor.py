@@ -1089,12 +1089,12 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         return positive.where(positive.where(var, 1).sqrt(), var.sqrt().detach())
 
     def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
-        x = self.cast(dtype) if dtype is not None else self
+        x = self.cast(dtype) if dtype is not None else self._float()
         e = (x - x.max(axis, keepdim=True)).exp()
         return e.div(e.sum(axis, keepdim=True))
 
     def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
-        x = self.cast(dtype) if dtype is not None else self
+        x = self.cast(dtype) if dtype is not None else self._float()
         m = x - x.max(axis, keepdim=True)
         return m - m.exp().sum(axis, keepdim=True).log()
 
@@ -1102,9 +1102,10 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         return (-self).softmax(axis, dtype)
 
     def logsumexp(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        m = self.max(axis, keepdim=True).detach()
+        x = self._float()  # (ints would wrap in x - max)
+        m = x.max(axis, keepdim=True).detach()
         m = m.isinf().where(0, m)  # all -inf (or an inf): shift by nothing, the log gives -inf (or inf)
-        return (self - m).exp().sum(axis, keepdim=True).log().add(m).squeeze_axes(axis, keepdim, self.ndim)
+        return (x - m).exp().sum(axis, keepdim=True).log().add(m).squeeze_axes(axis, keepdim, self.ndim)
 
     def squeeze_axes(self, axis: int | Sequence[int] | None, keepdim: bool, ndim: int) -> Tensor:
         if keepdim:
@@ -1333,6 +1334,14 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
     def _float(self) -> Tensor:
         return self.cast(least_upper_float(self.dtype))
 
+    def _transcendental(self, fn: Any) -> Tensor:
+        """fn on the float form of self; half and bfloat16 compute in float32 and round once at the end, as PyTorch
+        does (exp(x) = exp2(x * log2(e)) in half precision would be a few ulp off)."""
+        x = self._float()
+        if x.dtype in (dtypes.float16, dtypes.bfloat16):
+            return fn(x.cast(dtypes.float32)).cast(x.dtype)
+        return fn(x)
+
     def neg(self) -> Tensor:
         return self.logical_not() if self.dtype == dtypes.bool else F.Neg.apply(self)
 
@@ -1340,28 +1349,28 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         return F.Neq.apply(*self.cast(dtypes.bool)._broadcasted(True, op="logical_not"))
 
     def reciprocal(self) -> Tensor:
-        return F.Reciprocal.apply(self._float())
+        return self._transcendental(F.Reciprocal.apply)
 
     def sqrt(self) -> Tensor:
-        return F.Sqrt.apply(self._float())
+        return self._transcendental(F.Sqrt.apply)
 
     def rsqrt(self) -> Tensor:
         return self.sqrt().reciprocal()
 
     def exp(self) -> Tensor:
-        return F.Exp.apply(self._float())
+        return self._transcendental(F.Exp.apply)
 
     def exp2(self) -> Tensor:
-        return F.Exp.apply(self._float() * math.log(2))
+        return self._transcendental(lambda x: F.Exp.apply(x * math.log(2)))
 
     def log(self) -> Tensor:
-        return F.Log.apply(self._float())
+        return self._transcendental(F.Log.apply)
 
     def log2(self) -> Tensor:
-        return self.log() / math.log(2)
+        return self._transcendental(lambda x: F.Log.apply(x) / math.log(2))
 
     def sin(self) -> Tensor:
-        return F.Sin.apply(self._float())
+        return self._transcendental(F.Sin.apply)
 
     def cos(self) -> Tensor:
         # 1 - 2 sin(x/2)^2: halving is exact, so cos is as precise as sin for any x (sin(pi/2 - x) is not)
@@ -1374,7 +1383,7 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         return F.Relu.apply(self)
 
     def sigmoid(self) -> Tensor:
-        return F.Sigmoid.apply(self._float())
+        return self._transcendental(F.Sigmoid.apply)
 
     def tanh(self) -> Tensor:
         return 2.0 * ((2.0 * self._float()).sigmoid()) - 1.0
@@ -1404,6 +1413,8 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         return (scaled > threshold).where(self, (1 / beta) * stable)
 
     def abs(self) -> Tensor:
+        if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
+            return self  # (relu(x) + relu(-x) wraps around for unsigned types: x + (2^n - x) = 0)
         return self.relu() + (-self).relu()
 
     def sign(self) -> Tensor:
