@@ -318,3 +318,18 @@ def test_unsigned_bool_and_half_precision_edges():
         got = fn(Tensor(arr))
         assert got.dtype == dtypes.float16
         np.testing.assert_array_equal(got.numpy(), want.astype(np.float16))  # computed in float32, rounded once
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 4, 3), (1, 1)])
+def test_qr(shape):
+    a = RNG.standard_normal(shape).astype(np.float32)
+    if shape == (4, 4):
+        a[:, 1] = 0  # a zero column below the diagonal needs no reflection (and must not divide by zero)
+    q, r = (t.numpy() for t in Tensor(a).qr())
+    m = shape[-2]
+    assert q.shape == (*shape[:-2], m, m) and r.shape == shape
+    np.testing.assert_allclose(q @ r, a, atol=2e-6)
+    np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(m), q.shape), atol=2e-6)
+    np.testing.assert_array_equal(np.tril(r, -1), 0)
+    with pytest.raises(ShapeError, match="expects a matrix"):
+        Tensor([1.0, 2.0]).qr()

@@ -909,6 +909,29 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
         out = product.sum(summed, dtype=dtype) if summed else (product.cast(dtype) if dtype is not None else product)
         return out.permute(tuple(kept.index(c) for c in output)) if output else out
 
+    def qr(self) -> tuple[Tensor, Tensor]:
+        """QR decomposition of (..., m, n) by Householder reflections: Q (..., m, m) orthogonal, R (..., m, n) upper
+        triangular, Q @ R == self. One reflection per column, each a rank-1 update built from tensor ops."""
+        if self.ndim < 2:
+            raise ShapeError(f"qr: expects a matrix (or a batch of them), got shape {self.shape}")
+        m, n = self.shape[-2], self.shape[-1]
+        assert isinstance(m, int) and isinstance(n, int), "qr needs concrete sizes"
+        lead = self.shape[:-2]
+        r = self._float()
+        q = Tensor.eye(m, dtype=r.dtype, device=self.device).reshape((1,) * len(lead) + (m, m)).expand(lead + (m, m))
+        for k in range(min(m - 1, n)):
+            x = r[..., k:, k]  # (..., m - k): the column below the diagonal
+            norm = x.square().sum(-1, keepdim=True).sqrt()
+            head = x[..., :1]
+            alpha = -(head >= 0).where(1.0, -1.0) * norm  # the sign that avoids cancellation
+            v = x - alpha * (Tensor.arange(m - k, device=self.device) == 0)
+            length = v.square().sum(-1, keepdim=True).sqrt()
+            v = (length > 0).where(v / (length > 0).where(length, 1.0), 0.0)  # a zero column needs no reflection
+            v = v.pad(tuple((0, 0) for _ in lead) + ((k, 0),)).unsqueeze(-1)  # (..., m, 1), zeros above row k
+            r = r - 2 * v @ (v.transpose(-2, -1) @ r)
+            q = q - 2 * (q @ v) @ v.transpose(-2, -1)
+        return q, r.triu()  # (what is left below the diagonal is rounding error)
+
     # -- diagonals, windows, padding to a shape --------------------------------------------------------------------
 
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
