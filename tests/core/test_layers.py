@@ -22,7 +22,7 @@ LEVELS = [
     ["lazy.lazy"],
     ["lazy.engine.schedule"],
     ["lazy.engine.realize", "lazy.engine.jit", "lazy.engine"],
-    ["lazy.function", "lazy.tensor", "lazy.tensor_index", "lazy.tensor_math", "lazy.tensor_nn"],
+    ["lazy.function", "lazy.tensor", "lazy.tensor_index", "lazy.tensor_math", "lazy.tensor_nn", "lazy.tensor_reduce"],
     ["lazy.nn"],
     ["lazy.conformance"],
     ["lazy.__main__", "lazy"],

@@ -19,7 +19,6 @@ from lazy.dtype import (
     dtypes,
     least_upper_dtype,
     least_upper_float,
-    sum_acc_dtype,
     to_dtype,
     to_np_dtype,
 )
@@ -33,6 +32,7 @@ from lazy.symbolic import Node, Variable, sint
 from lazy.tensor_index import IndexingMixin
 from lazy.tensor_math import MathMixin
 from lazy.tensor_nn import NNOpsMixin
+from lazy.tensor_reduce import ReduceMixin
 
 TensorLike = Union["Tensor", ConstType]
 # the builtins, for annotations inside Tensor (whose methods `bool`, `int`, `float` shadow them)
@@ -55,7 +55,7 @@ def _from_np(data: np.ndarray, device: str) -> LazyBuffer:
     return lb
 
 
-class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
+class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     """A lazily evaluated n-dimensional array on a device, with reverse-mode autograd."""
 
     __slots__ = ("lazydata", "requires_grad", "grad", "_ctx", "__weakref__")
@@ -852,86 +852,6 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
     def masked_fill(self, mask: Tensor, value: TensorLike) -> Tensor:
         return mask.where(value, self)
 
-    @staticmethod
-    def einsum(formula: str, *operands: Tensor | Sequence[Tensor], dtype: DType | str | None = None) -> Tensor:
-        """Einstein summation: "ij,jk->ik", "...ij,...jk->...ik" (broadcast batch axes), "ii->i" (a letter twice
-        in one operand takes its diagonal); without "->" the output is the letters used once, in order."""
-        tensors: list[Tensor] = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
-            else list(operands)  # type: ignore[arg-type]  # fmt: skip
-        spec = formula.replace(" ", "")
-        inputs, output = spec.split("->") if "->" in spec else (spec, None)
-        terms = inputs.split(",")
-        if len(terms) != len(tensors):
-            raise ShapeError(f"einsum: {formula} names {len(terms)} operands, got {len(tensors)}")
-        # "..." becomes letters of its own (upper case after the used ones), right-aligned across operands
-        n_ell = max((t.ndim - len(term.replace("...", "")) for term, t in zip(terms, tensors) if "..." in term),
-                    default=0)  # fmt: skip
-        free = [chr(c) for c in range(ord("A"), ord("Z") + 1) if chr(c) not in spec][:n_ell]
-        expanded = []
-        for term, t in zip(terms, tensors):
-            if "..." in term:
-                k = t.ndim - len(term.replace("...", ""))
-                if k < 0:
-                    raise ShapeError(f"einsum: term {term!r} has more letters than shape {t.shape} has axes")
-                term = term.replace("...", "".join(free[n_ell - k :]))
-            if len(term) != t.ndim:
-                raise ShapeError(f"einsum: term {term!r} does not match shape {t.shape}")
-            expanded.append(term)
-        if output is None:
-            used = "".join(expanded)
-            output = "".join(free) + "".join(sorted(c for c in set(used) if used.count(c) == 1 and c not in free))
-        else:
-            output = output.replace("...", "".join(free))
-        sizes: dict[str, sint] = {}
-        aligned = []
-        for term, t in zip(expanded, tensors):
-            for c in dict.fromkeys(term):  # a repeated letter: keep the diagonal of those axes
-                while term.count(c) > 1:
-                    first, second = term.index(c), term.index(c, term.index(c) + 1)
-                    t = t.diagonal(dim1=first, dim2=second)  # moves the diagonal axis last
-                    term = term[:first] + term[first + 1 : second] + term[second + 1 :] + c
-            for c, n in zip(term, t.shape):
-                if c in sizes and sizes[c] != n and n != 1 and sizes[c] != 1:
-                    raise ShapeError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n} in {formula}")
-                if c not in sizes or sizes[c] == 1:
-                    sizes[c] = n
-            aligned.append((term, t))
-        letters = sorted(sizes)
-        product: Tensor | None = None
-        for term, t in aligned:
-            t = t.permute(tuple(term.index(c) for c in sorted(term)))
-            t = t.reshape(tuple(t.shape[sorted(term).index(c)] if c in term else 1 for c in letters))
-            product = t if product is None else product * t
-        assert product is not None
-        product = product._broadcast_to(tuple(sizes[c] for c in letters))
-        summed = tuple(i for i, c in enumerate(letters) if c not in output)
-        kept = [c for c in letters if c in output]
-        out = product.sum(summed, dtype=dtype) if summed else (product.cast(dtype) if dtype is not None else product)
-        return out.permute(tuple(kept.index(c) for c in output)) if output else out
-
-    def qr(self) -> tuple[Tensor, Tensor]:
-        """QR decomposition of (..., m, n) by Householder reflections: Q (..., m, m) orthogonal, R (..., m, n) upper
-        triangular, Q @ R == self. One reflection per column, each a rank-1 update built from tensor ops."""
-        if self.ndim < 2:
-            raise ShapeError(f"qr: expects a matrix (or a batch of them), got shape {self.shape}")
-        m, n = self.shape[-2], self.shape[-1]
-        assert isinstance(m, int) and isinstance(n, int), "qr needs concrete sizes"
-        lead = self.shape[:-2]
-        r = self._float()
-        q = Tensor.eye(m, dtype=r.dtype, device=self.device).reshape((1,) * len(lead) + (m, m)).expand(lead + (m, m))
-        for k in range(min(m - 1, n)):
-            x = r[..., k:, k]  # (..., m - k): the column below the diagonal
-            norm = x.square().sum(-1, keepdim=True).sqrt()
-            head = x[..., :1]
-            alpha = -(head >= 0).where(1.0, -1.0) * norm  # the sign that avoids cancellation
-            v = x - alpha * (Tensor.arange(m - k, device=self.device) == 0)
-            length = v.square().sum(-1, keepdim=True).sqrt()
-            v = (length > 0).where(v / (length > 0).where(length, 1.0), 0.0)  # a zero column needs no reflection
-            v = v.pad(tuple((0, 0) for _ in lead) + ((k, 0),)).unsqueeze(-1)  # (..., m, 1), zeros above row k
-            r = r - 2 * v @ (v.transpose(-2, -1) @ r)
-            q = q - 2 * (q @ v) @ v.transpose(-2, -1)
-        return q, r.triu()  # (what is left below the diagonal is rounding error)
-
     # -- diagonals, windows, padding to a shape --------------------------------------------------------------------
 
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
@@ -1055,213 +975,6 @@ class Tensor(IndexingMixin, MathMixin, NNOpsMixin):
             merged.append(prod(x.shape[i : i + len(real)]))
             i += len(real)
         return x.reshape(tuple(merged))
-
-    # -- reductions ----------------------------------------------------------------------------------------------------
-
-    def _reduce_axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
-        if axis is None:
-            return tuple(range(self.ndim))
-        axes = (axis,) if isinstance(axis, int) else tuple(axis)
-        return tuple(sorted({self._resolve_axis(a) for a in axes}))
-
-    def _reduce(self, fxn: type[F.Function], axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
-        axes = self._reduce_axes(axis)
-        if self.ndim == 0:
-            return self
-        ret = fxn.apply(self, axis=axes)
-        return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
-
-    def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, acc_dtype: DType | None = None,
-            dtype: DType | str | None = None) -> Tensor:  # fmt: skip
-        acc = acc_dtype or sum_acc_dtype(self.dtype)
-        if dtype is not None and acc_dtype is None:
-            dtype = to_dtype(dtype)
-            acc = sum_acc_dtype(dtype) if dtypes.is_float(dtype) else acc
-        out = self.cast(acc)._reduce(F.Sum, axis, keepdim)
-        if dtype is not None:
-            return out.cast(dtype)
-        return out.cast(self.dtype) if dtypes.is_float(self.dtype) and acc_dtype is None else out
-
-    def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        return self._reduce(F.Max, axis, keepdim)
-
-    def _order_flip(self) -> Tensor:
-        """An order-reversing map with no overflow: -x for floats, ~x for ints (-x-1), not x for bool."""
-        if self.dtype == dtypes.bool:
-            return self.logical_not()
-        return -self if dtypes.is_float(self.dtype) else ~self
-
-    def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        return self._order_flip().max(axis, keepdim)._order_flip()
-
-    def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        out_dtype = least_upper_float(self.dtype)
-        total = self.cast(out_dtype).sum(axis, keepdim)
-        count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
-        return total.div(count) if count != 0 else total * math.nan
-
-    def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
-        squares = (self - self.mean(axis, keepdim=True)).square()
-        count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
-        return squares.sum(axis, keepdim).div(max(0, count - correction))
-
-    def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
-        var = self.var(axis, keepdim, correction)
-        # where the variance is exactly 0 the gradient is 0, not 0 * inf (PyTorch's convention)
-        positive = var > 0
-        return positive.where(positive.where(var, 1).sqrt(), var.sqrt().detach())
-
-    def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
-        x = self.cast(dtype) if dtype is not None else self._float()
-        e = (x - x.max(axis, keepdim=True)).exp()
-        return e.div(e.sum(axis, keepdim=True))
-
-    def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
-        x = self.cast(dtype) if dtype is not None else self._float()
-        m = x - x.max(axis, keepdim=True)
-        return m - m.exp().sum(axis, keepdim=True).log()
-
-    def softmin(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
-        return (-self).softmax(axis, dtype)
-
-    def logsumexp(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        x = self._float()  # (ints would wrap in x - max)
-        m = x.max(axis, keepdim=True).detach()
-        m = m.isinf().where(0, m)  # all -inf (or an inf): shift by nothing, the log gives -inf (or inf)
-        return (x - m).exp().sum(axis, keepdim=True).log().add(m).squeeze_axes(axis, keepdim, self.ndim)
-
-    def squeeze_axes(self, axis: int | Sequence[int] | None, keepdim: bool, ndim: int) -> Tensor:
-        if keepdim:
-            return self
-        axes = tuple(range(ndim)) if axis is None else self._reduce_axes(axis)
-        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
-
-    def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        if axis is None:
-            return self.flatten().argmax(0)
-        axis = self._resolve_axis(axis)
-        n = self.shape[axis]
-        assert isinstance(n, int)
-        is_max = (self == self.max(axis, keepdim=True)) | (self != self)  # a NaN is the maximum, like torch
-        # the first maximum wins: score n - i for index i, take the largest score
-        score = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - axis - 1))
-        best = (is_max * score).max(axis, keepdim=keepdim)
-        return (n - best).cast(dtypes.int32)
-
-    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        return self._order_flip().argmax(axis, keepdim)
-
-    def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        return self.cast(dtypes.bool).max(axis, keepdim)
-
-    def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        return self.logical_not().any(axis, keepdim).logical_not()
-
-    def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
-             dtype: DType | str | None = None) -> Tensor:  # fmt: skip
-        """Product over `axis`, keeping the dtype (ints stay ints): halves multiplied pairwise, log2(n) steps.
-        Odd sizes are not padded with 1: products of shrinks of a padded view currently come out wrong (engine bug)."""
-        x = self.cast(dtype) if dtype is not None else self
-        if x.ndim == 0:
-            return x
-        axes = x._reduce_axes(axis)
-        kept = tuple(i for i in range(x.ndim) if i not in axes)
-        kept_shape = tuple(x.shape[i] for i in kept)
-        count = prod(x.shape[i] for i in axes)
-        assert isinstance(count, int), "prod needs concrete sizes along the reduced axes"
-        flat = x.permute(kept + axes).reshape(kept_shape + (count,))  # (*kept, n)
-        if count == 0:  # the empty product is 1; x stays in the graph, with a zero gradient
-            flat = x.sum(axes).reshape(kept_shape + (1,)) * 0 + 1
-        if x.dtype == dtypes.bool:
-            flat = flat.cast(dtypes.int32)
-        lead: tuple[None, ...] = (None,) * len(kept_shape)
-        leftovers: list[Tensor] = []  # an odd element out is set aside, not padded with 1 (see the note below)
-        while flat.shape[-1] != 1:
-            n = flat.shape[-1]
-            assert isinstance(n, int)
-            if n % 2:
-                leftovers.append(flat.shrink(lead + ((n - 1, n),)))
-                flat, n = flat.shrink(lead + ((0, n - 1),)), n - 1
-            flat = flat.shrink(lead + ((0, n // 2),)) * flat.shrink(lead + ((n // 2, n),))
-        for leftover in leftovers:
-            flat = flat * leftover
-        out = flat.cast(x.dtype)
-        return out.reshape(tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdim else kept_shape)
-
-    def var_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
-                 correction: int = 1) -> tuple[Tensor, Tensor]:  # fmt: skip
-        return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
-
-    def std_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
-                 correction: int = 1) -> tuple[Tensor, Tensor]:  # fmt: skip
-        return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
-
-    def norm(self, ord: PyFloat = 2.0, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """Vector p-norm over `axis` (all elements when None): inf/-inf are max/min of |x|, 0 counts non-zeros."""
-        x = self._float().abs()
-        if ord == math.inf:
-            return x.max(axis, keepdim)
-        if ord == -math.inf:
-            return x.min(axis, keepdim)
-        if ord == 0:
-            return (x != 0).cast(x.dtype).sum(axis, keepdim)
-        if ord == 1:
-            return x.sum(axis, keepdim)
-        if ord == 2:
-            return x.square().sum(axis, keepdim).sqrt()
-        return x.pow(ord).sum(axis, keepdim).pow(1.0 / ord)
-
-    def _cumulative(self, axis: int, reduce: str, identity: ConstType) -> Tensor:
-        """out[i] = reduce(x[0..i]) along `axis`: each output sees the whole axis, masked to its prefix."""
-        axis = self._resolve_axis(axis)
-        if self.ndim == 0 or 0 in self.shape:
-            return self
-        x = self.transpose(axis, -1)  # (..., n)
-        n = x.shape[-1]
-        assert isinstance(n, int)
-        prefix = Tensor._tri(n, n, 1, self.device)  # (i, j): True where j > i, outside the prefix of i
-        windows = prefix.where(identity, x.unsqueeze(-2))  # (..., n_out, n_in)
-        return getattr(windows, reduce)(-1).transpose(-1, axis)
-
-    def cumsum(self, axis: int = 0) -> Tensor:
-        return self._cumulative(axis, "sum", 0)
-
-    def cumprod(self, axis: int) -> Tensor:
-        return self._cumulative(axis, "prod", 1)
-
-    def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
-        """The running maximum along `axis` and the index where it was first reached."""
-        if self.ndim == 0:
-            return self, Tensor.zeros((), dtype=dtypes.int32, device=self.device)
-        axis = self._resolve_axis(axis)
-        values = self._cumulative(axis, "max", dtypes.min(self.dtype))
-        n = self.shape[axis]
-        assert isinstance(n, int)
-        x, best = self.detach().transpose(axis, -1), values.detach().transpose(axis, -1)  # (..., n)
-        # (..., j, i): x[j] reaches the running max of position i, for j <= i; the first such j wins
-        reached = (x.unsqueeze(-1) == best.unsqueeze(-2)) & Tensor._tri(n, n, 0, self.device)
-        score = Tensor.arange(n, 0, -1, device=self.device).reshape(n, 1)
-        idx = (n - (reached.cast(dtypes.int32) * score).max(-2)).cast(dtypes.int32)
-        return values, idx.transpose(-1, axis)
-
-    def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
-        """The running minimum along `axis` and the index where it was first reached."""
-        values, idx = self._order_flip().cummax(axis)
-        return values._order_flip(), idx
-
-    def logcumsumexp(self, axis: int = 0) -> Tensor:
-        """log(cumsum(exp(x))) without overflow: every prefix is shifted by its own running max."""
-        if self.ndim == 0:
-            return self
-        axis = self._resolve_axis(axis)
-        x = self._float().transpose(axis, -1)  # (..., n)
-        n = x.shape[-1]
-        assert isinstance(n, int)
-        running = x.cummax(-1)[0].detach()  # (..., n)
-        running = running.isinf().where(0, running)
-        outside = Tensor._tri(n, n, 1, self.device)  # (i, j): j > i
-        shifted = outside.where(-math.inf, x.unsqueeze(-2) - running.unsqueeze(-1))  # (..., i, j)
-        return (shifted.exp().sum(-1).log() + running).transpose(-1, axis)
 
     # -- elementwise ---------------------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from lazy.dtype import ConstType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
+from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 from lazy.helpers import ShapeError, all_int, broadcast_shape, make_pair, prod
 from lazy.symbolic import concrete, sint
 
@@ -50,6 +50,91 @@ class NNOpsMixin:
     def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None, dtype: Any = None) -> Tensor:
         x = self.mul(weight) if weight.ndim == 1 else self.dot(weight, dtype)
         return x.add(bias) if bias is not None else x
+
+    @staticmethod
+    def einsum(formula: str, *operands: Tensor | Sequence[Tensor], dtype: DType | str | None = None) -> Tensor:
+        """Einstein summation: "ij,jk->ik", "...ij,...jk->...ik" (broadcast batch axes), "ii->i" (a letter twice
+        in one operand takes its diagonal); without "->" the output is the letters used once, in order."""
+        tensors: list[Tensor] = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
+            else list(operands)  # type: ignore[arg-type]  # fmt: skip
+        spec = formula.replace(" ", "")
+        inputs, output = spec.split("->") if "->" in spec else (spec, None)
+        terms = inputs.split(",")
+        if len(terms) != len(tensors):
+            raise ShapeError(f"einsum: {formula} names {len(terms)} operands, got {len(tensors)}")
+        # "..." becomes letters of its own (upper case after the used ones), right-aligned across operands
+        n_ell = max((t.ndim - len(term.replace("...", "")) for term, t in zip(terms, tensors) if "..." in term),
+                    default=0)  # fmt: skip
+        free = [chr(c) for c in range(ord("A"), ord("Z") + 1) if chr(c) not in spec][:n_ell]
+        expanded = []
+        for term, t in zip(terms, tensors):
+            if "..." in term:
+                k = t.ndim - len(term.replace("...", ""))
+                if k < 0:
+                    raise ShapeError(f"einsum: term {term!r} has more letters than shape {t.shape} has axes")
+                term = term.replace("...", "".join(free[n_ell - k :]))
+            if len(term) != t.ndim:
+                raise ShapeError(f"einsum: term {term!r} does not match shape {t.shape}")
+            expanded.append(term)
+        if output is None:
+            used = "".join(expanded)
+            output = "".join(free) + "".join(sorted(c for c in set(used) if used.count(c) == 1 and c not in free))
+        else:
+            output = output.replace("...", "".join(free))
+        sizes: dict[str, sint] = {}
+        aligned = []
+        for term, t in zip(expanded, tensors):
+            for c in dict.fromkeys(term):  # a repeated letter: keep the diagonal of those axes
+                while term.count(c) > 1:
+                    first, second = term.index(c), term.index(c, term.index(c) + 1)
+                    t = t.diagonal(dim1=first, dim2=second)  # moves the diagonal axis last
+                    term = term[:first] + term[first + 1 : second] + term[second + 1 :] + c
+            for c, n in zip(term, t.shape):
+                if c in sizes and sizes[c] != n and n != 1 and sizes[c] != 1:
+                    raise ShapeError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n} in {formula}")
+                if c not in sizes or sizes[c] == 1:
+                    sizes[c] = n
+            aligned.append((term, t))
+        letters = sorted(sizes)
+        product: Tensor | None = None
+        for term, t in aligned:
+            t = t.permute(tuple(term.index(c) for c in sorted(term)))
+            t = t.reshape(tuple(t.shape[sorted(term).index(c)] if c in term else 1 for c in letters))
+            product = t if product is None else product * t
+        assert product is not None
+        product = product._broadcast_to(tuple(sizes[c] for c in letters))
+        summed = tuple(i for i, c in enumerate(letters) if c not in output)
+        kept = [c for c in letters if c in output]
+        out = product.sum(summed, dtype=dtype) if summed else (product.cast(dtype) if dtype is not None else product)
+        return out.permute(tuple(kept.index(c) for c in output)) if output else out
+
+    def qr(self: Tensor) -> tuple[Tensor, Tensor]:
+        """QR decomposition of (..., m, n) by Householder reflections: Q (..., m, m) orthogonal, R (..., m, n) upper
+        triangular, Q @ R == self. One reflection per column, each a rank-1 update built from tensor ops."""
+        if self.ndim < 2:
+            raise ShapeError(f"qr: expects a matrix (or a batch of them), got shape {self.shape}")
+        m, n = self.shape[-2], self.shape[-1]
+        assert isinstance(m, int) and isinstance(n, int), "qr needs concrete sizes"
+        lead = self.shape[:-2]
+        r = self._float()
+        q = (
+            type(self)
+            .eye(m, dtype=r.dtype, device=self.device)
+            .reshape((1,) * len(lead) + (m, m))
+            .expand(lead + (m, m))
+        )
+        for k in range(min(m - 1, n)):
+            x = r[..., k:, k]  # (..., m - k): the column below the diagonal
+            norm = x.square().sum(-1, keepdim=True).sqrt()
+            head = x[..., :1]
+            alpha = -(head >= 0).where(1.0, -1.0) * norm  # the sign that avoids cancellation
+            v = x - alpha * (type(self).arange(m - k, device=self.device) == 0)
+            length = v.square().sum(-1, keepdim=True).sqrt()
+            v = (length > 0).where(v / (length > 0).where(length, 1.0), 0.0)  # a zero column needs no reflection
+            v = v.pad(tuple((0, 0) for _ in lead) + ((k, 0),)).unsqueeze(-1)  # (..., m, 1), zeros above row k
+            r = r - 2 * v @ (v.transpose(-2, -1) @ r)
+            q = q - 2 * (q @ v) @ v.transpose(-2, -1)
+        return q, r.triu()  # (what is left below the diagonal is rounding error)
 
     def _windows(
         self: Tensor, kernel: tuple[PyInt, ...], stride: tuple[PyInt, ...], dilation: tuple[PyInt, ...]

@@ -1,0 +1,232 @@
+"""`Tensor` reductions: sums, extrema and their indices, mean/var/std, softmax and logsumexp, products, norms and the
+cumulative forms. A mixin of `Tensor`: each reduction is `lazy.function`'s Sum or Max over some axes, with the
+casts (accumulation dtypes) and shifts (max subtraction) that keep it exact and finite."""
+
+# mypy: disable-error-code="misc"
+# (methods annotate `self: Tensor`, the class they are mixed into; see lazy.tensor_nn)
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeAlias
+
+from lazy import function as F
+from lazy.dtype import ConstType, DType, dtypes, least_upper_float, sum_acc_dtype, to_dtype
+from lazy.helpers import prod
+
+if TYPE_CHECKING:
+    from lazy.tensor import PyFloat, Tensor
+
+Axis: TypeAlias = int | Sequence[int] | None  # the axes to reduce: one, several, or all (None)
+
+
+class ReduceMixin:
+    """Reductions and cumulative ops of `Tensor`."""
+
+    __slots__ = ()
+
+    def _reduce_axes(self: Tensor, axis: Axis) -> tuple[int, ...]:
+        if axis is None:
+            return tuple(range(self.ndim))
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        return tuple(sorted({self._resolve_axis(a) for a in axes}))
+
+    def _reduce(self: Tensor, fxn: type[F.Function], axis: Axis, keepdim: bool) -> Tensor:
+        axes = self._reduce_axes(axis)
+        if self.ndim == 0:
+            return self
+        ret = fxn.apply(self, axis=axes)
+        return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def sum(self: Tensor, axis: Axis = None, keepdim: bool = False, acc_dtype: DType | None = None,
+            dtype: DType | str | None = None) -> Tensor:  # fmt: skip
+        acc = acc_dtype or sum_acc_dtype(self.dtype)
+        if dtype is not None and acc_dtype is None:
+            dtype = to_dtype(dtype)
+            acc = sum_acc_dtype(dtype) if dtypes.is_float(dtype) else acc
+        out = self.cast(acc)._reduce(F.Sum, axis, keepdim)
+        if dtype is not None:
+            return out.cast(dtype)
+        return out.cast(self.dtype) if dtypes.is_float(self.dtype) and acc_dtype is None else out
+
+    def max(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        return self._reduce(F.Max, axis, keepdim)
+
+    def _order_flip(self: Tensor) -> Tensor:
+        """An order-reversing map with no overflow: -x for floats, ~x for ints (-x-1), not x for bool."""
+        if self.dtype == dtypes.bool:
+            return self.logical_not()
+        return -self if dtypes.is_float(self.dtype) else ~self
+
+    def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        return self._order_flip().max(axis, keepdim)._order_flip()
+
+    def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        out_dtype = least_upper_float(self.dtype)
+        total = self.cast(out_dtype).sum(axis, keepdim)
+        count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
+        return total.div(count) if count != 0 else total * math.nan
+
+    def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        squares = (self - self.mean(axis, keepdim=True)).square()
+        count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
+        return squares.sum(axis, keepdim).div(max(0, count - correction))
+
+    def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        var = self.var(axis, keepdim, correction)
+        # where the variance is exactly 0 the gradient is 0, not 0 * inf (PyTorch's convention)
+        positive = var > 0
+        return positive.where(positive.where(var, 1).sqrt(), var.sqrt().detach())
+
+    def softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+        x = self.cast(dtype) if dtype is not None else self._float()
+        e = (x - x.max(axis, keepdim=True)).exp()
+        return e.div(e.sum(axis, keepdim=True))
+
+    def log_softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+        x = self.cast(dtype) if dtype is not None else self._float()
+        m = x - x.max(axis, keepdim=True)
+        return m - m.exp().sum(axis, keepdim=True).log()
+
+    def softmin(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+        return (-self).softmax(axis, dtype)
+
+    def logsumexp(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        x = self._float()  # (ints would wrap in x - max)
+        m = x.max(axis, keepdim=True).detach()
+        m = m.isinf().where(0, m)  # all -inf (or an inf): shift by nothing, the log gives -inf (or inf)
+        return (x - m).exp().sum(axis, keepdim=True).log().add(m).squeeze_axes(axis, keepdim, self.ndim)
+
+    def squeeze_axes(self: Tensor, axis: Axis, keepdim: bool, ndim: int) -> Tensor:
+        if keepdim:
+            return self
+        axes = tuple(range(ndim)) if axis is None else self._reduce_axes(axis)
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        if axis is None:
+            return self.flatten().argmax(0)
+        axis = self._resolve_axis(axis)
+        n = self.shape[axis]
+        assert isinstance(n, int)
+        is_max = (self == self.max(axis, keepdim=True)) | (self != self)  # a NaN is the maximum, like torch
+        # the first maximum wins: score n - i for index i, take the largest score
+        score = type(self).arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - axis - 1))
+        best = (is_max * score).max(axis, keepdim=keepdim)
+        return (n - best).cast(dtypes.int32)
+
+    def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        return self._order_flip().argmax(axis, keepdim)
+
+    def any(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        return self.cast(dtypes.bool).max(axis, keepdim)
+
+    def all(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        return self.logical_not().any(axis, keepdim).logical_not()
+
+    def prod(self: Tensor, axis: Axis = None, keepdim: bool = False,
+             dtype: DType | str | None = None) -> Tensor:  # fmt: skip
+        """Product over `axis`, keeping the dtype (ints stay ints): halves multiplied pairwise, log2(n) steps.
+        Odd sizes are not padded with 1: products of shrinks of a padded view currently come out wrong (engine bug)."""
+        x = self.cast(dtype) if dtype is not None else self
+        if x.ndim == 0:
+            return x
+        axes = x._reduce_axes(axis)
+        kept = tuple(i for i in range(x.ndim) if i not in axes)
+        kept_shape = tuple(x.shape[i] for i in kept)
+        count = prod(x.shape[i] for i in axes)
+        assert isinstance(count, int), "prod needs concrete sizes along the reduced axes"
+        flat = x.permute(kept + axes).reshape(kept_shape + (count,))  # (*kept, n)
+        if count == 0:  # the empty product is 1; x stays in the graph, with a zero gradient
+            flat = x.sum(axes).reshape(kept_shape + (1,)) * 0 + 1
+        if x.dtype == dtypes.bool:
+            flat = flat.cast(dtypes.int32)
+        lead: tuple[None, ...] = (None,) * len(kept_shape)
+        leftovers: list[Tensor] = []  # an odd element out is set aside, not padded with 1 (see the note below)
+        while flat.shape[-1] != 1:
+            n = flat.shape[-1]
+            assert isinstance(n, int)
+            if n % 2:
+                leftovers.append(flat.shrink(lead + ((n - 1, n),)))
+                flat, n = flat.shrink(lead + ((0, n - 1),)), n - 1
+            flat = flat.shrink(lead + ((0, n // 2),)) * flat.shrink(lead + ((n // 2, n),))
+        for leftover in leftovers:
+            flat = flat * leftover
+        out = flat.cast(x.dtype)
+        return out.reshape(tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdim else kept_shape)
+
+    def var_mean(self: Tensor, axis: Axis = None, keepdim: bool = False,
+                 correction: int = 1) -> tuple[Tensor, Tensor]:  # fmt: skip
+        return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def std_mean(self: Tensor, axis: Axis = None, keepdim: bool = False,
+                 correction: int = 1) -> tuple[Tensor, Tensor]:  # fmt: skip
+        return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def norm(self: Tensor, ord: PyFloat = 2.0, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        """Vector p-norm over `axis` (all elements when None): inf/-inf are max/min of |x|, 0 counts non-zeros."""
+        x = self._float().abs()
+        if ord == math.inf:
+            return x.max(axis, keepdim)
+        if ord == -math.inf:
+            return x.min(axis, keepdim)
+        if ord == 0:
+            return (x != 0).cast(x.dtype).sum(axis, keepdim)
+        if ord == 1:
+            return x.sum(axis, keepdim)
+        if ord == 2:
+            return x.square().sum(axis, keepdim).sqrt()
+        return x.pow(ord).sum(axis, keepdim).pow(1.0 / ord)
+
+    def _cumulative(self: Tensor, axis: int, reduce: str, identity: ConstType) -> Tensor:
+        """out[i] = reduce(x[0..i]) along `axis`: each output sees the whole axis, masked to its prefix."""
+        axis = self._resolve_axis(axis)
+        if self.ndim == 0 or 0 in self.shape:
+            return self
+        x = self.transpose(axis, -1)  # (..., n)
+        n = x.shape[-1]
+        assert isinstance(n, int)
+        prefix = type(self)._tri(n, n, 1, self.device)  # (i, j): True where j > i, outside the prefix of i
+        windows = prefix.where(identity, x.unsqueeze(-2))  # (..., n_out, n_in)
+        return getattr(windows, reduce)(-1).transpose(-1, axis)
+
+    def cumsum(self: Tensor, axis: int = 0) -> Tensor:
+        return self._cumulative(axis, "sum", 0)
+
+    def cumprod(self: Tensor, axis: int) -> Tensor:
+        return self._cumulative(axis, "prod", 1)
+
+    def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """The running maximum along `axis` and the index where it was first reached."""
+        if self.ndim == 0:
+            return self, type(self).zeros((), dtype=dtypes.int32, device=self.device)
+        axis = self._resolve_axis(axis)
+        values = self._cumulative(axis, "max", dtypes.min(self.dtype))
+        n = self.shape[axis]
+        assert isinstance(n, int)
+        x, best = self.detach().transpose(axis, -1), values.detach().transpose(axis, -1)  # (..., n)
+        # (..., j, i): x[j] reaches the running max of position i, for j <= i; the first such j wins
+        reached = (x.unsqueeze(-1) == best.unsqueeze(-2)) & type(self)._tri(n, n, 0, self.device)
+        score = type(self).arange(n, 0, -1, device=self.device).reshape(n, 1)
+        idx = (n - (reached.cast(dtypes.int32) * score).max(-2)).cast(dtypes.int32)
+        return values, idx.transpose(-1, axis)
+
+    def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """The running minimum along `axis` and the index where it was first reached."""
+        values, idx = self._order_flip().cummax(axis)
+        return values._order_flip(), idx
+
+    def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
+        """log(cumsum(exp(x))) without overflow: every prefix is shifted by its own running max."""
+        if self.ndim == 0:
+            return self
+        axis = self._resolve_axis(axis)
+        x = self._float().transpose(axis, -1)  # (..., n)
+        n = x.shape[-1]
+        assert isinstance(n, int)
+        running = x.cummax(-1)[0].detach()  # (..., n)
+        running = running.isinf().where(0, running)
+        outside = type(self)._tri(n, n, 1, self.device)  # (i, j): j > i
+        shifted = outside.where(-math.inf, x.unsqueeze(-2) - running.unsqueeze(-1))  # (..., i, j)
+        return (shifted.exp().sum(-1).log() + running).transpose(-1, axis)
