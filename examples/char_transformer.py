@@ -9,15 +9,14 @@ the script fails unless it is below 2.5.
 
 from __future__ import annotations
 
-import argparse
 import math
 import pathlib
 import time
 
 import numpy as np
-from training import classification_step, place
+from training import classification_step, place, setup
 
-from lazy import Device, Tensor, nn
+from lazy import Tensor, nn
 from lazy.nn.optim import AdamW
 
 TEXT = pathlib.Path(__file__).resolve().parents[1] / "README.md"
@@ -62,19 +61,12 @@ class CharTransformer:
 
 
 def main() -> float:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--context", type=int, default=32)
-    parser.add_argument("--batch", type=int, default=32)
-    args = parser.parse_args()
-    device = args.device or Device.DEFAULT
+    args, device = setup(__doc__, steps=300, context=32, batch=32)
 
     text = TEXT.read_text()
     chars = sorted(set(text))
     stoi = {c: i for i, c in enumerate(chars)}
     data = np.array([stoi[c] for c in text], dtype=np.int32)
-    Tensor.manual_seed(0)
     model = CharTransformer(len(chars), args.context)
     opt = AdamW(place(model, device), lr=3e-3, weight_decay=0.01)
     step = classification_step(model, opt)

@@ -7,14 +7,13 @@ Prints the loss as it trains and the final test accuracy (>= 95% is expected).
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 from sklearn.datasets import load_digits
-from training import classification_step, place
+from training import classification_step, place, setup
 
-from lazy import Device, Tensor, nn
+from lazy import Tensor, nn
 from lazy.nn.optim import Adam
 
 
@@ -37,14 +36,7 @@ def load(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 def main() -> float:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None, help="device to train on (default: the default device)")
-    parser.add_argument("--epochs", type=int, default=30)
-    parser.add_argument("--batch", type=int, default=64)
-    args = parser.parse_args()
-
-    device = args.device or Device.DEFAULT
-    Tensor.manual_seed(0)
+    args, device = setup(__doc__, epochs=30, batch=64)
     x_train, y_train, x_test, y_test = load()
     with Tensor.inference_mode(False):
         model = MLP()

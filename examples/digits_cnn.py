@@ -7,14 +7,13 @@ Two 3x3 convolutions and a linear classifier; the script fails unless the test a
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
 from digits import load
-from training import classification_step, place
+from training import classification_step, place, setup
 
-from lazy import Device, Tensor, nn
+from lazy import Tensor, nn
 from lazy.nn.optim import Adam
 
 
@@ -30,13 +29,7 @@ class CNN:
 
 
 def main() -> float:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--epochs", type=int, default=15)
-    parser.add_argument("--batch", type=int, default=64)
-    args = parser.parse_args()
-    device = args.device or Device.DEFAULT
-    Tensor.manual_seed(0)
+    args, device = setup(__doc__, epochs=15, batch=64)
     x_train, y_train, x_test, y_test = load()
     model = CNN()
     opt = Adam(place(model, device), lr=3e-3)

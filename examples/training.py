@@ -1,13 +1,27 @@
-"""What every example's training loop shares: put a model on a device, and one jitted classification step."""
+"""What every example shares: its command line (--device and integer knobs), putting a model on a device, and one
+jitted classification step."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from typing import Any
 
-from lazy import Tensor, jit
+from lazy import Device, Tensor, jit
 from lazy.nn.optim import Optimizer
 from lazy.nn.state import get_parameters
+
+
+def setup(doc: str, **defaults: int) -> tuple[argparse.Namespace, str]:
+    """Parse `--device` and one integer option per keyword (`epochs=30` gives `--epochs`), seed the random numbers
+    (the same on every device) and return the options and the device to train on."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--device", default=None, help="device to train on (default: the default device)")
+    for name, default in defaults.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
+    args = parser.parse_args()
+    Tensor.manual_seed(0)
+    return args, args.device or Device.DEFAULT
 
 
 def place(model: Any, device: str) -> list[Tensor]:
