@@ -156,8 +156,8 @@ def test_c_source_shape():
     end(b, i)
     src = ClangRenderer().render("fma_kernel", b.uops)
     assert "void fma_kernel(float* restrict data0, const float* restrict data1," in src
-    assert "const int core_lo, const int core_hi)" in src
-    assert "for (int ridx0 = core_lo; ridx0 < core_hi; ridx0++) {" in src
+    assert "const long long core_lo, const long long core_hi)" in src
+    assert "for (int ridx0 = ((int)core_lo); ridx0 < ((int)core_hi); ridx0++) {" in src
     assert "data0[ridx0] = ((val0*val1)+val2);" in src
 
 

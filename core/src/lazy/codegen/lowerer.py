@@ -3,7 +3,8 @@
 Loops and thread ids come from the kernel's axes; upcast and unrolled axes are expanded: every value is computed once
 per combination of their indices ("lane"), which gives independent accumulators and straight-line code. When the
 innermost upcast axis is contiguous in the output and its size is a vector width the renderer declares, its lanes
-become one vector value (vector loads, vector ALU, vector stores).
+become one vector value (vector loads, vector ALU, vector stores). Index arithmetic is int32 unless the symbolic
+bounds of some index value need int64 (`lower_kernel`).
 """
 
 from __future__ import annotations
@@ -19,41 +20,49 @@ from lazy.ops import REDUCE_ALU, ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops, i
 from lazy.shape import ShapeTracker
 from lazy.symbolic import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumNode, SumNode, Variable, sint
 
-INDEX = dtypes.int32
+# the index dtypes a kernel may compute its indices, loop counters and sizes in, narrowest (fastest) first: a kernel
+# gets the first one that holds every index value it computes, as the symbolic bounds of the expressions say
+INDEX_DTYPES = (dtypes.int32, dtypes.int64)
 Lane = tuple[int, ...]
 
 
-def _render_ops() -> dict[type, Any]:
-    def binary(op: Ops) -> Any:
-        return lambda node, ops, ctx: ctx.b.alu(op, node.a.render(ops, ctx), _as_uop(node.b, ops, ctx))
-
-    def chain(op: Ops) -> Any:
-        def fn(node: Any, ops: Any, ctx: Any) -> UOp:
-            parts = [n.render(ops, ctx) for n in node.nodes]
-            out = parts[0]
-            for p in parts[1:]:
-                out = ctx.b.alu(op, out, p)
-            return out
-
-        return fn
-
-    return {
-        Variable: lambda node, ops, ctx: ctx.var_uops[node],
-        NumNode: lambda node, ops, ctx: ctx.b.const(node.b, INDEX),
-        MulNode: binary(Ops.MUL),
-        DivNode: binary(Ops.IDIV),
-        ModNode: binary(Ops.MOD),
-        SumNode: chain(Ops.ADD),
-        AndNode: chain(Ops.AND),
-        LtNode: lambda node, ops, ctx: ctx.b.alu(Ops.CMPLT, node.a.render(ops, ctx), _as_uop(node.b, ops, ctx)),
-    }
+class IndexOverflow(ValueError):
+    """An index value of the kernel may not fit the index dtype it is being lowered with."""
 
 
-def _as_uop(x: sint, ops: Any, ctx: Any) -> UOp:
-    return x.render(ops, ctx) if isinstance(x, Node) else ctx.b.const(x, INDEX)
+def _render_sum(node: SumNode, ops: Any, ctx: Lowerer) -> UOp:
+    """A left fold of the terms: each partial sum is a value the kernel computes, so it must fit too, not only the
+    total (`x*2**31 - 2**31` is small, its first term is not)."""
+    out, lo, hi = ctx.node(node.nodes[0]), node.nodes[0].min, node.nodes[0].max
+    for term in node.nodes[1:]:
+        lo, hi = lo + term.min, hi + term.max
+        ctx.check_index(lo, hi, node)
+        out = ctx.b.alu(Ops.ADD, out, ctx.node(term))
+    return out
 
 
-RENDER_OPS = _render_ops()
+def _render_and(node: AndNode, ops: Any, ctx: Lowerer) -> UOp:
+    out = ctx.node(node.nodes[0])
+    for part in node.nodes[1:]:
+        out = ctx.b.alu(Ops.AND, out, ctx.node(part))
+    return out
+
+
+def _binary(op: Ops) -> Any:
+    return lambda node, ops, ctx: ctx.b.alu(op, ctx.node(node.a), ctx.node(node.b))
+
+
+# how each symbolic node becomes UOps; `Lowerer.node` checks the node's bounds before it renders it
+RENDER_OPS: dict[type, Any] = {
+    Variable: lambda node, ops, ctx: ctx.var_uops[node],
+    NumNode: lambda node, ops, ctx: ctx.index_const(node.b),
+    MulNode: _binary(Ops.MUL),
+    DivNode: _binary(Ops.IDIV),
+    ModNode: _binary(Ops.MOD),
+    SumNode: _render_sum,
+    AndNode: _render_and,
+    LtNode: _binary(Ops.CMPLT),
+}
 
 # what a vectorized kernel may contain: every op here has a direct meaning on whole vectors
 VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SUM, Ops.STORE, Ops.SINK})
@@ -74,8 +83,11 @@ def choose_vector_axis(k: Kernel) -> tuple[int | None, int]:
 
 
 class Lowerer:
-    def __init__(self, k: Kernel):
-        self.k, self.b = k, UOpBuilder()
+    """Lowers one kernel with `index` as the dtype of every index value (sizes, loop counters, thread ids, symbolic
+    variables, buffer indices and masks); raises `IndexOverflow` when some value may not fit it."""
+
+    def __init__(self, k: Kernel, index: DType = INDEX_DTYPES[0]):
+        self.k, self.b, self.index = k, UOpBuilder(), index
         self.var_uops: dict[Variable, UOp] = {}
         self.full_shape = k.full_shape
         self.lane_axes = k.axes(Axis.UPCAST, Axis.UNROLL)
@@ -90,8 +102,25 @@ class Lowerer:
         self.vec_axis, self.vec_width = choose_vector_axis(k)
         self.load_cache: dict[tuple[int, Node, Node, int], UOp] = {}
 
+    # -- index values --------------------------------------------------------------------------------------------
+
+    def check_index(self, lo: int, hi: int, what: sint) -> None:
+        """Every index value the kernel computes must fit its index dtype (else a signed overflow: undefined in C, a
+        wrap in LLVM and on the PYTHON device): `lower_kernel` lowers again with a wider one when one does not."""
+        if lo < dtypes.min(self.index) or hi > dtypes.max(self.index):
+            shown = what.key if isinstance(what, Node) else what
+            raise IndexOverflow(f"the index value {shown} in [{lo}, {hi}] does not fit int{8 * self.index.itemsize}")
+
+    def index_const(self, value: int) -> UOp:
+        self.check_index(value, value, value)
+        return self.b.const(value, self.index)
+
     def node(self, x: sint) -> UOp:
-        return _as_uop(x, RENDER_OPS, self)
+        """An index expression as UOps of the index dtype, each value it computes checked against its bounds."""
+        if not isinstance(x, Node):
+            return self.index_const(x)
+        self.check_index(x.min, x.max, x)
+        return x.render(RENDER_OPS, self)
 
     # -- parameters and loops ----------------------------------------------------------------------------------------
 
@@ -111,7 +140,8 @@ class Lowerer:
                     found[v] = None
         self.symbolic_vars = sorted(found, key=lambda v: v.expr)
         for v in self.symbolic_vars:
-            self.var_uops[v] = self.b.add(UOps.DEFINE_VAR, INDEX, (), (v.expr, v.min, v.max))
+            self.check_index(v.min, v.max, v)
+            self.var_uops[v] = self.b.add(UOps.DEFINE_VAR, self.index, (), (v.expr, v.min, v.max))
 
     def open_loops(self, axes: list[int], prefix: str) -> list[UOp]:
         ranges: list[UOp] = []
@@ -126,12 +156,13 @@ class Lowerer:
                 and not ranges
             ):
                 self.core_split = size
-                lo = self.b.add(UOps.DEFINE_VAR, INDEX, (), ("core_lo", 0, size))
-                hi = self.b.add(UOps.DEFINE_VAR, INDEX, (), ("core_hi", 0, size))
+                self.check_index(0, size, size)
+                lo = self.b.add(UOps.DEFINE_VAR, self.index, (), ("core_lo", 0, size))
+                hi = self.b.add(UOps.DEFINE_VAR, self.index, (), ("core_hi", 0, size))
                 start, end = lo, hi
             else:
-                start, end = self.b.const(0, INDEX), self.node(size)
-            rng = self.b.add(UOps.RANGE, INDEX, (start, end), (i, prefix == "ridx"))
+                start, end = self.index_const(0), self.node(size)
+            rng = self.b.add(UOps.RANGE, self.index, (start, end), (i, prefix == "ridx"))
             self.b.open_scope()
             self.var_uops[var] = rng
             ranges.append(rng)
@@ -158,7 +189,7 @@ class Lowerer:
             size = self.full_shape[i]
             assert isinstance(size, int) and dim < 3, "at most three local dimensions of static size"
             self.local_size[dim] = size
-            self.var_uops[self.axis_vars[i]] = self.b.add(UOps.SPECIAL, INDEX, (), (f"lidx{dim}", size))
+            self.var_uops[self.axis_vars[i]] = self.special(f"lidx{dim}", size)
         thread_axes = axes[-3:]
         self.global_size = [1, 1, 1]
         if not all(isinstance(self.full_shape[i], int) for i in thread_axes):
@@ -167,8 +198,12 @@ class Lowerer:
             size = self.full_shape[i]
             assert isinstance(size, int)
             self.global_size[dim] = size
-            self.var_uops[self.axis_vars[i]] = self.b.add(UOps.SPECIAL, INDEX, (), (f"gidx{dim}", size))
+            self.var_uops[self.axis_vars[i]] = self.special(f"gidx{dim}", size)
         return axes[:-3]
+
+    def special(self, name: str, size: int) -> UOp:
+        self.check_index(0, size, size)  # a thread id, in [0, size)
+        return self.b.add(UOps.SPECIAL, self.index, (), (name, size))
 
     def linear_id(self, kind: Axis) -> tuple[Node, int]:
         """The flat index of this thread among the axes of `kind` in its work group, and their count."""
@@ -239,7 +274,7 @@ class Lowerer:
     def const(self, buf: ConstBuffer, lane: Lane) -> UOp:
         if isinstance(buf.val, Node):
             value = self.var_uops[buf.val] if buf.val in self.var_uops else self.node(buf.val)  # type: ignore[index]
-            value = self.b.add(UOps.CAST, buf.dtype, (value,)) if buf.dtype != INDEX else value
+            value = self.b.add(UOps.CAST, buf.dtype, (value,)) if buf.dtype != self.index else value
         else:
             value = self.b.const(buf.val, buf.dtype)
         if self.vec_axis is None:
@@ -258,25 +293,38 @@ class Lowerer:
         return self.b.alu(Ops.WHERE, self.node(valid), value, self.b.const(0, dtype))
 
     def value(self, node: LazyOp, lane: Lane) -> UOp:
-        key = (id(node), lane)
-        if key in self.values:
-            return self.values[key]
+        """The UOp computing `node` in `lane`, lowering what it needs first. Iterative post-order (sources left to
+        right, as they are emitted): a fused chain of thousands of elementwise ops must not overflow the stack."""
+        if (hit := self.values.get((id(node), lane))) is not None:
+            return hit
+        stack: list[tuple[LazyOp, bool]] = [(node, False)]
+        while stack:
+            cur, ready = stack.pop()
+            if (id(cur), lane) in self.values:
+                continue
+            if ready or cur.op in GroupOp.Reduce or not cur.src:  # a reduce's result comes from its own loop
+                self.values[(id(cur), lane)] = self.lower_node(cur, lane)
+                continue
+            stack.append((cur, True))
+            stack.extend((s, False) for s in reversed(cur.src) if (id(s), lane) not in self.values)
+        return self.values[(id(node), lane)]
+
+    def lower_node(self, node: LazyOp, lane: Lane) -> UOp:
+        """One node, its sources (if any) already lowered for this lane."""
+        srcs = [self.values[(id(s), lane)] for s in node.src] if node.op not in GroupOp.Reduce else []
         if node.op is Ops.LOAD:
-            out = self.load(node.arg, lane)
-        elif node.op is Ops.CONST:
-            out = self.const(node.arg, lane)
-        elif node.op in GroupOp.Reduce:
-            out = self.reduce_results[id(node)][self.output_lane(lane)]
-        elif node.op is Ops.CAST:
-            out = self.b.add(UOps.CAST, node.dtype, (self.value(node.src[0], lane),))
-        elif node.op is Ops.BITCAST:
-            out = self.b.add(UOps.BITCAST, node.dtype, (self.value(node.src[0], lane),))
-        elif node.op in GroupOp.ALU:
-            out = self.b.alu(node.op, *(self.value(s, lane) for s in node.src))
-        else:
-            raise NotImplementedError(f"cannot lower {node.op} inside a kernel")
-        self.values[key] = out
-        return out
+            return self.load(node.arg, lane)
+        if node.op is Ops.CONST:
+            return self.const(node.arg, lane)
+        if node.op in GroupOp.Reduce:
+            return self.reduce_results[id(node)][self.output_lane(lane)]
+        if node.op is Ops.CAST:
+            return self.b.add(UOps.CAST, node.dtype, (srcs[0],))
+        if node.op is Ops.BITCAST:
+            return self.b.add(UOps.BITCAST, node.dtype, (srcs[0],))
+        if node.op in GroupOp.ALU:
+            return self.b.alu(node.op, *srcs)
+        raise NotImplementedError(f"cannot lower {node.op} inside a kernel")
 
     # -- lanes ---------------------------------------------------------------------------------------------------------
 
@@ -334,7 +382,7 @@ class Lowerer:
         for n, lane in enumerate(lanes):
             acc = self.b.add(UOps.DEFINE_ACC, dtype, (), identity_element(rop.op, dtype))
             j = Variable(f"grpsum{n}", 0, n_group - 1)
-            rng = self.b.add(UOps.RANGE, INDEX, (self.b.const(0, INDEX), self.b.const(n_group, INDEX)), (-1, True))
+            rng = self.b.add(UOps.RANGE, self.index, (self.index_const(0), self.index_const(n_group)), (-1, True))
             self.b.open_scope()
             self.var_uops[j] = rng
             partial = self.b.add(UOps.LOAD, dtype, (temp, self.node((local_id * n_group + j) * len(lanes) + n)))
@@ -373,8 +421,16 @@ class Lowerer:
 
 
 def lower_kernel(k: Kernel) -> tuple[list[UOp], Lowerer]:
-    lowerer = Lowerer(k)
-    return lowerer.lower(), lowerer
+    """The kernel's UOps with the narrowest index dtype that holds all its index values (int32 unless a size, offset
+    or index can pass 2**31 - 1), and the lowerer (launch sizes, parameters)."""
+    for index in INDEX_DTYPES:
+        lowerer = Lowerer(k, index)
+        try:
+            return lowerer.lower(), lowerer
+        except IndexOverflow as e:
+            error = e
+    raise IndexOverflow(f"a kernel of shape {k.full_shape} cannot be indexed: {error}; smaller sizes (or a smaller "
+                        "upper bound of a symbolic Variable) make it fit") from error  # fmt: skip
 
 
 def estimate_ops(ast: LazyOp, full_shape: tuple[sint, ...]) -> sint:

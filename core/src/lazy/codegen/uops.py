@@ -5,12 +5,12 @@ This is the whole contract between core's code generator and a plugin's renderer
 | op            | dtype              | src                                  | arg                                   |
 | ------------- | ------------------ | ------------------------------------ | ------------------------------------- |
 | DEFINE_GLOBAL | PtrDType           | ()                                   | (param index, name, written?)         |
-| DEFINE_VAR    | int32              | ()                                   | (name, min, max) symbolic size        |
+| DEFINE_VAR    | index              | ()                                   | (name, min, max) symbolic size        |
 | DEFINE_LOCAL  | PtrDType           | ()                                   | (name, element count)                 |
 | DEFINE_ACC    | scalar/vector      | ()                                   | initial value (a mutable variable)    |
 | CONST         | scalar             | ()                                   | Python value                          |
-| SPECIAL       | int32              | ()                                   | (name "gidxN"/"lidxN", size) thread id |
-| RANGE         | int32              | (start, end)                         | (axis, is_reduce) loop start          |
+| SPECIAL       | index              | ()                                   | (name "gidxN"/"lidxN", size) thread id |
+| RANGE         | index              | (start, end)                         | (axis, is_reduce) loop start          |
 | ENDRANGE      | None               | (range,)                             | None: closes the loop                 |
 | LOAD          | element            | (buf, idx) or (buf, idx, gate, alt)  | None: gated -> gate ? buf[idx] : alt  |
 | STORE         | None               | (buf, idx, val) or (.., val, gate)   | None                                  |
@@ -24,6 +24,12 @@ This is the whole contract between core's code generator and a plugin's renderer
 
 Kernel parameters are the DEFINE_GLOBALs by index, then the DEFINE_VARs in list order. A LOAD/STORE of a
 vector dtype through a scalar pointer accesses `count` consecutive elements starting at `idx`.
+
+"index" is the kernel's index dtype: every size, loop counter, thread id, symbolic variable, buffer index and mask
+is computed in it. The lowerer picks int32 (the fast one) unless the symbolic bounds say some such value, or a step
+computing it, can pass 2**31 - 1, and int64 then. The shipped renderers declare every int parameter (DEFINE_VAR) as
+a 64-bit integer and narrow it to the DEFINE_VAR's dtype inside, so their devices pass the values as int64 whatever
+the kernel's index dtype is.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def checked_div(op: str) -> Callable[..., str]:
     return render
 
 
-KernelParam = tuple[str, DType, bool]  # (name, dtype: a PtrDType for buffers or int32 for vars, written?)
+KernelParam = tuple[str, DType, bool]  # (name, dtype: a PtrDType for buffers or the index dtype for vars, written?)
 
 
 def operand_dtype(op: Ops, src_dtypes: list[DType]) -> DType:
@@ -89,7 +89,9 @@ class CStyleLanguage(Renderer):
     kernel_prefix: str = ""  # before `void name(...)`: "__kernel ", 'extern "C" __global__ ', "kernel "
     buffer_prefix: str = ""  # before a buffer parameter's type: "__global ", "device "
     buffer_suffix: str = ""  # after the `*`: " restrict", " __restrict__"
-    arg_int_prefix: str = "const int"  # type of a symbolic variable parameter
+    # every int parameter (symbolic variables, core_split lo/hi) is passed as this type whatever index dtype the
+    # kernel computes in, so a host passes any value the same way; the kernel narrows it to the DEFINE_VAR's dtype
+    int_param_dtype: DType = dtypes.int64
     smem_prefix: str = ""  # before a DEFINE_LOCAL array: "__local ", "__shared__ ", "threadgroup "
     barrier: str = ""  # the statement for BARRIER
     code_for_workitem: dict[str, Callable[[int], str]] = {}  # "g"/"l" -> dim -> expression, for SPECIAL
@@ -253,7 +255,7 @@ class CStyleLanguage(Renderer):
     # --- the kernel -------------------------------------------------------------------------------------------------
     def render_param(self, name: str, dtype: DType, written: bool) -> str:
         if not dtype.is_ptr:
-            return f"{self.arg_int_prefix} {name}"
+            return f"const {self.render_dtype(self.int_param_dtype)} {name}"
         const = "" if written else "const "
         return f"{self.buffer_prefix}{const}{self.render_dtype(dtype)}*{self.buffer_suffix} {name}"
 
@@ -343,8 +345,9 @@ class _KernelWriter:
         self.buffers.append((idx, (name, u.dtype, written)))  # type: ignore[arg-type]
 
     def on_define_var(self, u: UOp) -> None:
-        self.names[id(u)] = u.arg[0]
-        self.vars.append((u.arg[0], u.dtype or dtypes.int32, False))
+        name, dtype, passed = u.arg[0], u.dtype or dtypes.int32, self.lang.int_param_dtype
+        self.names[id(u)] = name if dtype == passed else self.lang.render_cast(name, passed, dtype)
+        self.vars.append((name, dtype, False))
 
     def on_define_local(self, u: UOp) -> None:
         self.names[id(u)] = u.arg[0]
@@ -360,12 +363,13 @@ class _KernelWriter:
 
     def on_special(self, u: UOp) -> None:
         name = self.names[id(u)] = u.arg[0]
-        self.emit(f"int {name} = {self.lang.code_for_workitem[name[0]](int(name[4:]))}; /* {u.arg[1]} */")
+        workitem = self.lang.code_for_workitem[name[0]](int(name[4:]))
+        self.emit(f"{self.lang.render_dtype(u.dtype)} {name} = {workitem}; /* {u.arg[1]} */")  # type: ignore[arg-type]
 
     def on_range(self, u: UOp) -> None:
         name = self.names[id(u)] = self.fresh("ridx")
         start, end = (self.ref(s) for s in u.src)
-        self.emit(f"for (int {name} = {start}; {name} < {end}; {name}++) {{")
+        self.emit(f"for ({self.lang.render_dtype(u.dtype)} {name} = {start}; {name} < {end}; {name}++) {{")  # type: ignore[arg-type]
         self.depth += 1
 
     def on_if(self, u: UOp) -> None:

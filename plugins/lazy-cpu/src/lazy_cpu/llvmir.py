@@ -92,7 +92,7 @@ class _IRWriter:
         self.body: list[str] = []
         self.decls: set[str] = set()
         self.slots: dict[int, tuple[str, str]] = {}  # DEFINE_ACC/ASSIGN -> (alloca, type): read with a load
-        self.loops: dict[int, tuple[int, str, str]] = {}  # RANGE -> (label number, counter alloca, counter value)
+        self.loops: dict[int, tuple[int, str, str, str]] = {}  # RANGE -> (label, counter alloca, value, type)
         self.ifs: dict[int, int] = {}  # IF -> label number
         self.buffers: list[tuple[int, str]] = []
         self.vars: list[str] = []
@@ -266,8 +266,12 @@ class _IRWriter:
         self.buffers.append((idx, f"ptr noalias {'' if written else 'readonly '}%{name}"))
 
     def on_define_var(self, u: UOp) -> None:
-        self.names[id(u)] = f"%{u.arg[0]}"
-        self.vars.append(f"i32 %{u.arg[0]}")
+        # every int parameter is an i64 (hosts pass 64-bit values whatever the index dtype), narrowed in the entry block
+        name, t = f"%{u.arg[0]}", ll_type(u.dtype or dtypes.int32)
+        self.vars.append(f"i64 {name}")
+        self.names[id(u)] = name if t == "i64" else f"{name}.{t}"
+        if t != "i64":
+            self.allocas.append(f"  {name}.{t} = trunc i64 {name} to {t}")
 
     def on_define_local(self, u: UOp) -> None:
         self.names[id(u)] = f"%{u.arg[0]}"
@@ -298,20 +302,20 @@ class _IRWriter:
     def on_range(self, u: UOp) -> None:
         n = self.fresh()
         start, end = (self.ref(s) for s in u.src)
-        ptr, reg = f"%ridx{n}.addr", f"%ridx{n}"
-        self.allocas.append(f"  {ptr} = alloca i32")
-        self.emit(f"store i32 {start}, ptr {ptr}")
+        ptr, reg, t = f"%ridx{n}.addr", f"%ridx{n}", ll_type(u.dtype)  # type: ignore[arg-type]
+        self.allocas.append(f"  {ptr} = alloca {t}")
+        self.emit(f"store {t} {start}, ptr {ptr}")
         self.emit(f"br label %loop{n}")
         self.label(f"loop{n}")
-        self.emit(f"{reg} = load i32, ptr {ptr}")
-        self.emit(f"br i1 {self.op(f'icmp slt i32 {reg}, {end}')}, label %body{n}, label %exit{n}")
+        self.emit(f"{reg} = load {t}, ptr {ptr}")
+        self.emit(f"br i1 {self.op(f'icmp slt {t} {reg}, {end}')}, label %body{n}, label %exit{n}")
         self.label(f"body{n}")
         self.names[id(u)] = reg
-        self.loops[id(u)] = (n, ptr, reg)
+        self.loops[id(u)] = (n, ptr, reg, t)
 
     def on_endrange(self, u: UOp) -> None:
-        n, ptr, reg = self.loops[id(u.src[0])]
-        self.emit(f"store i32 {self.op(f'add nsw i32 {reg}, 1')}, ptr {ptr}")
+        n, ptr, reg, t = self.loops[id(u.src[0])]
+        self.emit(f"store {t} {self.op(f'add nsw {t} {reg}, 1')}, ptr {ptr}")
         self.emit(f"br label %loop{n}")
         self.label(f"exit{n}")
 
@@ -328,12 +332,16 @@ class _IRWriter:
     def on_barrier(self, u: UOp) -> None:
         pass  # one thread per kernel call: nothing to wait for
 
+    def typed_index(self, idx: UOp) -> str:
+        """An index operand with its type (i32 or i64: the kernel's index dtype), as `getelementptr` takes it."""
+        return f"{ll_type(idx.dtype)} {self.ref(idx)}"  # type: ignore[arg-type]
+
     def address(self, buf: UOp, idx: str, dtype: DType) -> str:
-        return self.op(f"getelementptr inbounds {ll_type(dtype.scalar(), True)}, ptr {self.ref(buf)}, i32 {idx}")
+        return self.op(f"getelementptr inbounds {ll_type(dtype.scalar(), True)}, ptr {self.ref(buf)}, {idx}")
 
     def on_load(self, u: UOp) -> None:
         dtype: DType = u.dtype  # type: ignore[assignment]
-        idx = self.ref(u.src[1])
+        idx = self.typed_index(u.src[1])
         gate = self.ref(u.src[2]) if len(u.src) > 2 else None
         alt = self.ref(u.src[3]) if gate is not None else None
         if gate is not None:
@@ -353,7 +361,7 @@ class _IRWriter:
 
     def on_store(self, u: UOp) -> None:
         dtype: DType = u.src[2].dtype  # type: ignore[assignment]
-        idx, value = self.ref(u.src[1]), self.ref(u.src[2])
+        idx, value = self.typed_index(u.src[1]), self.ref(u.src[2])
         if len(u.src) > 3:
             n = self.fresh()
             self.emit(f"br i1 {self.ref(u.src[3])}, label %store{n}, label %stored{n}")
