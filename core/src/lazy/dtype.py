@@ -226,15 +226,33 @@ def sum_acc_dtype(dtype: DType) -> DType:
     return least_upper_dtype(dtype, dtypes.float32)
 
 
-def to_dtype(x: DType | str) -> DType:
+def to_dtype(x: Any) -> DType:
+    """A `dtype=` argument as a DType: a DType, its name ("float32", or an alias like "half"), or a numpy dtype,
+    numpy scalar type or Python type read as numpy reads it (`np.float32`, `np.dtype("int16")`, `float` is
+    float64, `int` int64, `bool` bool, as in numpy and PyTorch)."""
     if isinstance(x, DType):
         return x
-    if x not in DTYPES_DICT and getattr(dtypes, x, None) is None:
-        raise ValueError(f"unknown dtype {x!r}; known: {sorted(DTYPES_DICT)}")
-    return DTYPES_DICT.get(x) or getattr(dtypes, x)
+    if isinstance(x, str):
+        found = DTYPES_DICT.get(x, getattr(dtypes, x, None))
+        if not isinstance(found, DType):  # (`dtypes` also holds helpers such as `is_float`)
+            raise ValueError(f"unknown dtype {x!r}; known: {sorted(DTYPES_DICT)}")
+        return found
+    if isinstance(x, (type, np.dtype)) and (np_dtype := _np_dtype_of(x)) in NP_TO_DTYPE:
+        return NP_TO_DTYPE[np_dtype]
+    raise TypeError(
+        f"dtype={x!r} is not a dtype; pass a lazy dtype (dtypes.float32), its name ('float32'), a numpy dtype "
+        f"(np.float32) or one of float, int, bool; known: {sorted(DTYPES_DICT)}"
+    )
 
 
-DTypeLike: TypeAlias = "str | DType"  # what `dtype=` arguments take
+def _np_dtype_of(x: Any) -> np.dtype | None:
+    try:
+        return np.dtype(x)
+    except TypeError:
+        return None
+
+
+DTypeLike: TypeAlias = "str | DType | type | np.dtype"  # what `dtype=` arguments take (see `to_dtype`)
 INVERSE_DTYPES_DICT: dict[DType, str] = {d: name for name, d in DTYPES_DICT.items()}
 
 # (exponent bits, mantissa bits) of the floats: what a cast can keep

@@ -68,8 +68,8 @@ class Function:
 
 
 class Contiguous(Function):
-    def forward(self, x: LazyBuffer) -> LazyBuffer:
-        return x.contiguous()
+    def forward(self, x: LazyBuffer, copy: bool = False) -> LazyBuffer:
+        return x.clone() if copy else x.contiguous()
 
     def backward(self, grad_output: LazyBuffer) -> LazyBuffer:
         return grad_output
@@ -195,37 +195,34 @@ class Trunc(Function):
 # -- binary -----------------------------------------------------------------------------------------------------------
 
 
-class Less(Function):
-    differentiable = False
+class _ZeroGradBinary(Function):
+    """A comparison or bitwise op: not differentiable, both inputs get zeros. (The zeros are made only when a
+    gradient is asked for: random number generation runs about a hundred of these ops per call.)"""
 
+    differentiable = False
+    x: LazyBuffer  # the first input, set by forward
+
+    def backward(self, grad_output: LazyBuffer) -> tuple[LazyBuffer, LazyBuffer]:
+        zero = self.x.const(0)
+        return zero, zero
+
+
+class Less(_ZeroGradBinary):
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
-        self.zero = x.const(0)
+        self.x = x
         return x.e(Ops.CMPLT, y)
 
-    def backward(self, grad_output: LazyBuffer) -> tuple[LazyBuffer, LazyBuffer]:
-        return self.zero, self.zero
 
-
-class Neq(Function):
-    differentiable = False
-
+class Neq(_ZeroGradBinary):
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
-        self.zero = x.const(0)
+        self.x = x
         return x.e(Ops.CMPNE, y)
 
-    def backward(self, grad_output: LazyBuffer) -> tuple[LazyBuffer, LazyBuffer]:
-        return self.zero, self.zero
 
-
-class BitwiseBinary(Function):
-    differentiable = False
-
+class BitwiseBinary(_ZeroGradBinary):
     def forward(self, x: LazyBuffer, y: LazyBuffer, op: Ops) -> LazyBuffer:
-        self.zero = x.const(0)
+        self.x = x
         return x.e(op, y)
-
-    def backward(self, grad_output: LazyBuffer) -> tuple[LazyBuffer, LazyBuffer]:
-        return self.zero, self.zero
 
 
 class IDiv(Function):

@@ -27,7 +27,8 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
     bound: Any = None if st.static else tuple(sorted((v.expr, val) for v, val in st.var_vals.items()))
     if isinstance(arg, Node):  # a constant whose value is a bound variable (or an expression of them)
         bound = (bound, tuple(sorted((v.expr, v.val) for v in arg.vars() if v._val is not None)))
-    key = (device, st, bound, dtype, op, arg, srcs, base)
+    # 0.0 == -0.0 == False and 1 == 1.0 == True: the repr (floats) or type keeps such constants apart
+    key = (device, st, bound, dtype, op, arg, repr(arg) if isinstance(arg, float) else type(arg), srcs, base)
     if op is not Ops.EMPTY and (hit := _cache.get(key)) is not None:
         return hit
     ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
@@ -38,9 +39,10 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
 
 
 def forget_graph(lb: LazyBuffer) -> None:
-    """After `lb` (a base) is realized its sources are no longer needed: drop them so memory can be freed."""
+    """After `lb` (a base) is realized its sources are no longer needed: drop them so memory can be freed (the
+    cache key holds them too)."""
     _cache.pop(getattr(lb, "_cache_key", None), None)  # type: ignore[arg-type]
-    lb.srcs = ()
+    lb.srcs, lb._cache_key = (), None
 
 
 class LazyBuffer:
@@ -127,6 +129,13 @@ class LazyBuffer:
         return create_lazybuffer(
             self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, None, (self,)
         )
+
+    def clone(self) -> LazyBuffer:
+        """A new base with memory of its own holding these elements: a copy kernel even for a plain buffer, and never
+        shared with an identical node (a write into one clone must not show in another)."""
+        if self.size == 0:
+            return LazyBuffer.const_like(0, self.dtype, self.device, self.shape)
+        return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, None, (self,))
 
     def assign(self, value: LazyBuffer) -> LazyBuffer:
         """Write `value` into this buffer's memory (which must be a realized, contiguous base)."""

@@ -26,9 +26,10 @@ from lazy.engine.realize import run_schedule
 from lazy.engine.schedule import ScheduleItem, create_schedule
 from lazy.helpers import ShapeError, all_int, argfix, broadcast_shape, prod
 from lazy.lazy import LazyBuffer
-from lazy.ops import Ops
+from lazy.ops import GroupOp, Ops
 from lazy.plugins import Device
 from lazy.symbolic import Node, Variable, sint
+from lazy.tensor_create import CreationMixin, _check_sizes
 from lazy.tensor_index import IndexingMixin
 from lazy.tensor_math import MathMixin
 from lazy.tensor_nn import NNOpsMixin
@@ -55,14 +56,18 @@ def _from_np(data: np.ndarray, device: str) -> LazyBuffer:
     return lb
 
 
-class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
+def _check_operand(y: Any, op: str) -> None:
+    if not isinstance(y, (Tensor, np.ndarray, np.generic, list, tuple, bool, int, float, Node)):
+        raise TypeError(f"{op}: cannot combine a Tensor with {type(y).__name__} {y!r}; use a Tensor, a number, a list "
+                        "or a numpy array")  # fmt: skip
+
+
+class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     """A lazily evaluated n-dimensional array on a device, with reverse-mode autograd."""
 
     __slots__ = ("lazydata", "requires_grad", "grad", "_ctx", "__weakref__")
     training: ClassVar[bool] = False
     no_grad: ClassVar[bool] = False
-    _seed: ClassVar[int] = 0
-    _rng_counter: ClassVar[int] = 0
 
     def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
                  requires_grad: bool | None = None):  # fmt: skip
@@ -222,7 +227,10 @@ class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         if prod(self.shape) == 0:
             return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)  # type: ignore[arg-type]
         t = self if self.dtype != dtypes.bfloat16 else self.cast(dtypes.float32)
-        view = t.lazydata.buffer_view()  # a plain slice is read straight out of memory (copy-only devices need it)
+        # a plain slice is read straight out of memory (copy-only devices need it), unless its elements are still to
+        # be computed: then only they are (a few elements of a huge arange must not compute all of it)
+        computed = t.lazydata.base.realized is None and t.lazydata.base.op in GroupOp.Elementwise
+        view = None if computed else t.lazydata.buffer_view()
         t = Tensor(view, device=t.device) if view is not None else t.contiguous()
         t.realize()
         buf = t.lazydata.base.realized
@@ -255,247 +263,10 @@ class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return self
 
     def clone(self, device: str | None = None) -> Tensor:
+        """A copy in memory of its own (later writes into self do not show in it); gradients flow through it."""
         if device is not None and Device.canonicalize(device) != self.device:
             return self.to(device).clone()
-        return Tensor(
-            self.lazydata.contiguous()
-            if self.lazydata.base is not self.lazydata
-            else self.lazydata.e(Ops.ADD, self.lazydata.const(0)).contiguous(),
-            self.device,
-            requires_grad=self.requires_grad,
-        )
-
-    # -- creation ------------------------------------------------------------------------------------------------------
-
-    @staticmethod
-    def empty(*shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
-        dtype = to_dtype(dtype) if dtype is not None else dtypes.default_float
-        dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
-        return Tensor(LazyBuffer.metaop(Ops.EMPTY, argfix(*shape), dtype, dev), dev, dtype, **kwargs)
-
-    @staticmethod
-    def full(shape: tuple[sint, ...] | sint, fill_value: ConstType, device: str | None = None,
-             dtype: DType | str | None = None, **kwargs: Any) -> Tensor:  # fmt: skip
-        shape = argfix(shape) if not isinstance(shape, tuple) else shape
-        dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
-        return Tensor(fill_value, device=device, dtype=dt, **kwargs).reshape((1,) * len(shape)).expand(shape)
-
-    @staticmethod
-    def zeros(*shape: Any, **kwargs: Any) -> Tensor:
-        return Tensor.full(argfix(*shape), 0.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
-
-    @staticmethod
-    def ones(*shape: Any, **kwargs: Any) -> Tensor:
-        return Tensor.full(argfix(*shape), 1.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
-
-    def full_like(self, fill_value: ConstType, **kwargs: Any) -> Tensor:
-        return Tensor.full(
-            self.shape,
-            fill_value,
-            dtype=kwargs.pop("dtype", self.dtype),
-            device=kwargs.pop("device", self.device),
-            **kwargs,
-        )
-
-    def zeros_like(self, **kwargs: Any) -> Tensor:
-        return self.full_like(0, **kwargs)
-
-    def ones_like(self, **kwargs: Any) -> Tensor:
-        return self.full_like(1, **kwargs)
-
-    def empty_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-        return Tensor.empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
-
-    def rand_like(self, **kwargs: Any) -> Tensor:
-        dt = kwargs.pop("dtype", self.dtype if dtypes.is_float(self.dtype) else None)
-        return Tensor.rand(*self.shape, device=kwargs.pop("device", self.device), dtype=dt, **kwargs)
-
-    def randn_like(self, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
-        dt = dtype or (self.dtype if dtypes.is_float(self.dtype) else None)
-        return Tensor.randn(*self.shape, device=kwargs.pop("device", self.device), dtype=dt, **kwargs)
-
-    def const_like(self, b: ConstType, dtype: DType | None = None) -> Tensor:
-        return self.full_like(b, dtype=dtype or self.dtype)
-
-    @staticmethod
-    def arange(start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any) -> Tensor:
-        if stop is None:
-            start, stop = 0, start
-        count = max(math.ceil((stop - start) / step), 0)
-        dtype = to_dtype(
-            kwargs.pop(
-                "dtype",
-                dtypes.default_float if any(isinstance(v, float) for v in (start, stop, step)) else dtypes.default_int,
-            )
-        )
-        idx = Tensor._index_ramp(count, kwargs.pop("device", None))
-        return (idx.cast(dtype) * step + start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
-
-    @staticmethod
-    def _index_ramp(count: int, device: str | None) -> Tensor:
-        """0, 1, ..., count-1 as int32, built from masked constants (one per bit), so no host data is needed."""
-        if count <= 1:
-            return Tensor.zeros(count, dtype=dtypes.int32, device=device)
-        bits = max(1, (count - 1).bit_length())
-        total: Tensor | None = None
-        for axis in range(bits):
-            weight = 1 << (bits - 1 - axis)
-            bit = Tensor.full((1,), weight, dtype=dtypes.int32, device=device).pad(((1, 0),))  # [0, weight]
-            shape = [1] * bits
-            shape[axis] = 2
-            term = bit.reshape(tuple(shape)).expand((2,) * bits)
-            total = term if total is None else total + term
-        assert total is not None
-        return total.reshape(1 << bits).shrink(((0, count),))
-
-    @staticmethod
-    def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
-        m = n if m is None else m
-        dtype = kwargs.pop("dtype", dtypes.default_float)
-        device = kwargs.pop("device", None)
-        rows = Tensor._index_ramp(n, device).reshape(n, 1)
-        cols = Tensor._index_ramp(m, device).reshape(1, m)
-        return (rows == cols).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
-
-    @staticmethod
-    def manual_seed(seed: int = 0) -> None:
-        Tensor._seed, Tensor._rng_counter = seed, 0
-
-    @staticmethod
-    def _threefry_bits(count: int, device: str | None) -> Tensor:
-        """`count` random uint32 from Threefry-2x32 (20 rounds) over a counter: the same bits on every device."""
-        Tensor._rng_counter += 1
-        u32 = dtypes.uint32
-        ctr = Tensor._index_ramp(count, device).cast(u32)
-        k0, k1 = Tensor._seed & 0xFFFFFFFF, Tensor._rng_counter & 0xFFFFFFFF
-        ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)
-        x0 = ctr + ks[0]
-        x1 = Tensor.full((count,), ks[1], dtype=u32, device=device) if count else ctr
-        rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
-        for i in range(5):
-            for r in rotations[i % 2]:
-                x0 = x0 + x1
-                x1 = (x1 << r) | (x1 >> (32 - r))
-                x1 = x1 ^ x0
-            x0 = x0 + ks[(i + 1) % 3]
-            x1 = x1 + ((ks[(i + 2) % 3] + i + 1) & 0xFFFFFFFF)
-        return x0
-
-    @staticmethod
-    def rand(*shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
-        """Uniform in [0, 1)."""
-        shape = argfix(*shape)
-        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-        bits = Tensor._threefry_bits(prod(shape), device)
-        # 23 random mantissa bits under exponent 0 give a float in [1, 2)
-        one_to_two = ((bits >> 9) | 0x3F800000).bitcast(dtypes.float32)
-        return (one_to_two - 1.0).cast(dt).reshape(shape).requires_grad_(kwargs.get("requires_grad"))
-
-    @staticmethod
-    def randn(*shape: Any, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
-        """Standard normal (Box-Muller)."""
-        shape = argfix(*shape)
-        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-        src = Tensor.rand((2, *shape), **{k: v for k, v in kwargs.items() if k != "requires_grad"})
-        out = src[0].mul(2 * math.pi).cos().mul((1 - src[1]).log().mul(-2).sqrt())
-        return out.cast(dt).requires_grad_(kwargs.get("requires_grad"))
-
-    @staticmethod
-    def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
-        dtype = kwargs.pop("dtype", dtypes.default_float)
-        rg = kwargs.pop("requires_grad", None)
-        return ((high - low) * Tensor.rand(*shape, **kwargs) + low).cast(dtype).requires_grad_(rg)
-
-    @staticmethod
-    def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
-        return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5)
-
-    @staticmethod
-    def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
-        shape = argfix(*shape)
-        bound = (6 / (shape[0] + prod(shape[1:]))) ** 0.5
-        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
-
-    @staticmethod
-    def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
-        shape = argfix(*shape)
-        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
-        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
-
-    @staticmethod
-    def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
-        shape = argfix(*shape)
-        std = math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
-        return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
-
-    @staticmethod
-    def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
-        if std < 0:
-            raise ValueError(f"normal needs std >= 0, got {std}")
-        rg = kwargs.pop("requires_grad", None)
-        return (std * Tensor.randn(*shape, **kwargs) + mean).requires_grad_(rg)
-
-    @staticmethod
-    def randint(*shape: Any, low: int = 0, high: int = 10, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
-        """Uniform integers in [low, high)."""
-        dt = to_dtype(dtype)
-        if not isinstance(low, int) or not isinstance(high, int):
-            raise TypeError(f"randint needs integer bounds, got low={low!r} high={high!r}")
-        if not dtypes.is_int(dt):
-            raise TypeError(f"randint needs an integer dtype, not {dt}")
-        if low >= high:
-            raise ValueError(f"randint needs low < high, got low={low} high={high}")
-        rg = kwargs.pop("requires_grad", None)
-        # scale first and add low after the cast, so truncation never rounds a negative value toward zero
-        offset = ((high - low) * Tensor.rand(*shape, dtype=dtypes.float32, **kwargs)).cast(dt)
-        return (offset.minimum(high - low - 1) + low).cast(dt).requires_grad_(rg)
-
-    @staticmethod
-    def linspace(start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None,
-                 **kwargs: Any) -> Tensor:  # fmt: skip
-        """`steps` evenly spaced values from `start` to `stop`, both included."""
-        if steps < 0:
-            raise ValueError(f"linspace needs steps >= 0, got {steps}")
-        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-        if dt == dtypes.bool:
-            raise ValueError("linspace cannot make a bool tensor; pick a numeric dtype")
-        device = kwargs.pop("device", None)
-        if steps == 1:
-            return Tensor.full((1,), start, device=device, dtype=dt, **kwargs)
-        ramp = Tensor.arange(steps, device=device, dtype=dtypes.default_float)
-        return (start + ramp * ((stop - start) / (steps - 1))).cast(dt).requires_grad_(kwargs.get("requires_grad"))
-
-    @staticmethod
-    def randperm(n: int, device: str | None = None, dtype: DType | str = dtypes.int32, **kwargs: Any) -> Tensor:
-        """A random permutation of 0..n-1 (the order that sorts n uniform draws)."""
-        return Tensor.rand(n, device=device).argsort().cast(dtype).requires_grad_(kwargs.get("requires_grad"))
-
-    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
-        """`num_samples` indices per row drawn with probability proportional to the (non-negative) weights in self."""
-        if not 1 <= self.ndim <= 2 or num_samples < 1:
-            raise ValueError(
-                f"multinomial needs 1 or 2 dimensions and num_samples >= 1, got {self.shape}, {num_samples}"
-            )
-        weight = (self.unsqueeze(0) if self.ndim == 1 else self).detach().float()  # (rows, n)
-        rows, n = weight.shape
-        assert isinstance(n, int), "multinomial needs a concrete number of categories"
-        if not replacement and num_samples > n:
-            raise ValueError(f"multinomial without replacement cannot draw {num_samples} of {n} categories")
-        if replacement or num_samples == 1:
-            cdf = weight.cumsum(1)
-            cdf = cdf / cdf[:, -1:]  # (rows, n)
-            draws = Tensor.rand(num_samples, rows, 1, device=self.device)
-            indices = (draws >= cdf).sum(2).minimum(n - 1).permute(1, 0)  # (rows, num_samples)
-        else:
-            # Efraimidis-Spirakis: the largest keys log(u)/w, picked one at a time
-            keys = Tensor.rand(rows, n, device=self.device).log() / weight
-            picks = []
-            for _ in range(num_samples):
-                pick = keys.argmax(1, keepdim=True)  # (rows, 1)
-                picks.append(pick)
-                keys = (pick == Tensor.arange(n, device=self.device)).where(-math.inf, keys)
-            indices = picks[0].cat(*picks[1:], dim=1)
-        return (indices.squeeze(0) if self.ndim == 1 else indices).cast(dtypes.int32)
+        return F.Contiguous.apply(self, copy=True)
 
     def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
         self.requires_grad = requires_grad
@@ -565,7 +336,6 @@ class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     # -- movement ------------------------------------------------------------------------------------------------------
 
     def _resolve_shape(self, shape: tuple[Any, ...]) -> tuple[sint, ...]:
-        shape = tuple(int(s) if isinstance(s, (np.integer,)) else s for s in shape)
         if sum(1 for s in shape if isinstance(s, int) and s == -1) > 1:
             raise ShapeError(f"reshape: only one dimension can be -1, got {shape}")
         if -1 in shape:
@@ -577,7 +347,7 @@ class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
 
     def reshape(self, shape: Any, *args: Any) -> Tensor:
         """The same elements in a new shape; one size may be -1 (inferred), None keeps that axis's size."""
-        wanted = argfix(shape, *args)
+        wanted = _check_sizes(argfix(shape, *args), "reshape", keep=(-1, None))
         if any(s is None for s in wanted):
             if len(wanted) > self.ndim:
                 raise ShapeError(f"reshape: None keeps an axis's size, but {wanted} has more axes than {self.shape}")
@@ -591,7 +361,7 @@ class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return self.reshape(argfix(*shape))
 
     def expand(self, shape: Any, *args: Any) -> Tensor:
-        new_shape = argfix(shape, *args)
+        new_shape = _check_sizes(argfix(shape, *args), "expand", keep=(-1,))
         if len(new_shape) < self.ndim:
             raise ShapeError(f"expand: cannot expand {self.shape} to fewer dimensions {new_shape}")
         padded = (1,) * (len(new_shape) - self.ndim) + self.shape
@@ -770,12 +540,17 @@ class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return expanded.reshape(tuple(r * s for r, s in zip(reps, base.shape)))
 
     def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """Pieces of `sizes` elements along `dim` (the last one shorter), or of each size in a list of them."""
         dim = self._resolve_axis(dim)
         n = self.shape[dim]
         assert isinstance(n, int)
-        parts = [sizes] * math.ceil(n / sizes) if isinstance(sizes, int) else list(sizes)
-        if isinstance(sizes, int):
-            parts[-1] = n - sizes * (len(parts) - 1)
+        if isinstance(sizes, Sequence):
+            parts = list(_check_sizes(tuple(sizes), "split"))
+        else:
+            (size,) = _check_sizes((sizes,), "split")
+            if size == 0 and n:
+                raise ValueError(f"split: split_size must be a positive int, got 0 (dimension {dim} of {self.shape})")
+            parts = [min(size, n - start) for start in range(0, n, size)] if n else [0]
         if sum(parts) != n:
             raise ShapeError(f"split: sizes {sizes} do not add up to {n} (dimension {dim} of {self.shape})")
         out, offset = [], 0
@@ -785,8 +560,11 @@ class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return tuple(out)
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        """At most `chunks` pieces of equal size along `dim` (the last one shorter)."""
         n = self.shape[self._resolve_axis(dim)]
         assert isinstance(n, int)
+        if type(chunks) is not int or chunks <= 0:
+            raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
         return self.split(math.ceil(n / chunks), dim)
 
     def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
@@ -982,6 +760,7 @@ class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         x: Tensor = self
         if isinstance(y, np.generic):
             y = y.item()  # a numpy scalar acts like the Python scalar it holds
+        _check_operand(y, op)
         if not isinstance(y, Tensor):
             if isinstance(y, (np.ndarray, list, tuple)):
                 y = Tensor(y, device=self.device)
@@ -1151,6 +930,8 @@ class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     def abs(self) -> Tensor:
         if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
             return self  # (relu(x) + relu(-x) wraps around for unsigned types: x + (2^n - x) = 0)
+        if dtypes.is_int(self.dtype):  # the smallest int is its own negation (abs(-128) is -128 in int8, as numpy)
+            return (self < 0).where(-self, self)
         return self.relu() + (-self).relu()
 
     def sign(self) -> Tensor:
@@ -1277,6 +1058,7 @@ class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         elif isinstance(y, Tensor):
             y_t, x_t = y._broadcasted(x, op="where")
         else:
+            _check_operand(x, "where")
             x_t, y_t = Tensor(x, device=self.device)._broadcasted(y, op="where")
         shape = broadcast_shape("where", self.shape, x_t.shape)
         cond = self.cast(dtypes.bool)._broadcast_to(shape)
@@ -1315,7 +1097,7 @@ class Tensor(IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return F.Neq.apply(*self._broadcasted(y, False, "!="))
 
     def eq(self, y: TensorLike) -> Tensor:
-        return self.ne(y).logical_not()
+        return F.Neq.apply(*self._broadcasted(y, False, "==")).logical_not()
 
     def __lt__(self, y: TensorLike) -> Tensor:
         return self.lt(y)

@@ -12,13 +12,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 from lazy import function as F
-from lazy.dtype import ConstType, DType, dtypes, least_upper_float, sum_acc_dtype, to_dtype
+from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
 from lazy.helpers import prod
 
 if TYPE_CHECKING:
     from lazy.tensor import PyFloat, Tensor
 
 Axis: TypeAlias = int | Sequence[int] | None  # the axes to reduce: one, several, or all (None)
+
+
+class EmptyReductionError(IndexError, RuntimeError):
+    """max/min/argmax/argmin over no elements, which have no identity to return. Both an IndexError (what PyTorch
+    raises when an axis is named) and a RuntimeError (what it raises for a whole empty tensor)."""
 
 
 class ReduceMixin:
@@ -44,13 +49,38 @@ class ReduceMixin:
         acc = acc_dtype or sum_acc_dtype(self.dtype)
         if dtype is not None and acc_dtype is None:
             dtype = to_dtype(dtype)
-            acc = sum_acc_dtype(dtype) if dtypes.is_float(dtype) else acc
+            acc = sum_acc_dtype(dtype) if dtypes.is_float(dtype) else least_upper_dtype(acc, dtype)
         out = self.cast(acc)._reduce(F.Sum, axis, keepdim)
         if dtype is not None:
             return out.cast(dtype)
         return out.cast(self.dtype) if dtypes.is_float(self.dtype) and acc_dtype is None else out
 
+    def _check_nonempty(self: Tensor, op: str, axis: Axis) -> None:
+        """Raise for a reduction without identity (max, min, argmax, argmin) over no elements: the identity the
+        kernel starts from (-inf, or the dtype's lowest value) would come out as if it were an element."""
+        if self.ndim == 0:
+            return
+        empty = [a for a in self._reduce_axes(axis) if isinstance(self.shape[a], int) and self.shape[a] == 0]
+        if not empty:
+            return
+        if axis is None:
+            raise EmptyReductionError(
+                f"{op}: the tensor of shape {self.shape} is empty and the {op} of no elements is undefined; pass an "
+                "axis whose size is not 0, or check numel() before reducing"
+            )
+        raise EmptyReductionError(
+            f"{op}: axis {empty[0]} of shape {self.shape} has size 0 and the {op} of no elements is undefined; reduce "
+            "over axes whose size is not 0"
+        )
+
     def max(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        """The largest value over `axis` (NaN if there is one, as in PyTorch); raises for no elements."""
+        self._check_nonempty("max", axis)
+        return self._max(axis, keepdim)
+
+    def _max(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        """max without the emptiness check, for ops that define their own result over no elements (softmax, any,
+        scatter): an empty axis gives the dtype's lowest value."""
         return self._reduce(F.Max, axis, keepdim)
 
     def _order_flip(self: Tensor) -> Tensor:
@@ -60,7 +90,13 @@ class ReduceMixin:
         return -self if dtypes.is_float(self.dtype) else ~self
 
     def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
-        return self._order_flip().max(axis, keepdim)._order_flip()
+        """The smallest value over `axis` (NaN if there is one, as in PyTorch); raises for no elements."""
+        self._check_nonempty("min", axis)
+        return self._min(axis, keepdim)
+
+    def _min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        """min without the emptiness check (see `_max`)."""
+        return self._order_flip()._max(axis, keepdim)._order_flip()
 
     def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         out_dtype = least_upper_float(self.dtype)
@@ -81,12 +117,12 @@ class ReduceMixin:
 
     def softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         x = self.cast(dtype) if dtype is not None else self._float()
-        e = (x - x.max(axis, keepdim=True)).exp()
+        e = (x - x._max(axis, keepdim=True)).exp()
         return e.div(e.sum(axis, keepdim=True))
 
     def log_softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         x = self.cast(dtype) if dtype is not None else self._float()
-        m = x - x.max(axis, keepdim=True)
+        m = x - x._max(axis, keepdim=True)
         return m - m.exp().sum(axis, keepdim=True).log()
 
     def softmin(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
@@ -94,7 +130,7 @@ class ReduceMixin:
 
     def logsumexp(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
         x = self._float()  # (ints would wrap in x - max)
-        m = x.max(axis, keepdim=True).detach()
+        m = x._max(axis, keepdim=True).detach()
         m = m.isinf().where(0, m)  # all -inf (or an inf): shift by nothing, the log gives -inf (or inf)
         return (x - m).exp().sum(axis, keepdim=True).log().add(m).squeeze_axes(axis, keepdim, self.ndim)
 
@@ -105,22 +141,30 @@ class ReduceMixin:
         return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """The (int32) index of the first maximum along `axis` (of the flattened tensor when None); a NaN counts as
+        the maximum (PyTorch's rule); raises for no elements."""
+        self._check_nonempty("argmax", axis)
+        return self._argmax(axis, keepdim)
+
+    def _argmax(self: Tensor, axis: int | None, keepdim: bool) -> Tensor:
         if axis is None:
-            return self.flatten().argmax(0)
+            return self.flatten()._argmax(0, False)
         axis = self._resolve_axis(axis)
         n = self.shape[axis]
         assert isinstance(n, int)
-        is_max = (self == self.max(axis, keepdim=True)) | (self != self)  # a NaN is the maximum, like torch
+        is_max = (self == self._max(axis, keepdim=True)) | (self != self)  # a NaN is the maximum, like torch
         # the first maximum wins: score n - i for index i, take the largest score
         score = type(self).arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - axis - 1))
-        best = (is_max * score).max(axis, keepdim=keepdim)
+        best = (is_max * score)._max(axis, keepdim=keepdim)
         return (n - best).cast(dtypes.int32)
 
     def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        return self._order_flip().argmax(axis, keepdim)
+        """The (int32) index of the first minimum along `axis`; a NaN counts as the minimum (PyTorch's rule)."""
+        self._check_nonempty("argmin", axis)
+        return self._order_flip()._argmax(axis, keepdim)
 
     def any(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
-        return self.cast(dtypes.bool).max(axis, keepdim)
+        return self.cast(dtypes.bool)._max(axis, keepdim)  # (False over no elements)
 
     def all(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         return self.logical_not().any(axis, keepdim).logical_not()
@@ -207,9 +251,14 @@ class ReduceMixin:
         assert isinstance(n, int)
         x, best = self.detach().transpose(axis, -1), values.detach().transpose(axis, -1)  # (..., n)
         # (..., j, i): x[j] reaches the running max of position i, for j <= i; the first such j wins
-        reached = (x.unsqueeze(-1) == best.unsqueeze(-2)) & type(self)._tri(n, n, 0, self.device)
+        grid = (*x.shape, n)  # broadcast before any op: an expanded elementwise result would be realized
+        xj, best_i = x.unsqueeze(-1)._broadcast_to(grid), best.unsqueeze(-2)._broadcast_to(grid)
+        reached = xj == best_i
+        if dtypes.is_float(self.dtype):  # a NaN is the running max from where it appears (NaN == NaN is False)
+            reached = reached | (xj.isnan() & best_i.isnan())
+        reached = reached & type(self)._tri(n, n, 0, self.device)
         score = type(self).arange(n, 0, -1, device=self.device).reshape(n, 1)
-        idx = (n - (reached.cast(dtypes.int32) * score).max(-2)).cast(dtypes.int32)
+        idx = (n - (reached.cast(dtypes.int32) * score)._max(-2)).cast(dtypes.int32)
         return values, idx.transpose(-1, axis)
 
     def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:

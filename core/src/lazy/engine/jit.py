@@ -14,6 +14,7 @@ from lazy.engine.schedule import create_schedule
 from lazy.hcq import HCQGraph
 from lazy.helpers import JIT
 from lazy.lazy import LazyBuffer
+from lazy.ops import Ops
 from lazy.symbolic import Node, Variable
 
 R = TypeVar("R")
@@ -105,10 +106,12 @@ class TinyJit(Generic[R]):
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], input_buffers: list[Buffer]) -> None:
         captured: list[ExecItem] = []
         owners: list[tuple[Buffer, weakref.ref[Any]]] = []
+        assigned: set[int] = set()  # buffers written in place: their memory belongs to a tensor outside the function
 
         def record(ei: ExecItem, outputs: tuple[Any, ...]) -> None:
             captured.append(ei)
             owners.extend((out.buffer, weakref.ref(out)) for out in outputs)
+            assigned.update(id(out.buffer) for out in outputs if out.op is Ops.ASSIGN)
 
         capturing.append(record)
         try:
@@ -118,10 +121,14 @@ class TinyJit(Generic[R]):
         finally:
             capturing.remove(record)
         self.jit_cache = [ExecItem(ei.runner, list(ei.bufs), dict(ei.var_vals)) for ei in captured]
-        # buffers written here whose LazyBuffer is gone: nothing outside the jit can see them, so they may share memory
-        keep = {id(b) for b in input_buffers}
+        # buffers written here whose LazyBuffers are all gone: nothing outside the jit can see them, so they may share
+        # memory. Not an assign's target (a parameter, the random generator's state), whatever became of the assign.
+        keep = {id(b) for b in input_buffers} | assigned
         keep |= {id(t.lazydata.base.buffer) for t in _tensors_in(tuple(rets), {})}
-        internal = {id(buf): buf for buf, owner in owners if owner() is None and id(buf) not in keep}
+        keep |= {id(buf) for buf, owner in owners if owner() is not None}
+        views = [b for ei in captured for b in ei.bufs if b.base is not None]  # memory shared with another buffer
+        keep |= {id(b) for b in views} | {id(b.base) for b in views}
+        internal = {id(buf): buf for buf, owner in owners if id(buf) not in keep}
         plan_memory(self.jit_cache, internal)
         for i, ei in enumerate(self.jit_cache):
             for j, buf in enumerate(ei.bufs):
