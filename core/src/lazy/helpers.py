@@ -77,6 +77,9 @@ DEVICE = Setting("DEVICE", "", "default device, e.g. CPU, LLVM, PYTHON, CL (defa
 PLUGINS = Setting("PLUGINS", "", "comma-separated allow-list of plugin names (entry-point names); empty: all")
 CACHE_DIR = Setting("CACHE_DIR", "", "directory for the compile cache (default: ~/.cache/lazy); 'off' disables it")
 THREADS = Setting("THREADS", 0, "CPU worker threads for one kernel (0: one per core)")
+CHECK_INDEX = Setting(
+    "CHECK_INDEX", 0, "1: IndexError for out-of-range index tensors (reads them on the host, a sync); 0: they pick 0"
+)
 
 
 class ShapeError(RuntimeError, ValueError, AssertionError):

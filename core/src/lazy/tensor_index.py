@@ -5,7 +5,8 @@ and integer or boolean tensors, plus the index-driven ops that share its one mec
 Plain indices (ints, slices, None) are movement ops: no kernel of their own. Index tensors become one-hot masks
 (`index == arange(size)`) that select with `where` and a sum over the indexed axes, so everything decomposes into
 the primitive ops and has gradients. Boolean masks have a data-dependent shape, so they are read on the host
-(`nonzero`) and turned into integer indices, as in PyTorch."""
+(`nonzero`) and turned into integer indices, as in PyTorch. An index tensor's values are not read: one outside its
+axis selects nothing (zeros), unless `LAZY_CHECK_INDEX=1` reads it on the host and raises (`_check_index`)."""
 
 # mypy: disable-error-code="misc"
 # (methods annotate `self: Tensor`, the class they are mixed into; see lazy.tensor_nn)
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lazy.dtype import ConstType, dtypes
-from lazy.helpers import ShapeError, broadcast_shape, prod
+from lazy.helpers import CHECK_INDEX, ShapeError, all_int, broadcast_shape, prod
 from lazy.symbolic import Node, concrete, sint
 
 if TYPE_CHECKING:
@@ -51,9 +52,30 @@ class IndexingMixin:
 
     __slots__ = ()
 
+    # -- checking index tensors ----------------------------------------------------------------------------------------
+
+    def _check_index(self: Tensor, op: str, low: int, high: sint, target: str, ignore: int | None = None) -> None:
+        """With LAZY_CHECK_INDEX=1, raise an IndexError naming `op`, the first value of this index tensor outside
+        [low, high) (other than `ignore`) and its position. Off by default: it reads the index on the host (a sync),
+        and without it an out-of-range index selects nothing (zeros), as the one-hot selection does. Inside `jit` it
+        runs while the function is captured; replays run only the captured kernels, unchecked."""
+        if not CHECK_INDEX or not isinstance(high, int) or not all_int(self.shape) or self.numel() == 0:
+            return
+        values = self.numpy()
+        bad = (values < low) | (values >= high)
+        if ignore is not None:
+            bad &= values != ignore
+        if not bad.any():
+            return
+        position = tuple(int(p) for p in np.argwhere(bad)[0])
+        raise IndexError(
+            f"{op}: index {values[position]} at position {position} of the index tensor is out of range for "
+            f"{target} (valid: {low} to {high - 1}{'' if ignore is None else f', or {ignore} to ignore'})"
+        )
+
     # -- the plan ------------------------------------------------------------------------------------------------------
 
-    def _index_plan(self: Tensor, indices: Any) -> _Plan:
+    def _index_plan(self: Tensor, indices: Any, op: str = "index") -> _Plan:
         from lazy.tensor import Tensor
 
         if not isinstance(indices, tuple) and not (
@@ -155,6 +177,8 @@ class IndexingMixin:
                         )
                     t = Tensor(np.where(idx < 0, idx + size, idx).astype(np.int32), device=self.device)
                 else:
+                    idx._check_index(op, -size if isinstance(size, int) else 0, size,
+                                     f"axis {axis} with size {size} (shape {self.shape})")  # fmt: skip
                     t = idx.to(self.device)
                     t = (t < 0).where(t + size, t)
                 plan.tensors.append((len(plan.shape), t))
@@ -252,7 +276,10 @@ class IndexingMixin:
         return [*range(d0, d0 + nb), *range(0, d0), *range(d0 + nb, ndim)]
 
     def __getitem__(self: Tensor, indices: Any) -> Tensor:
-        plan = self._index_plan(indices)
+        return self._getitem(indices, "index")
+
+    def _getitem(self: Tensor, indices: Any, op: str) -> Tensor:
+        plan = self._index_plan(indices, op)
         x = self._index_plain(plan)
         if not plan.tensors:
             return x
@@ -284,7 +311,7 @@ class IndexingMixin:
                 and v.numel() == 1:  # fmt: skip
             new = indices.where(v.reshape(()), this)  # a full mask with a scalar: no host round trip
         else:
-            plan = this._index_plan(indices)
+            plan = this._index_plan(indices, "setitem")
             region = this._index_plain(plan)
             if plan.tensors:
                 mask, big, dims = this._index_masks(plan)
@@ -307,7 +334,7 @@ class IndexingMixin:
                     (1,) * d0 + big + (1,) * (mask.ndim - d0 - nb)
                 )
                 big_axes = tuple(range(d0, d0 + nb))
-                last = mask.where(order, 0).max(big_axes, keepdim=True)
+                last = mask.where(order, 0)._max(big_axes, keepdim=True)  # (0 where nothing lands)
                 chosen = mask & (order == last)
                 work = vb.cast(dtypes.int32) if vb.dtype == dtypes.bool else vb
                 picked = chosen.where(work, 0).sum(big_axes, dtype=work.dtype).cast(this.dtype)
@@ -400,7 +427,15 @@ class IndexingMixin:
         return grid.masked_select(mask, size * self.ndim, fill_value).reshape(size, self.ndim)
 
     def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
-        """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim`; other dims of index may be smaller."""
+        """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim`; other dims of index may be smaller. An
+        index outside [0, size) gives 0 (an IndexError with LAZY_CHECK_INDEX=1)."""
+        dim = self._resolve_axis(dim)
+        n = self.shape[dim]
+        index._check_index("gather", 0, n, f"dimension {dim} with size {n} (shape {self.shape})")
+        return self._gather(dim, index)
+
+    def _gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
+        """gather without the index check, for callers that checked (or mean) the indices themselves."""
         from lazy.tensor import Tensor
 
         if index.ndim != self.ndim:
@@ -437,6 +472,7 @@ class IndexingMixin:
                 f"and than self {self.shape} outside dim {dim}"
             )
         n = self.shape[dim]
+        index._check_index(op, 0, n, f"dimension {dim} with size {n} (shape {self.shape})")
         src = src.to(self.device).cast(self.dtype).shrink(tuple((0, i) for i in index.shape))
         hit = (index.to(self.device).unsqueeze(-1) == Tensor.arange(concrete(n, op), device=self.device)).transpose(
             dim, -1
@@ -457,7 +493,7 @@ class IndexingMixin:
         dim, hit, values = self._scatter_hits("scatter", dim, index, src)
         k = hit.shape[-1]
         order = (Tensor.arange(concrete(k, "scatter"), device=self.device) + 1).reshape((1,) * self.ndim + (k,))
-        last = hit.where(order, 0).max(-1)
+        last = hit.where(order, 0)._max(-1)  # (0 where nothing lands)
         chosen = hit & (order == last.unsqueeze(-1))
         work = values.cast(dtypes.int32) if values.dtype == dtypes.bool else values
         picked = chosen.where(work, 0).sum(-1, dtype=work.dtype).cast(self.dtype)
@@ -486,7 +522,7 @@ class IndexingMixin:
             return landed.where(prod_ if keep is None else prod_ * keep, self)
         ext = dtypes.min(self.dtype) if reduce == "amax" else dtypes.max(self.dtype)
         pick = hit.where(values, ext)
-        red = pick.max(-1) if reduce == "amax" else pick.min(-1)
+        red = pick._max(-1) if reduce == "amax" else pick._min(-1)  # (an empty index: nothing lands, unused)
         if keep is not None:
             red = red.maximum(keep) if reduce == "amax" else red.minimum(keep)
         return landed.where(red, self)
@@ -496,4 +532,4 @@ class IndexingMixin:
         dim = self._resolve_axis(dim)
         if index.ndim != 1:
             raise ValueError(f"index_select: index must be 1-d, got shape {index.shape}")
-        return self[(slice(None),) * dim + (index,)]
+        return self._getitem((slice(None),) * dim + (index,), "index_select")

@@ -8,11 +8,12 @@ resampling, losses. A mixin of `Tensor`, kept apart from the array itself (tenso
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
-from lazy.helpers import ShapeError, all_int, broadcast_shape, make_pair, prod
+from lazy.helpers import ShapeError, all_int, broadcast_shape, prod
 from lazy.symbolic import concrete, sint
 
 if TYPE_CHECKING:
@@ -204,17 +205,20 @@ class NNOpsMixin:
     ) -> Tensor:
         """Convolution of (N, C_in, *spatial) with weight (C_out, C_in/groups, *kernel); 1-d, 2-d and 3-d alike
         (the kernel's rank decides). stride/dilation/padding: an int or one value per spatial axis."""
-        nd = weight.ndim - 2
-        stride_, dilation_ = make_pair(stride, nd), make_pair(dilation, nd)
-        n, cin = self.shape[:2]
+        nd, kernel = self._conv_kernel("conv2d", weight, groups)
+        stride_ = self._spatial_arg("conv2d", "stride", stride, nd)
+        dilation_ = self._spatial_arg("conv2d", "dilation", dilation, nd)
         cout, cin_g = weight.shape[:2]
-        if self.ndim != nd + 2 or cin != cin_g * groups:
+        if self.ndim != nd + 2 or self.shape[1] != cin_g * groups:
             raise ShapeError(
                 f"conv2d: input {self.shape} does not match weight {weight.shape} with groups={groups} "
                 f"(expects {cin_g * groups} channels and {nd} spatial axes)"
             )
+        if cout % groups:  # type: ignore[operator]
+            raise ShapeError(f"conv2d: the {cout} output channels of weight {weight.shape} do not split into {groups} "
+                             "groups; C_out must be a multiple of groups")  # fmt: skip
+        n = self.shape[0]
         x = self.pad(((0, 0), (0, 0)) + self._conv_pads(padding, nd))
-        kernel = tuple(int(k) for k in weight.shape[2:])  # type: ignore[arg-type]
         win = x._windows(kernel, stride_, dilation_)  # (N, C_in, *out, *kernel)
         outs = win.shape[2 : 2 + nd]
         # (N, G, 1, C_in/G, *out, *k) * (1, G, C_out/G, C_in/G, 1.., *k), summed over C_in/G and the kernel
@@ -223,6 +227,36 @@ class NNOpsMixin:
         reduce_axes = (3, *range(4 + nd, 4 + 2 * nd))
         out = (win * w).sum(reduce_axes, dtype=dtype).reshape(n, cout, *outs)
         return out if bias is None else out + bias.reshape(1, -1, *([1] * nd))
+
+    @staticmethod
+    def _spatial_arg(op: str, name: str, value: Any, nd: PyInt, minimum: PyInt = 1) -> tuple[PyInt, ...]:
+        """`value` (an int, or one per spatial axis) as `nd` ints, each at least `minimum`: a ValueError naming the op,
+        the argument and what is valid otherwise (a stride of 0 used to surface as a bare ZeroDivisionError)."""
+        values = tuple(value) if isinstance(value, Sequence) else (value,) * nd
+        try:
+            ints = tuple(operator.index(v) for v in values)
+        except TypeError:
+            ints = ()
+        if len(ints) != nd or any(isinstance(v, bool) or v < minimum for v in ints):
+            raise ValueError(
+                f"{op}: {name} must be an int >= {minimum} or a sequence of {nd} of them (one per spatial axis), "
+                f"got {value!r}"
+            )
+        return ints
+
+    @staticmethod
+    def _conv_kernel(op: str, weight: Tensor, groups: Any) -> tuple[PyInt, tuple[PyInt, ...]]:
+        """(number of spatial axes, kernel sizes) of a convolution weight (C, C', *kernel), checking the weight and
+        `groups`."""
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+            raise ValueError(f"{op}: groups must be an int >= 1, got {groups!r}")
+        kernel = weight.shape[2:]
+        if weight.ndim < 3 or not all_int(kernel) or any(k < 1 for k in kernel):  # type: ignore[operator]
+            raise ShapeError(
+                f"{op}: weight {weight.shape} must have two channel axes and at least one kernel axis, each kernel "
+                "size an int >= 1"
+            )
+        return len(kernel), tuple(int(k) for k in kernel)  # type: ignore[arg-type]
 
     @staticmethod
     def _conv_pads(padding: Any, nd: PyInt) -> tuple[tuple[PyInt, PyInt], ...]:
@@ -249,16 +283,22 @@ class NNOpsMixin:
     ) -> Tensor:
         """The gradient of conv2d with respect to its input: (N, C_in, *spatial) with weight (C_in, C_out/groups,
         *kernel). Built as a conv2d over the input spread out by `stride` with the flipped, transposed kernel."""
-        nd = weight.ndim - 2
-        stride_, dilation_, out_pad = make_pair(stride, nd), make_pair(dilation, nd), make_pair(output_padding, nd)
+        nd, kernel = self._conv_kernel("conv_transpose2d", weight, groups)
+        stride_ = self._spatial_arg("conv_transpose2d", "stride", stride, nd)
+        dilation_ = self._spatial_arg("conv_transpose2d", "dilation", dilation, nd)
+        out_pad = self._spatial_arg("conv_transpose2d", "output_padding", output_padding, nd, minimum=0)
+        if any(p >= max(s, d) for p, s, d in zip(out_pad, stride_, dilation_)):
+            raise ValueError(
+                f"conv_transpose2d: output_padding {output_padding} must be smaller than the stride ({stride}) or "
+                f"the dilation ({dilation}) on each axis"
+            )
         pads = self._conv_pads(padding, nd)
         cin, cout_g = weight.shape[:2]
         if self.ndim != nd + 2 or self.shape[1] != cin or cin % groups:  # type: ignore[operator]
             raise ShapeError(
                 f"conv_transpose2d: input {self.shape} does not match weight {weight.shape} with groups={groups} "
-                f"(expects {cin} channels and {nd} spatial axes)"
+                f"(expects {cin} channels, a multiple of groups, and {nd} spatial axes)"
             )
-        kernel = tuple(int(k) for k in weight.shape[2:])  # type: ignore[arg-type]
         # weight (G, C_in/G, C_out/G, *k) -> (C_out, C_in/G, *k), taps reversed
         w = weight.reshape(groups, cin // groups, cout_g, *kernel).transpose(1, 2)  # type: ignore[operator]
         w = w.reshape(groups * cout_g, cin // groups, *kernel).flip(tuple(range(2, 2 + nd)))  # type: ignore[operator]
@@ -339,14 +379,16 @@ class NNOpsMixin:
         return win.reshape(*lead, *outs, *kernel)
 
     def _pool_args(
-        self: Tensor, kernel_size: Any, stride: Any, dilation: Any
+        self: Tensor, op: str, kernel_size: Any, stride: Any, dilation: Any
     ) -> tuple[tuple[PyInt, ...], tuple[PyInt, ...], tuple[PyInt, ...]]:
-        kernel = make_pair(kernel_size)
-        nd = len(kernel)
+        """(kernel, stride, dilation) per spatial axis: an int kernel_size means two axes, stride defaults to the
+        kernel; ValueError naming the argument for sizes below 1."""
+        nd = 2 if isinstance(kernel_size, int) else len(kernel_size) if isinstance(kernel_size, Sequence) else 0
+        kernel = self._spatial_arg(op, "kernel_size", kernel_size, max(nd, 1))
         if self.ndim < nd:
-            raise ValueError(f"pool: kernel {kernel} has more axes than the input {self.shape}")
-        stride_ = kernel if stride is None else make_pair(stride, nd)
-        return kernel, stride_, make_pair(dilation, nd)
+            raise ValueError(f"{op}: kernel {kernel} has more axes than the input {self.shape}")
+        stride_ = kernel if stride is None else self._spatial_arg(op, "stride", stride, nd)
+        return kernel, stride_, self._spatial_arg(op, "dilation", dilation, nd)
 
     def avg_pool2d(
         self: Tensor,
@@ -359,7 +401,7 @@ class NNOpsMixin:
     ) -> Tensor:
         """Average pooling over the last len(kernel_size) axes (any number of them). With count_include_pad the
         zero padding asked for counts in the average, the extra padding of ceil_mode never does."""
-        kernel, stride_, dilation_ = self._pool_args(kernel_size, stride, dilation)
+        kernel, stride_, dilation_ = self._pool_args("avg_pool2d", kernel_size, stride, dilation)
         nd = len(kernel)
         pads, extra, outs = self._pool_pads(kernel, stride_, dilation_, padding, ceil_mode)
         axes = tuple(range(-nd, 0))
@@ -391,7 +433,7 @@ class NNOpsMixin:
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Max pooling over the last len(kernel_size) axes; padding never wins. return_indices adds the (int32) index
         of the first maximum of each window within the flattened spatial axes."""
-        kernel, stride_, dilation_ = self._pool_args(kernel_size, stride, dilation)
+        kernel, stride_, dilation_ = self._pool_args("max_pool2d", kernel_size, stride, dilation)
         nd = len(kernel)
         pads, extra, outs = self._pool_pads(kernel, stride_, dilation_, padding, ceil_mode)
         axes = tuple(range(-nd, 0))
@@ -405,7 +447,10 @@ class NNOpsMixin:
         # score size - i for flat index i (0 in the padding), the largest score among the maxima is the first maximum
         score = type(self).arange(size, 0, -1, device=self.device).reshape(spatial)
         score_windows = score._pool(kernel, stride_, dilation_, pads, extra, outs, 0)
-        hit = windows.detach() == values.detach().reshape(*values.shape, *([1] * nd))
+        taps, best_value = windows.detach(), values.detach().reshape(*values.shape, *([1] * nd))
+        hit = taps == best_value
+        if dtypes.is_float(self.dtype):  # a NaN is the maximum (max propagates it) but equals nothing: pick the first
+            hit = hit | taps.isnan()
         best = hit.where(score_windows, 0).max(axes)
         return values, (size - best).cast(dtypes.int32)
 
@@ -444,8 +489,9 @@ class NNOpsMixin:
     # -- sorting -------------------------------------------------------------------------------------------------------
 
     def sort(self: Tensor, dim: PyInt = -1, descending: PyBool = False) -> tuple[Tensor, Tensor]:
-        """The values along `dim` in order and their (int32) indices; a stable sort (equal values keep their order).
-        The rank of each element counts the elements before it, then a one-hot of the ranks moves it in place."""
+        """The values along `dim` in order and their (int32) indices; a stable sort (equal values keep their order,
+        -0.0 ties with 0.0) with NaN above +inf: last ascending, first descending, as in PyTorch. The rank of each
+        element counts the elements before it, then a one-hot of the ranks moves it in place."""
         dim = self._resolve_axis(dim)
         n = self.shape[dim] if self.ndim else 1
         assert isinstance(n, int)
@@ -453,10 +499,19 @@ class NNOpsMixin:
             return self, type(self).zeros(*self.shape, dtype=dtypes.int32, device=self.device)
         x = self.transpose(dim, -1)  # (..., n)
         xd = x.detach()
-        xi, xj = xd.unsqueeze(-1), xd.unsqueeze(-2)  # (..., i, 1), (..., 1, j)
-        ahead = xj > xi if descending else xj < xi
+        grid = (*xd.shape, n)
+        # (..., i, j): broadcast before any op, so that no elementwise result is expanded (which would realize it)
+        xi, xj = xd.unsqueeze(-1)._broadcast_to(grid), xd.unsqueeze(-2)._broadcast_to(grid)
+        before, same = xj < xi, xj == xi  # (..., i, j): j sorts before i ascending, j ties with i
+        if dtypes.is_float(self.dtype):
+            # NaN orders above +inf and ties with NaN (PyTorch's order: last ascending, first descending); without
+            # this every comparison with a NaN is False and the ranks collide
+            nan_i, nan_j = xi.isnan(), xj.isnan()
+            before, same = before | (nan_i & nan_j.logical_not()), same | (nan_i & nan_j)
+        after = (before | same).logical_not()  # (..., i, j): j sorts after i ascending
+        ahead = after if descending else before
         earlier = type(self)._tri(n, n, 0, self.device).logical_not()  # (i, j): j < i
-        rank = (ahead | ((xj == xi) & earlier)).cast(dtypes.int32).sum(-1)  # (..., i)
+        rank = (ahead | (same & earlier)).cast(dtypes.int32).sum(-1)  # (..., i): a permutation of 0..n-1
         place = rank.unsqueeze(-1) == type(self).arange(n, device=self.device)  # (..., i, position)
         values = place.where(x.unsqueeze(-1), 0).sum(-2, dtype=self.dtype)
         index = type(self).arange(n, device=self.device).reshape(n, 1)
@@ -539,6 +594,9 @@ class NNOpsMixin:
         return keep.where(self, 0) * (1 / (1 - p))
 
     def one_hot(self: Tensor, num_classes: PyInt) -> Tensor:
+        """(...) -> (..., num_classes) int32; a class outside [0, num_classes) gives a row of zeros (an IndexError
+        with LAZY_CHECK_INDEX=1)."""
+        self._check_index("one_hot", 0, num_classes, f"{num_classes} classes")
         return (self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int32)
 
     def _do_reduction(self: Tensor, reduction: str = "mean") -> Tensor:
@@ -556,6 +614,7 @@ class NNOpsMixin:
         log_probs = self.log_softmax()
         n_classes = self.shape[-1]
         assert isinstance(n_classes, int)
+        Y._check_index("sparse_categorical_crossentropy", 0, n_classes, f"{n_classes} classes", ignore=ignore_index)
         keep = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
         y = (Y.unsqueeze(-1) == type(self).arange(n_classes, device=self.device)) & keep.unsqueeze(-1)
         picked = y.where(log_probs, 0).sum(-1)
@@ -585,10 +644,13 @@ class NNOpsMixin:
         """Negative log likelihood of log-probabilities (N, C, ...) at class indices Y (N, ...); `weight` per class;
         the mean is weighted (divided by the weights of the labels that count), as PyTorch's."""
         axis = 1 if self.ndim > 1 else 0
-        w = Y.ones_like(dtype=self.dtype) if weight is None else weight.gather(0, Y.flatten()).reshape(Y.shape)
+        n_classes = self.shape[axis]
+        Y._check_index("nll_loss", 0, n_classes, f"{n_classes} classes", ignore=ignore_index)
+        # (checked above; an ignored label, often -100, picks nothing: unchecked gathers)
+        w = Y.ones_like(dtype=self.dtype) if weight is None else weight._gather(0, Y.flatten()).reshape(Y.shape)
         if ignore_index is not None:
             w = (Y != ignore_index).where(w, 0)
-        picked = self.gather(axis, Y.unsqueeze(axis) if self.ndim > 1 else Y.reshape(1)).squeeze(axis)
+        picked = self._gather(axis, Y.unsqueeze(axis) if self.ndim > 1 else Y.reshape(1)).squeeze(axis)
         loss = -picked * w
         if reduction == "mean":
             return loss.sum() / w.sum()
@@ -637,14 +699,15 @@ class NNOpsMixin:
         n, c, *spatial = self.shape
         nd = len(spatial)
         if output_size is None:
-            kernel = make_pair(kernel_size, nd)
-            stride_ = kernel if stride is None else make_pair(stride, nd)
-            dil, pads = make_pair(dilation, nd), self._conv_pads(padding, nd)
+            kernel = self._spatial_arg("max_unpool2d", "kernel_size", kernel_size, nd)
+            stride_ = kernel if stride is None else self._spatial_arg("max_unpool2d", "stride", stride, nd)
+            dil, pads = self._spatial_arg("max_unpool2d", "dilation", dilation, nd), self._conv_pads(padding, nd)
             output_size = tuple((i - 1) * s - (b + a) + d * (k - 1) + 1  # type: ignore[operator]
                                 for i, k, d, s, (b, a) in zip(spatial, kernel, dil, stride_, pads))  # fmt: skip
         else:
             output_size = tuple(output_size)[-nd:]
         total = concrete(prod(output_size), "max_unpool2d")
+        indices._check_index("max_unpool2d", 0, total, f"an unpooled size of {tuple(output_size)}")
         hit = indices.reshape(n, c, -1, 1) == type(self).arange(total, device=self.device)  # (n, c, pooled, total)
         out = hit.where(self.reshape(n, c, -1, 1), 0).sum(2, dtype=self.dtype)
         return out.reshape(n, c, *output_size)

@@ -124,6 +124,8 @@ class Embedding:
         self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
 
     def __call__(self, idx: Tensor) -> Tensor:
+        """A row of zeros for an index outside [0, vocab_size) (an IndexError with LAZY_CHECK_INDEX=1)."""
+        idx._check_index("Embedding", 0, self.vocab_size, f"a vocabulary of {self.vocab_size}")
         # one-hot rows times the table: a matmul, so the gradient reaches exactly the rows that were used
         hot = (idx.unsqueeze(-1) == Tensor.arange(self.vocab_size, device=idx.device)).cast(self.weight.dtype)
         return hot @ self.weight
@@ -155,7 +157,14 @@ class Conv2d:
         groups: int = 1,
         bias: bool = True,
     ):
-        self.kernel_size = (kernel_size,) * self.dims if isinstance(kernel_size, int) else tuple(kernel_size)
+        self.kernel_size = Tensor._spatial_arg(type(self).__name__, "kernel_size", kernel_size, self.dims)
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+            raise ValueError(f"{type(self).__name__}: groups must be an int >= 1, got {groups!r}")
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"{type(self).__name__}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
+                f"multiples of groups ({groups})"
+            )
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         shape = self._weight_shape(in_channels, out_channels, groups)
         bound = 1 / math.sqrt(shape[1] * math.prod(self.kernel_size))  # PyTorch's fan-in: weight.size(1) * taps
