@@ -1,11 +1,14 @@
 """safetensors through the DISK device: round trips of every dtype, interchange with the `safetensors` package, bad
-files refused before any tensor exists, atomic saves (a crash leaves the old file), and state dicts through a file."""
+files refused before any tensor exists, atomic saves (a crash leaves the old file; the next save removes what a
+killed one left behind), and state dicts through a file."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pathlib
+import signal
 import struct
 import subprocess
 import sys
@@ -157,6 +160,12 @@ BAD_FILES = {
         p, {"a": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 0]}}, b""
     ),
     "__metadata__ must map strings": lambda p: write_raw(p, {**GOOD, "__metadata__": {"k": 1}}, b"\0" * 12),
+    "__metadata__ must map strings to strings": lambda p: write_raw(p, {**GOOD, "__metadata__": []}, b"\0" * 12),
+    "nests JSON arrays or objects too deeply": lambda p: write_raw(p, b"[" * 100_000 + b"]" * 100_000, b""),
+    "integer string conversion": lambda p: write_raw(p, b'{"a": ' + b"1" * 5000 + b"}", b""),
+    "'a' has unknown dtype": lambda p: write_raw(
+        p, {"a": {"dtype": ["F32"], "shape": [], "data_offsets": [0, 4]}}, b"\0" * 4
+    ),
 }
 
 
@@ -178,6 +187,30 @@ def test_a_truncated_copy_of_a_real_file_is_refused(tmp_path):
         cut_path.write_bytes(data[:cut])
         with pytest.raises(ValueError, match=str(cut_path)):
             safe_load(cut_path)
+
+
+def test_null_metadata_is_no_metadata(tmp_path):
+    """The safetensors library may write `"__metadata__": null`."""
+    path = write_raw(tmp_path / "m.safetensors", {**GOOD, "__metadata__": None}, b"\0" * 12)
+    assert safe_load_metadata(path) == {} and sorted(safe_load(path)) == ["a", "b"]
+
+
+def test_a_file_replaced_between_its_header_and_its_mapping_is_refused(tmp_path, monkeypatch):
+    """The checked header must describe the file that is mapped, not one another program has put there since."""
+    path = tmp_path / "m.safetensors"
+    safe_save({"w": Tensor(np.arange(4, dtype=np.float32), device="CPU")}, path)
+    from lazy.nn import state
+
+    real_read_header = state._read_header
+
+    def read_then_replace(p):
+        checked = real_read_header(p)
+        safe_save({"w": Tensor(np.arange(400, dtype=np.float32), device="CPU")}, path)
+        return checked
+
+    monkeypatch.setattr(state, "_read_header", read_then_replace)
+    with pytest.raises(ValueError, match=rf"{path} changed while it was being loaded"):
+        safe_load(path)
 
 
 def test_bad_input_to_safe_save(tmp_path):
@@ -233,11 +266,9 @@ def test_a_failed_rename_leaves_the_old_file_and_no_temporary(tmp_path, monkeypa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors"]
 
 
-def test_a_process_killed_mid_save_leaves_the_old_file(tmp_path):
-    """A real crash (the process dies, no cleanup runs): the old file is intact; only a hidden temporary remains."""
-    path, before = old_file(tmp_path)
-    child = f"""
-import os, numpy as np
+KILLED_MID_SAVE = """
+import os, signal, sys
+import numpy as np
 from lazy.tensor import Tensor
 from lazy.engine import realize
 from lazy.nn.state import safe_save
@@ -245,15 +276,52 @@ real, calls = realize.BufferCopy.__call__, []
 def die(self, bufs, var_vals, wait=False):
     calls.append(1)
     if len(calls) == 2:
-        os._exit(17)
+        os.kill(os.getpid(), signal.SIGKILL)  # kill -9: no cleanup of any kind runs
     return real(self, bufs, var_vals, wait)
 realize.BufferCopy.__call__ = die
-safe_save({{f"new{{i}}": Tensor(np.full(1000, i, np.float32), device="CPU") for i in range(3)}}, {str(path)!r})
+safe_save({f"new{i}": Tensor(np.full(1000, i, np.float32), device="CPU") for i in range(3)}, sys.argv[1])
 """
-    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
-    assert proc.returncode == 17, proc.stderr
+
+
+def temporaries(path: pathlib.Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(f".{path.name}."))
+
+
+def test_a_process_killed_mid_save_leaves_the_old_file_and_the_next_save_cleans_up(tmp_path):
+    """A real crash (kill -9, no cleanup runs): the old file is intact and only a hidden temporary file of the full
+    size remains, which the next save of the same file removes."""
+    path, before = old_file(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", KILLED_MID_SAVE, str(path)], capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert path.read_bytes() == before
-    assert all(p.name == path.name or p.name.startswith(f".{path.name}.") for p in tmp_path.iterdir())
+    assert len(temporaries(path)) == 1 and sorted(p.name for p in tmp_path.iterdir()) == [*temporaries(path), path.name]
+    safe_save(new_tensors(), path)
+    assert temporaries(path) == [], "the next save must remove the killed save's temporary file"
+    assert sorted(safe_load(path)) == ["new0", "new1", "new2"]
+
+
+def test_temporaries_of_live_saves_and_other_files_are_kept(tmp_path):
+    """A save removes only its own file's temporaries whose process is gone and that no one locks."""
+    path, _ = old_file(tmp_path)
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()  # its pid is now free: no process runs under it (reuse this soon is vanishingly unlikely)
+    dead, alive = finished.pid, os.getpid()
+    names = {
+        "live process": f".{path.name}.{alive}.{'a' * 12}.tmp",
+        "locked (a save on another host)": f".{path.name}.{dead}.{'b' * 12}.tmp",
+        "another target's": f".{path.name}.1.{dead}.{'c' * 12}.tmp",
+        "stale": f".{path.name}.{dead}.{'d' * 12}.tmp",
+    }
+    for name in names.values():
+        (tmp_path / name).write_bytes(b"partial")
+    with open(tmp_path / names["locked (a save on another host)"], "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        safe_save(new_tensors(), path)
+    left = {p.name for p in tmp_path.iterdir()}
+    for what, name in names.items():
+        assert (name in left) == (what != "stale"), (
+            f"the {what} temporary file {name} was wrongly {'kept' if name in left else 'removed'}"
+        )
 
 
 def test_saving_over_a_loaded_file_keeps_the_loaded_tensors_valid(tmp_path):

@@ -4,6 +4,8 @@ torch 2.13 `torch.save` of a state dict; the expected values beside it by numpy)
 import os
 import pathlib
 import pickle
+import pickletools
+import re
 import subprocess
 import sys
 import zipfile
@@ -50,3 +52,145 @@ def test_refuses_code_and_non_checkpoints(tmp_path):
     not_zip.write_bytes(b"\x80\x02legacy")
     with pytest.raises(ValueError, match="zip-format"):
         torch_load(not_zip)
+
+
+# --- crafted checkpoints: every number in the file is checked before numpy views the storage ------------------------
+
+
+def plain(value) -> bytes:
+    """The pickle opcodes of a plain value (int, str, tuple, bool), to splice into a hand-written pickle."""
+    return pickletools.optimize(pickle.dumps(value, protocol=2))[2:-1]  # no PROTO header, no STOP
+
+
+def tensor_opcodes(storage_type: str, key: str, offset, size, stride) -> bytes:
+    """What torch.save pickles for a tensor: _rebuild_tensor_v2(storage, offset, size, stride, False, OrderedDict())."""
+    storage = b"(" + plain("storage") + f"ctorch\n{storage_type}\n".encode() + plain(key) + plain("cpu") + plain(0)
+    hooks = b"ccollections\nOrderedDict\n)R"
+    args = plain(offset) + plain(size) + plain(stride) + plain(False) + hooks
+    return b"ctorch._utils\n_rebuild_tensor_v2\n(" + storage + b"tQ" + args + b"tR"
+
+
+def write_checkpoint(path: pathlib.Path, tensors: dict[str, bytes], storages: dict[str, bytes], **records) -> str:
+    """A zip checkpoint laid out as torch.save writes one: <name>/data.pkl, <name>/data/<key>, <name>/byteorder."""
+    items = b"".join(plain(name) + opcodes for name, opcodes in tensors.items())
+    pkl = b"\x80\x02ccollections\nOrderedDict\n)R(" + items + b"u."
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("ckpt/data.pkl", pkl)
+        for key, data in storages.items():
+            z.writestr(f"ckpt/data/{key}", data)
+        for name, data in records.items():
+            z.writestr(f"ckpt/{name}", data)
+    return str(path)
+
+
+FLOATS4 = np.arange(4, dtype=np.float32).tobytes()
+
+
+def test_a_hand_written_checkpoint_loads(tmp_path):
+    """The builder below writes what torch.save writes: offsets, strides and shared storages are read right."""
+    path = write_checkpoint(
+        tmp_path / "ok.pt",
+        {
+            "w": tensor_opcodes("FloatStorage", "0", 1, (3,), (1,)),
+            "t": tensor_opcodes("FloatStorage", "0", 0, (2, 2), (1, 2)),
+            "b": tensor_opcodes("FloatStorage", "0", 2, (5,), (0,)),  # an expanded tensor
+            "s": tensor_opcodes("FloatStorage", "0", 3, (), ()),
+            "e": tensor_opcodes("IntStorage", "missing", 0, (0, 3), (3, 1)),  # empty: reads no storage
+        },
+        {"0": FLOATS4},
+        byteorder="little",
+    )
+    sd = torch_load(path, device="PYTHON")
+    np.testing.assert_array_equal(sd["w"].numpy(), [1, 2, 3])
+    np.testing.assert_array_equal(sd["t"].numpy(), [[0, 2], [1, 3]])
+    np.testing.assert_array_equal(sd["b"].numpy(), [2] * 5)
+    assert sd["s"].shape == () and sd["s"].item() == 3
+    assert sd["e"].shape == (0, 3) and sd["e"].dtype == dtypes.int32
+
+
+def test_a_big_endian_checkpoint_is_byte_swapped(tmp_path):
+    data = np.arange(4, dtype=">i4").tobytes()
+    path = write_checkpoint(
+        tmp_path / "be.pt", {"x": tensor_opcodes("IntStorage", "0", 0, (4,), (1,))}, {"0": data}, byteorder="big"
+    )
+    np.testing.assert_array_equal(torch_load(path, device="PYTHON")["x"].numpy(), np.arange(4))
+    bad = write_checkpoint(tmp_path / "odd.pt", {"x": tensor_opcodes("IntStorage", "0", 0, (4,), (1,))},
+                           {"0": data}, byteorder="middle")  # fmt: skip
+    with pytest.raises(ValueError, match="byte order 'middle'"):
+        torch_load(bad)
+
+
+# name: (offset, size, stride, storage bytes, what the error says)
+FAR_OUTSIDE = {  # numpy would read gigabytes past the storage: a segfault, so these run in a child process
+    "a size past the storage": (0, (1 << 22,), (1,), FLOATS4, r"size \(4194304,\).* reach element 4194303, .* 4 elem"),
+    "a stride past the storage": (0, (2,), (1 << 30,), FLOATS4, r"stride \(1073741824,\).* holds 4 elements"),
+    "an offset past the storage": (1 << 40, (1,), (1,), FLOATS4, r"offset 1099511627776 reach element"),
+}
+MALFORMED = {
+    "a size just too big": (0, (64,), (1,), FLOATS4, r"reach element 63, but the storage holds 4 elements"),
+    "an offset plus size past the end": (2, (3,), (1,), FLOATS4, r"offset 2 reach element 4, but .* holds 4 elem"),
+    "a negative size": (0, (-1,), (1,), FLOATS4, r"size \(-1,\), not a tuple of non-negative ints"),
+    "a negative stride": (3, (2,), (-1,), FLOATS4, r"stride \(-1,\), not a tuple of non-negative ints"),
+    "a negative offset": (-1, (1,), (1,), FLOATS4, r"storage offset -1, not a non-negative int"),
+    "a float size": (0, (2.0,), (1,), FLOATS4, r"size \(2.0,\), not a tuple"),
+    "sizes and strides of different lengths": (0, (2, 2), (1,), FLOATS4, r"2 sizes \(2, 2\) but 1 strides \(1,\)"),
+    "an impossibly big expanded tensor": (
+        0,
+        (1 << 40, 1 << 40),
+        (0, 0),
+        FLOATS4,
+        r"needs 4835703278458516698824704 by",
+    ),
+    "a storage of part of an element": (0, (1,), (1,), b"\0" * 6, r"holds 6 bytes, not a whole number of dtypes.float"),
+}
+
+
+def malformed_checkpoint(path: pathlib.Path, offset, size, stride, data) -> str:
+    """A good tensor, then 'layer.weight' with the given layout over a storage of its own."""
+    tensors = {"fine": tensor_opcodes("FloatStorage", "0", 0, (4,), (1,)),
+               "layer.weight": tensor_opcodes("FloatStorage", "1", offset, size, stride)}  # fmt: skip
+    return write_checkpoint(path, tensors, {"0": FLOATS4, "1": data})
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_tensors_are_refused_naming_the_key(tmp_path, case):
+    *layout, message = MALFORMED[case]
+    path = malformed_checkpoint(tmp_path / "bad.pt", *layout)
+    with pytest.raises(ValueError, match=rf"torch_load: {path}: tensor 'layer.weight' .*{message}"):
+        torch_load(path, device="PYTHON")
+
+
+def test_layouts_far_outside_their_storage_are_refused_not_read(tmp_path):
+    paths = [malformed_checkpoint(tmp_path / f"bad{i}.pt", *case[:4]) for i, case in enumerate(FAR_OUTSIDE.values())]
+    child = (
+        "import sys; from lazy.nn.state import torch_load\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n"
+        "        torch_load(path, device='PYTHON')\n"
+        "        print('loaded')\n"
+        "    except ValueError as e:\n"
+        "        print(e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", child, *paths], capture_output=True, text=True)
+    assert proc.returncode == 0, f"torch_load crashed (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    for path, line, (name, case) in zip(paths, proc.stdout.splitlines(), FAR_OUTSIDE.items(), strict=True):
+        assert re.search(rf"torch_load: {path}: tensor 'layer.weight' .*{case[-1]}", line), (name, line)
+
+
+def test_malformed_archives_and_pickles_are_refused_by_name(tmp_path):
+    tensor = tensor_opcodes("FloatStorage", "0", 0, (4,), (1,))
+    missing = write_checkpoint(tmp_path / "missing.pt", {"w": tensor}, {})
+    with pytest.raises(ValueError, match=r"has no record ckpt/data/0 \(the storage of tensor 'w'\)"):
+        torch_load(missing)
+    truncated = tmp_path / "truncated.pt"
+    with zipfile.ZipFile(truncated, "w") as z:
+        z.writestr("ckpt/data.pkl", b"\x80\x02ccollections\nOrderedDict\n)R(" + plain("w") + tensor[:40])
+    with pytest.raises(ValueError, match=r"ckpt/data.pkl is not a valid pickle"):
+        torch_load(truncated)
+    few_args = write_checkpoint(tmp_path / "few.pt", {"w": b"ctorch._utils\n_rebuild_tensor_v2\n(K\x00tR"}, {})
+    with pytest.raises(ValueError, match=r"tensor 'w' is rebuilt from 1 arguments"):
+        torch_load(few_args)
+    complex_storage = write_checkpoint(tmp_path / "complex.pt", {"w": tensor_opcodes("ComplexFloatStorage", "0", 0,
+                                       (1,), (1,))}, {"0": FLOATS4})  # fmt: skip
+    with pytest.raises(pickle.UnpicklingError, match="torch.ComplexFloatStorage, a dtype lazy cannot load"):
+        torch_load(complex_storage)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import errno
 import os
 import pathlib
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -41,9 +44,6 @@ def test_entry_point_registers_disk(file):
 
 
 def test_entry_module_imports_nothing_heavy():
-    import subprocess
-    import sys
-
     code = "import sys, lazy_disk; lazy_disk.lazy_devices(); print('lazy_disk.device' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
@@ -245,3 +245,65 @@ def test_a_queue_with_a_kernel_is_refused_before_running(file):
         dev.compiler.compile("")
     with pytest.raises(DeviceError, match="copy-only"):
         dev.renderer.render("k", [])
+
+
+# --- files changed by another program ---------------------------------------------------------------------------------
+
+TRUNCATED_WHILE_MAPPED = """
+import os, pathlib, sys
+import numpy as np
+from lazy.device import DeviceError
+from lazy.tensor import Tensor
+
+path, other = map(pathlib.Path, sys.argv[1:3])
+np.arange(1 << 16, dtype=np.uint8).tofile(path)  # 16 pages, so a cut leaves whole pages past the end
+whole = Tensor(path).realize()  # (65536,) uint8, mapped
+head, tail = whole[:100], whole[60000:]
+buf = whole.lazydata.base.buffer
+os.truncate(path, 4096)  # what another program rewriting the file does first
+errors = []
+for what, action in [
+    ("to", lambda: tail.to("CPU").realize()),
+    ("numpy", lambda: buf.numpy()),
+    ("copyin", lambda: buf.copyin(bytes(1 << 16))),
+]:
+    try:
+        action()
+        errors.append(f"{what}: no error")
+    except DeviceError as e:
+        assert f"{path} changed after it was opened: it is 4096 bytes long now" in str(e), str(e)
+        assert "at least 65536" in str(e), str(e)
+assert not errors, errors
+assert np.array_equal(head.to("CPU").numpy(), np.arange(100, dtype=np.uint8)), "what the file still holds reads"
+np.arange(10, dtype=np.uint8).tofile(other)
+assert np.array_equal(Tensor(other).to("CPU").numpy(), np.arange(10)), "other files still work"
+print("survived")
+"""
+
+
+def test_a_file_truncated_while_mapped_raises_instead_of_killing_the_process(tmp_path):
+    """Touching a mapped page past a file's end is SIGBUS: run in a child so a regression fails here, not pytest."""
+
+    args = [str(tmp_path / "data.bin"), str(tmp_path / "other.bin")]
+    proc = subprocess.run([sys.executable, "-c", TRUNCATED_WHILE_MAPPED, *args], capture_output=True, text=True)
+    died = (
+        " (killed by SIGBUS: a mapped page past the file's end was touched)"
+        if proc.returncode == -signal.SIGBUS
+        else ""
+    )
+    assert proc.returncode == 0 and "survived" in proc.stdout, f"exit {proc.returncode}{died}: {proc.stderr[-2000:]}"
+
+
+def test_plain_io_refuses_a_truncated_file_too(file):
+    """Without a map, a write would silently grow the file back and a read would come up short."""
+    file.write_bytes(bytes(8192))
+    dev = open_disk(f"DISK:{file}")
+    allocator = DiskAllocator(dev, use_mmap=False)
+    opaque = allocator.alloc(8192)
+    os.truncate(file, 100)
+    with pytest.raises(DeviceError, match=rf"{file} changed after it was opened: it is 100 bytes long now"):
+        allocator._copyin(opaque, memoryview(bytes(8192)))
+    with pytest.raises(DeviceError, match="at least 8192"):
+        allocator._copyout(memoryview(bytearray(8192)), opaque)
+    assert file.stat().st_size == 100, "a refused write must not grow the file"
+    allocator.free(opaque, 8192)

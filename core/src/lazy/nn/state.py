@@ -1,5 +1,6 @@
-"""Model state: find a model's tensors by attribute path, load them back with shape and dtype checks, and read and
-write safetensors files through the `DISK` device (loads are zero-copy views of the file; saves are atomic)."""
+"""Model state: find a model's tensors by attribute path, load them back with shape and dtype checks, read and write
+safetensors files through the `DISK` device (loads are zero-copy views of the file; saves are atomic), and read
+PyTorch checkpoints without torch. Files are untrusted: every number in them is checked before it is used."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import json
 import os
 import pathlib
 import pickle
+import re
 import struct
+import sys
 import uuid
 import zipfile
 from dataclasses import dataclass
@@ -21,6 +24,9 @@ from lazy.device import Buffer
 from lazy.dtype import DType, dtypes, to_np_dtype
 from lazy.helpers import all_int, prod
 from lazy.tensor import Tensor
+
+if sys.platform != "win32":
+    import fcntl
 
 
 def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
@@ -94,10 +100,17 @@ def _refuse(path: Any, problem: str) -> ValueError:
     return ValueError(f"{path}: not a valid safetensors file: {problem}")
 
 
-def _read_header(path: pathlib.Path) -> tuple[list[TensorEntry], dict[str, str]]:
-    """Parse and check the whole header against the file's size, before anything is created from it."""
+def _file_identity(st: os.stat_result) -> tuple[int, ...]:
+    """What changes when a file is replaced (device, inode) or rewritten (size, modification time)."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _read_header(path: pathlib.Path) -> tuple[list[TensorEntry], dict[str, str], tuple[int, ...]]:
+    """Parse and check the whole header against the file's size, before anything is created from it. Also returns
+    the identity of the file that was read (`_file_identity`)."""
     with open(path, "rb") as f:
-        file_size = os.fstat(f.fileno()).st_size
+        st = os.fstat(f.fileno())
+        file_size = st.st_size
         if file_size < 8:
             raise _refuse(path, f"it is {file_size} bytes long, shorter than the 8-byte header length")
         (header_len,) = struct.unpack("<Q", f.read(8))
@@ -107,11 +120,15 @@ def _read_header(path: pathlib.Path) -> tuple[list[TensorEntry], dict[str, str]]
         raw = f.read(header_len)
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except RecursionError:
+        raise _refuse(path, "the header nests JSON arrays or objects too deeply to parse (a safetensors header is "
+                            "three levels deep: {name: {\"shape\": [...]}})") from None  # fmt: skip
+    except ValueError as e:  # not UTF-8, not JSON, or an integer too long to convert
         raise _refuse(path, f"the header is not valid JSON ({e})") from None
     if not isinstance(header, dict):
         raise _refuse(path, f"the header is a JSON {type(header).__name__}, not an object")
-    metadata = header.pop("__metadata__", None) or {}
+    metadata = header.pop("__metadata__", None)
+    metadata = {} if metadata is None else metadata  # null is how the safetensors library writes "no metadata"
     if not isinstance(metadata, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
     ):
@@ -130,13 +147,14 @@ def _read_header(path: pathlib.Path) -> tuple[list[TensorEntry], dict[str, str]]
     if pos - data_start != data_size:
         what = "truncated" if pos - data_start > data_size else "has trailing bytes after the last tensor"
         raise _refuse(path, f"the tensors need {pos - data_start} data bytes but the file holds {data_size}: {what}")
-    return entries, metadata
+    return entries, metadata, _file_identity(st)
 
 
 def _parse_entry(path: pathlib.Path, name: str, info: Any, data_start: int) -> TensorEntry:
     if not isinstance(info, dict):
         raise _refuse(path, f"entry {name!r} is not an object")
-    dtype = SAFETENSORS_DTYPES.get(info.get("dtype"))  # type: ignore[arg-type]
+    dtype_name = info.get("dtype")
+    dtype = SAFETENSORS_DTYPES.get(dtype_name) if isinstance(dtype_name, str) else None  # a list is not hashable
     if dtype is None:
         raise _refuse(path, f"tensor {name!r} has unknown dtype {info.get('dtype')!r} (known: "
                             f"{', '.join(SAFETENSORS_DTYPES)})")  # fmt: skip
@@ -163,8 +181,11 @@ def safe_load(path: str | os.PathLike[str]) -> dict[str, Tensor]:
     `.to(device)` copies one tensor straight out of the file. A truncated or corrupt file is refused (ValueError)
     before any tensor is made."""
     path = pathlib.Path(path)
-    entries, _ = _read_header(path)
+    entries, _, identity = _read_header(path)
     disk = Tensor(path).realize()  # (file_size,) uint8 on DISK:<path>, mapped now: later saves over path don't move it
+    if _file_identity(os.stat(path)) != identity:  # the header read belongs to another file than the one mapped
+        raise ValueError(f"{path} changed while it was being loaded (replaced or rewritten by another program); load "
+                         "it again once it is written")  # fmt: skip
     out: dict[str, Tensor] = {}
     for entry in sorted(entries, key=lambda e: e.name):
         if prod(entry.shape) == 0:
@@ -210,7 +231,8 @@ def _safetensors_header(tensors: dict[str, Tensor], metadata: dict[str, str] | N
 def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike[str], metadata: dict[str, str] | None = None) -> None:
     """Write `tensors` to a safetensors file through the `DISK` device, atomically and durably: the data goes to a
     temporary file in the same directory, which is fsynced and then renamed over `path` (and the directory fsynced).
-    A failure part way leaves the old file as it was and no temporary file behind."""
+    A failure part way leaves the old file as it was and no temporary file behind; the temporary files of a save
+    that was killed (no cleanup ran) are removed by the next save of the same path."""
     from lazy.engine.realize import BufferCopy
     from lazy.plugins import Device
 
@@ -219,9 +241,10 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike[str], metadata
         raise TypeError("safe_save: metadata must map strings to strings")
     header = _safetensors_header(tensors, metadata)
     sources = [_plain_buffer(t) for t in tensors.values()]  # every kernel runs before the file is touched
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
-    disk_name = f"DISK:{tmp}"
+    _remove_stale_temporaries(path)
     total = len(header) + sum(src.nbytes for src in sources)
+    tmp, tmp_fd = _create_temporary(path, total)
+    disk_name = f"DISK:{tmp}"
     file_buf: Buffer | None = None
     try:
         file_buf = Tensor.empty(total, dtype=dtypes.uint8, device=disk_name).realize().lazydata.base.buffer
@@ -241,7 +264,83 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike[str], metadata
             file_buf.deallocate()
         tmp.unlink(missing_ok=True)
         raise
+    finally:
+        os.close(tmp_fd)  # and with it the lock that marks the temporary file as in use
     _fsync_directory(path.parent)
+
+
+# A save's temporary file is `.<name>.<pid>.<random>.tmp`, locked (flock) by the saving process while the save runs.
+# A process killed mid-save leaves it behind, full size; the next save of `<name>` removes it once no process of that
+# pid runs here and nobody holds its lock. Each covers the other's gap: the lock a save from another host of a
+# network file system (its pid means nothing here), the pid a file system without locks.
+
+
+def _temporary_pattern(path: pathlib.Path) -> re.Pattern[str]:
+    return re.compile(rf"\.{re.escape(path.name)}\.(\d+)\.[0-9a-f]{{12}}\.tmp")
+
+
+def _create_temporary(path: pathlib.Path, size: int) -> tuple[pathlib.Path, int]:
+    """A new temporary file of `size` bytes next to `path`, locked by this process: (its path, the locked fd)."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp"
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        _lock_unless_held(fd)  # a new file: nobody else can hold its lock
+        os.ftruncate(fd, size)  # DISK opens an existing file only when it is big enough
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp, fd
+
+
+def _remove_stale_temporaries(path: pathlib.Path) -> None:
+    """Delete the temporary files that killed saves of `path` left: their process is gone and nothing locks them."""
+    if sys.platform == "win32":  # os.kill(pid, 0) would end the process there, and there is no flock
+        return
+    pattern = _temporary_pattern(path)
+    try:
+        matches = [match for entry in os.scandir(path.parent) if (match := pattern.fullmatch(entry.name))]
+    except OSError:  # the directory is unreadable: the save itself will say why
+        return
+    for match in matches:
+        name = match.group(0)
+        if _process_alive(int(match.group(1))):
+            continue
+        try:
+            fd = os.open(path.parent / name, os.O_RDONLY)
+        except OSError:  # gone already (another save cleaned it), or not ours to open
+            continue
+        try:
+            if _lock_unless_held(fd):
+                os.unlink(path.parent / name)
+        except OSError:
+            pass  # a temporary file that cannot be removed costs space, not correctness
+        finally:
+            os.close(fd)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's process
+        return True
+    return True
+
+
+def _lock_unless_held(fd: int) -> bool:
+    """Take an exclusive lock on the open file without waiting. False only when another open file holds one; where
+    the file system has no locks, True without a lock (the pid in the name then tells alone)."""
+    if sys.platform == "win32":
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:  # ENOLCK and the like: no locks here
+        return True
+    return True
 
 
 def _fsync_directory(directory: pathlib.Path) -> None:
@@ -259,7 +358,8 @@ def _fsync_directory(directory: pathlib.Path) -> None:
 # ---------------------------------------------------------------------------------------------------------------------
 # PyTorch checkpoints (`torch.save`'s zip format) without importing torch: a restricted unpickler that understands
 # only what a state dict holds (ordered dicts, tensors rebuilt from storages, parameters), so loading a file cannot
-# run arbitrary code.
+# run arbitrary code. Every number the file gives (offsets, sizes, strides, storage lengths) is checked before numpy
+# makes a view from it: a strided view past its storage reads (or crashes on) whatever memory lies beyond.
 
 TORCH_STORAGES: dict[str, DType] = {
     "FloatStorage": dtypes.float32, "DoubleStorage": dtypes.float64, "HalfStorage": dtypes.float16,
@@ -274,14 +374,24 @@ class _TorchStorage:
     key: str
 
 
-def _rebuild_tensor(
-    storage: _TorchStorage, offset: int, size: tuple[int, ...], stride: tuple[int, ...], *_: Any
-) -> Any:
-    return ("tensor", storage, offset, tuple(size), tuple(stride))
+@dataclass(frozen=True)
+class _TorchTensor:
+    """The arguments of a `_rebuild_tensor_v2` call in the pickle, kept as given: they are checked per key later."""
+
+    args: tuple[Any, ...]
 
 
-def _rebuild_parameter(data: Any, *_: Any) -> Any:
+def _rebuild_tensor(*args: Any) -> _TorchTensor:
+    return _TorchTensor(args)
+
+
+def _rebuild_parameter(data: Any = None, *_: Any) -> Any:
     return data
+
+
+class _Refused(pickle.UnpicklingError):
+    """The pickle asks for something torch_load will not load: a global a state dict does not need (it could run
+    code), or a storage of a dtype lazy lacks. Passed on as it is; any other pickle error means a corrupt file."""
 
 
 class _TorchUnpickler(pickle.Unpickler):
@@ -294,43 +404,129 @@ class _TorchUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if module == "torch" and name in TORCH_STORAGES:
             return TORCH_STORAGES[name]
+        if module == "torch" and name.endswith("Storage"):
+            loads = ", ".join(TORCH_STORAGES)
+            raise _Refused(f"torch_load: the checkpoint holds a torch.{name}, a dtype lazy cannot load (it loads "
+                           f"{loads}); convert those tensors first")  # fmt: skip
         if (module, name) in self.ALLOWED:
             return self.ALLOWED[(module, name)]
-        raise pickle.UnpicklingError(f"torch_load: the checkpoint refers to {module}.{name}, which a state dict "
-                                     "does not need; refusing to load it (it could run code)")  # fmt: skip
+        raise _Refused(f"torch_load: the checkpoint refers to {module}.{name}, which a state dict does not need; "
+                       "refusing to load it (it could run code)")  # fmt: skip
 
     def persistent_load(self, pid: Any) -> Any:
-        if not (isinstance(pid, tuple) and pid and pid[0] == "storage" and isinstance(pid[1], DType)):
-            raise pickle.UnpicklingError(f"torch_load: unknown persistent id {pid!r}")
+        if not (isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage" and isinstance(pid[1], DType)):
+            raise pickle.UnpicklingError(f"unknown persistent id {pid!r}, not ('storage', type, key, ...)")
         return _TorchStorage(pid[1], str(pid[2]))
 
 
+@dataclass(frozen=True)
+class _TorchLayout:
+    """Where a tensor's elements are in its storage, in elements: checked, so numpy can view the storage safely."""
+
+    storage: _TorchStorage
+    offset: int
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+
+
+def _torch_layout(path: pathlib.Path, key: str, tensor: _TorchTensor) -> _TorchLayout:
+    """The layout `_rebuild_tensor_v2(storage, offset, size, stride, ...)` asks for, or a ValueError naming `key`."""
+
+    def refuse(problem: str) -> ValueError:
+        return ValueError(f"torch_load: {path}: tensor {key!r} {problem}; the checkpoint is corrupt or was not "
+                          "written by torch.save")  # fmt: skip
+
+    if len(tensor.args) < 4:
+        raise refuse(f"is rebuilt from {len(tensor.args)} arguments, not (storage, offset, size, stride, ...)")
+    storage, offset, size, stride = tensor.args[:4]
+    if not isinstance(storage, _TorchStorage):
+        raise refuse(f"has a {type(storage).__name__} where its storage should be")
+    if not (isinstance(size, (tuple, list)) and all(type(d) is int and d >= 0 for d in size)):
+        raise refuse(f"has size {size!r}, not a tuple of non-negative ints")
+    if not (isinstance(stride, (tuple, list)) and all(type(s) is int and s >= 0 for s in stride)):
+        raise refuse(f"has stride {stride!r}, not a tuple of non-negative ints")
+    if len(stride) != len(size):
+        raise refuse(f"has {len(size)} sizes {tuple(size)} but {len(stride)} strides {tuple(stride)}")
+    if type(offset) is not int or offset < 0:
+        raise refuse(f"has storage offset {offset!r}, not a non-negative int")
+    return _TorchLayout(storage, offset, tuple(size), tuple(stride))
+
+
+def _torch_array(path: pathlib.Path, key: str, layout: _TorchLayout, data: bytes, big_endian: bool) -> np.ndarray:
+    """A contiguous copy of the tensor's elements out of its storage's bytes, after checking they lie inside it."""
+    storage = layout.storage
+    native = np.dtype(to_np_dtype(storage.dtype))
+    if 0 in layout.size:  # nothing to read: no extent to check
+        return np.empty(layout.size, native)
+    where = f"torch_load: {path}: tensor {key!r} (storage {storage.key})"
+    if (nbytes := prod(layout.size) * native.itemsize) > sys.maxsize:  # an expanded (stride 0) tensor can claim this
+        raise ValueError(f"{where}: size {layout.size} needs {nbytes} bytes, more than any memory can hold")
+    if len(data) % native.itemsize:
+        raise ValueError(f"{where}: the storage holds {len(data)} bytes, not a whole number of {storage.dtype} "
+                         f"elements ({native.itemsize} bytes each); the checkpoint is corrupt")  # fmt: skip
+    elements = len(data) // native.itemsize
+    extent = layout.offset + sum((d - 1) * s for d, s in zip(layout.size, layout.stride)) + 1
+    if extent > elements:
+        raise ValueError(f"{where}: size {layout.size}, stride {layout.stride} and offset {layout.offset} reach "
+                         f"element {extent - 1}, but the storage holds {elements} elements; the checkpoint is "
+                         "corrupt")  # fmt: skip
+    flat = np.frombuffer(data, dtype=native.newbyteorder(">" if big_endian else "<"))
+    strides = tuple(s * native.itemsize for s in layout.stride)
+    view = np.lib.stride_tricks.as_strided(flat[layout.offset :], layout.size, strides, writeable=False)
+    return view.astype(native)  # a contiguous copy in this machine's byte order (0-d stays 0-d)
+
+
+def _read_record(archive: zipfile.ZipFile, path: pathlib.Path, name: str, what: str) -> bytes:
+    try:
+        return archive.read(name)
+    except KeyError:
+        raise ValueError(f"torch_load: {path} has no record {name} ({what}): the checkpoint is incomplete") from None
+    except Exception as e:  # a damaged archive: bad CRC, truncated or unsupported compression, ...
+        raise ValueError(f"torch_load: {path}: cannot read record {name} ({what}): {e}") from None
+
+
 def torch_load(path: str | os.PathLike[str], device: str | None = None) -> dict[str, Tensor]:
-    """Tensors of a PyTorch checkpoint (`torch.save` of a state dict, zip format), without importing torch."""
+    """Tensors of a PyTorch checkpoint (`torch.save` of a state dict, zip format), without importing torch.
+    A malformed checkpoint raises ValueError naming the tensor and what is wrong, before any tensor is made from it
+    (a pickle that refers to anything a state dict does not need raises `pickle.UnpicklingError`)."""
     path = pathlib.Path(path)
     if not zipfile.is_zipfile(path):
         raise ValueError(f"torch_load: {path} is not a zip-format PyTorch checkpoint (torch.save since 1.6); re-save "
                          "it with a current torch, or convert it to safetensors")  # fmt: skip
-    with zipfile.ZipFile(path) as archive:
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as e:
+        raise ValueError(f"torch_load: {path} is a damaged zip file: {e}") from None
+    with archive:
         pkl = next((n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl"), None)
         if pkl is None:
             raise ValueError(f"torch_load: {path} has no data.pkl: not a PyTorch checkpoint")
         root = pkl[: -len("data.pkl")]
-        state = _TorchUnpickler(io.BytesIO(archive.read(pkl))).load()
+        try:
+            state = _TorchUnpickler(io.BytesIO(_read_record(archive, path, pkl, "the pickled state dict"))).load()
+        except _Refused:
+            raise
+        except Exception as e:  # a truncated or mangled pickle, a call with the wrong arguments, a bad memo, ...
+            raise ValueError(f"torch_load: {path}: {pkl} is not a valid pickle ({type(e).__name__}: {e})") from None
         if not isinstance(state, dict):
             raise ValueError(f"torch_load: {path} holds a {type(state).__name__}, not a state dict")
+        byteorder = "little"
+        if f"{root}byteorder" in set(archive.namelist()):  # absent before torch 1.12, which wrote little-endian only
+            byteorder = _read_record(archive, path, f"{root}byteorder", "the byte order").decode(errors="replace")
+        if byteorder not in ("little", "big"):
+            raise ValueError(f"torch_load: {path} has byte order {byteorder!r}, not 'little' or 'big'")
+        layouts = {str(k): _torch_layout(path, str(k), v) for k, v in state.items() if isinstance(v, _TorchTensor)}
         storages: dict[str, bytes] = {}
+        arrays: dict[str, np.ndarray] = {}
+        for key, layout in layouts.items():
+            name = f"{root}data/{layout.storage.key}"
+            if name not in storages and 0 not in layout.size:  # an empty tensor reads nothing
+                storages[name] = _read_record(archive, path, name, f"the storage of tensor {key!r}")
+            arrays[key] = _torch_array(path, key, layout, storages.get(name, b""), byteorder == "big")
+    return {key: _torch_tensor(arr, layouts[key].storage.dtype, device) for key, arr in arrays.items()}
 
-        def build(entry: Any) -> Tensor:
-            _, storage, offset, size, stride = entry
-            if storage.key not in storages:
-                storages[storage.key] = archive.read(f"{root}data/{storage.key}")
-            flat = np.frombuffer(storages[storage.key], dtype=to_np_dtype(storage.dtype))
-            item = flat.itemsize
-            view = np.lib.stride_tricks.as_strided(flat[offset:], size, tuple(s * item for s in stride))
-            arr = view.copy()  # contiguous, and 0-d stays 0-d
-            if storage.dtype == dtypes.bfloat16:  # held as uint16 bits: keep the bits, type them as bfloat16
-                return Tensor(arr.view(np.uint16), device=device).bitcast(dtypes.bfloat16)
-            return Tensor(arr, device=device)
 
-        return {str(k): build(v) for k, v in state.items() if isinstance(v, tuple) and v and v[0] == "tensor"}
+def _torch_tensor(arr: np.ndarray, dtype: DType, device: str | None) -> Tensor:
+    if dtype == dtypes.bfloat16:  # held as uint16 bits: keep the bits, type them as bfloat16
+        return Tensor(arr.view(np.uint16), device=device).bitcast(dtypes.bfloat16)
+    return Tensor(arr, device=device)

@@ -29,5 +29,5 @@ def lazy_devices() -> list[DeviceSpec]:
     return [
         DeviceSpec("DISK", PLUGIN_API_VERSION, 0, probe_disk, open_disk,
                    "tensors backed by a file (DISK:/path), copy only; bare DISK is anonymous scratch space",
-                   default_ok=False, library_versions=disk_versions),
+                   default_ok=False, library_versions=disk_versions, instance_suffix="path"),
     ]  # fmt: skip

@@ -92,7 +92,8 @@ class DiskMemory:
 
 class DiskAllocator(Allocator):
     """File-backed memory. Not LRU-cached: a freed buffer gives its map and file descriptor back at once.
-    `use_mmap=False` forces plain reads and writes (what a file that cannot be mapped gets)."""
+    `use_mmap=False` forces plain reads and writes (what a file that cannot be mapped gets). Every copy first checks
+    that the file still holds the bytes it touches (`_check_file_holds`)."""
 
     def __init__(self, dev: DiskDevice, use_mmap: bool = True):
         self.dev, self.use_mmap = dev, use_mmap
@@ -111,8 +112,10 @@ class DiskAllocator(Allocator):
         self.dev.release(mapping)
 
     def _as_buffer(self, src: DiskMemory) -> memoryview:
-        """Zero-copy: the mapped pages themselves. Without a map (mmap impossible), a copy read from the file."""
+        """Zero-copy: the mapped pages themselves. Without a map (mmap impossible), a copy read from the file.
+        The file is checked to still hold them now; a view kept past a later truncation is the holder's risk."""
         if src.view is not None:
+            _check_file_holds(src, src.size)
             return src.view
         out = memoryview(bytearray(src.size))
         self._copyout(out, src)
@@ -126,6 +129,7 @@ class DiskAllocator(Allocator):
         if not file.writable:
             raise DeviceError(f"{self.dev.device}: cannot write to {file.path}: it is open read-only "
                               f"({file.read_only_reason}); make it writable or write to another file")  # fmt: skip
+        _check_file_holds(dest, src.nbytes)
         if dest.view is not None:
             dest.view[: src.nbytes] = src
         else:
@@ -133,6 +137,7 @@ class DiskAllocator(Allocator):
         self.dev.dirty.add(dest.mapping)
 
     def _copyout(self, dest: memoryview, src: DiskMemory) -> None:
+        _check_file_holds(src, dest.nbytes)
         if src.view is not None:
             dest[:] = src.view[: dest.nbytes]
         else:
@@ -140,6 +145,19 @@ class DiskAllocator(Allocator):
 
     def _transfer(self, dest: DiskMemory, src: DiskMemory, size: int, src_dev: Any, dest_dev: Any) -> None:
         self._copyin(dest, self._as_buffer(src)[:size])
+
+
+def _check_file_holds(mem: DiskMemory, nbytes: int) -> None:
+    """Refuse a copy of `nbytes` at `mem` that reaches past the file's current end. Another program can truncate a
+    file while it is mapped, and touching a mapped page past the end raises SIGBUS, which kills the interpreter;
+    plain I/O would read short or silently grow the file again. One fstat per copy; the error leaves the device and
+    its other buffers usable."""
+    file, start = mem.mapping.file, mem.file_offset
+    size = os.fstat(file.fd).st_size
+    if size < start + nbytes:
+        raise DeviceError(f"{file.path} changed after it was opened: it is {size} bytes long now, but this copy "
+                          f"needs at least {start + nbytes} (bytes {start} to {start + nbytes}); was it truncated or "
+                          "rewritten in place by another program? Load or open it again")  # fmt: skip
 
 
 def _pwrite_all(file: DiskFile, src: memoryview, offset: int) -> None:
