@@ -6,12 +6,16 @@ Runs the runner on a tiny synthetic suite (written to a temporary directory) aga
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 
 import pytest
 
 from lazy.conformance.__main__ import main
-from lazy.conformance.runner import layer_of, run_conformance
+from lazy.conformance.runner import device_versions, layer_of, run_conformance
+from lazy.device import DeviceError
+from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, hookimpl
+from lazy.plugins import Device, core_version
 
 KERNELS = """
 import pytest
@@ -93,3 +97,56 @@ def test_command_line_on_the_real_suite(tmp_path, capsys):
     data = json.loads(json_path.read_text())
     assert data["device"] == "PYTHON" and data["summary"]["failed"] == 0 and data["layers"]["discovery"]["passed"] > 0
     assert "PYTHON:" in capsys.readouterr().out
+
+
+def test_unknown_device_is_one_line_and_status_2_before_anything_runs(capsys):
+    cases = {("--device", "NOPE"): "unknown device 'NOPE'", ("--devices", "PYTHON,NOPE"): "unknown device 'NOPE'",
+             ("--device", "python:abc"): "'python:abc' is not a PYTHON device"}  # fmt: skip
+    for argv, why in cases.items():
+        assert main(list(argv)) == 2
+        out, err = capsys.readouterr()
+        [line] = (out + err).strip().splitlines()
+        assert why in line and "; known devices: " in line and "PYTHON" in line, line
+    with pytest.raises(DeviceError, match=r"^unknown device 'NOPE'; known devices: .*PYTHON"):
+        run_conformance("NOPE")
+
+
+@pytest.fixture
+def registry_with_python_only():
+    from lazy import pydevice
+
+    Device.reset(discover=False)
+    Device.register(pydevice, "python", dist="lazy-core")
+    yield
+    Device.reset()
+
+
+def test_unusable_device_says_why_in_one_line(registry_with_python_only, capsys):
+    from lazy.pydevice import open_python_device
+
+    gpu = DeviceSpec("GPU", PLUGIN_API_VERSION, 50, lambda: (False, "no driver\nat all"), open_python_device)
+    Device.register(Plugin([gpu]), "gpu")
+    assert main(["--device", "gpu"]) == 2
+    assert capsys.readouterr().err == (
+        "python -m lazy.conformance: device GPU is not usable: no driver at all; known devices: GPU, PYTHON; see "
+        "`python -m lazy devices`\n"
+    )
+
+
+def test_library_versions_that_exit_go_into_the_report(registry_with_python_only):
+    from lazy.pydevice import open_python_device
+
+    spec = DeviceSpec("PYX", PLUGIN_API_VERSION, 0, lambda: (True, ""), open_python_device,
+                      library_versions=lambda: sys.exit(3))  # fmt: skip
+    Device.register(Plugin([spec]), "pyx", dist="lazy-pyx", version="2")
+    assert device_versions("PYX") == {"lazy-core": core_version(), "lazy-pyx": "2",
+                                      "library_versions": "error: library_versions() called sys.exit(3)"}  # fmt: skip
+
+
+class Plugin:
+    def __init__(self, specs):
+        self.specs = specs
+
+    @hookimpl
+    def lazy_devices(self):
+        return self.specs

@@ -8,6 +8,7 @@ import importlib.metadata
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from lazy.device import Allocator, BufferSpec, Compiled, Compiler, DeviceError, get_device, opened_devices
+from lazy.device import Allocator, BufferSpec, Compiled, Compiler, DeviceError, ProgramSpec, get_device, opened_devices
 from lazy.helpers import Context
-from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, api_incompatibility, hookimpl
+from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, InstanceSuffix, api_incompatibility, hookimpl
 from lazy.plugins import Device
 from lazy.renderer import Renderer
 
@@ -38,9 +39,13 @@ class BytesAllocator(Allocator):
         dest[:] = src
 
 
+def no_runtime(name: str, lib: bytes, spec: ProgramSpec) -> None:
+    return None
+
+
 class FakeCompiled(Compiled):
     def __init__(self, name: str):
-        super().__init__(name, BytesAllocator(), Renderer(), Compiler(), runtime=lambda fxn_name, lib: None)
+        super().__init__(name, BytesAllocator(), Renderer(), Compiler(), runtime=no_runtime)
         self.closed = False
 
     def close(self) -> None:
@@ -50,8 +55,9 @@ class FakeCompiled(Compiled):
 
 def make_spec(name: str, priority: int = 10, probe: Callable[[], tuple[bool, str]] | None = None,
               opener: Callable[[str], Compiled] = FakeCompiled, api: tuple[int, int] = PLUGIN_API_VERSION,
-              default_ok: bool = True) -> DeviceSpec:  # fmt: skip
-    return DeviceSpec(name, api, priority, probe or (lambda: (True, "always works")), opener, default_ok=default_ok)
+              default_ok: bool = True, suffix: InstanceSuffix = "ordinal") -> DeviceSpec:  # fmt: skip
+    return DeviceSpec(name, api, priority, probe or (lambda: (True, "always works")), opener, default_ok=default_ok,
+                      instance_suffix=suffix)  # fmt: skip
 
 
 class DevicePlugin:
@@ -113,6 +119,30 @@ def test_canonicalize_rejects_bad_names(bad: str) -> None:
         Device.canonicalize(bad)
 
 
+@pytest.mark.parametrize("bad", ["cpu:abc", "cpu:-1", "CPU:+1", "cpu:1.5", "cpu: 1"])
+def test_ordinal_devices_refuse_a_suffix_that_is_not_a_non_negative_integer(bad: str) -> None:
+    Device.register(DevicePlugin([make_spec("CPU")]), "cpu")
+    with pytest.raises(
+        DeviceError, match=r"not a CPU device: CPU instances are 'CPU' or 'CPU:k' with k a non-negative"
+    ):
+        Device.canonicalize(bad)
+    with pytest.raises(DeviceError, match="non-negative integer"):
+        Device[bad]
+    with Context(DEVICE=bad), pytest.raises(DeviceError, match=f"LAZY_DEVICE={re.escape(bad)}: .*non-negative"):
+        _ = Device.DEFAULT
+    assert Device.opened("CPU") is None
+
+
+def test_suffix_grammar_is_declared_per_device() -> None:
+    Device.register(DevicePlugin([make_spec("CPU"), make_spec("FILEY", suffix="path")]), "both")
+    assert [Device.canonicalize(n) for n in ("cpu:01", "CPU:0", "cpu:12")] == ["CPU:1", "CPU", "CPU:12"]
+    # a path device keeps what follows the colon verbatim: "007" is a file name, not ordinal 7
+    assert [Device.canonicalize(n) for n in ("filey:007", "FILEY:0", "filey:/tmp/A b")] == [
+        "FILEY:007", "FILEY:0", "FILEY:/tmp/A b"]  # fmt: skip
+    with pytest.raises(ValueError, match="instance_suffix must be one of"):
+        make_spec("BAD", suffix="anything")  # type: ignore[arg-type]
+
+
 def test_device_spec_validation() -> None:
     with pytest.raises(ValueError, match="upper-case"):
         make_spec("cuda")
@@ -161,8 +191,12 @@ def test_get_device_and_buffers_go_through_the_registry() -> None:
 
 def test_path_argument_is_passed_verbatim_to_open() -> None:
     seen: list[str] = []
-    opener = lambda name: seen.append(name) or FakeCompiled(name)  # noqa: E731
-    Device.register(DevicePlugin([make_spec("DISKY", opener=opener)]), "disky")
+
+    def opener(name: str) -> Compiled:
+        seen.append(name)
+        return FakeCompiled(name)
+
+    Device.register(DevicePlugin([make_spec("DISKY", opener=opener, suffix="path")]), "disky")
     assert Device["disky:/tmp/MixedCase.bin"].device == "DISKY:/tmp/MixedCase.bin"
     assert seen == ["DISKY:/tmp/MixedCase.bin"]
 
@@ -171,7 +205,9 @@ def test_reset_closes_opened_devices_and_forgets_plugins() -> None:
     Device.register(DevicePlugin([make_spec("FAKE")]), "fake")
     dev = Device["FAKE"]
     Device.reset(discover=False)
-    assert dev.closed and "FAKE" not in opened_devices and Device.opened("FAKE") is None
+    assert (
+        isinstance(dev, FakeCompiled) and dev.closed and "FAKE" not in opened_devices and Device.opened("FAKE") is None
+    )
     with pytest.raises(DeviceError, match="unknown device 'FAKE'"):
         Device["FAKE"]
 
@@ -213,7 +249,12 @@ def test_probe_that_raises_or_misbehaves_is_an_unusable_device() -> None:
 
 def test_probe_runs_once_per_process() -> None:
     calls = []
-    Device.register(DevicePlugin([make_spec("FAKE", probe=lambda: calls.append(1) or (True, "fine"))]), "fake")
+
+    def probe() -> tuple[bool, str]:
+        calls.append(1)
+        return True, "fine"
+
+    Device.register(DevicePlugin([make_spec("FAKE", probe=probe)]), "fake")
     for _ in range(3):
         assert Device.probe("FAKE") == (True, "fine")
     Device["FAKE"], Device["FAKE:1"], Device.DEFAULT
@@ -238,7 +279,7 @@ def test_failed_open_is_not_cached_and_a_later_open_works() -> None:
 
 
 def test_open_returning_the_wrong_type_is_a_device_error() -> None:
-    Device.register(DevicePlugin([make_spec("WRONG", opener=lambda name: object())]), "wrong")  # type: ignore[arg-type]
+    Device.register(DevicePlugin([make_spec("WRONG", opener=lambda name: object())]), "wrong")  # type: ignore[arg-type, return-value]
     with pytest.raises(DeviceError, match="not a lazy.device.Compiled"):
         Device["WRONG"]
 
@@ -257,7 +298,10 @@ def test_broken_plugins_are_listed_and_do_not_hide_the_good_one() -> None:
     raiser = info("raiser")
     assert raiser.status == "error" and "RuntimeError: driver table corrupted" in raiser.reason
     future = info("future")
-    assert future.status == "error" and "2.0" in future.reason and "1.0" in future.reason and "FUTURE" in future.reason
+    core_api = f"{PLUGIN_API_VERSION[0]}.{PLUGIN_API_VERSION[1]}"
+    assert (
+        future.status == "error" and "2.0" in future.reason and core_api in future.reason and "FUTURE" in future.reason
+    )
     with pytest.raises(DeviceError, match="unknown device 'FUTURE'"):
         Device["FUTURE"]
     problems = {p.plugin: p for p in Device.problems()}
@@ -313,7 +357,140 @@ def test_hook_typos_and_bad_signatures_are_problems() -> None:
     Device.register(BadArgsPlugin(), "badargs")
     reasons = {p.plugin: p.reason for p in Device.problems()}
     assert "'lazy_device'" in reasons["typo"] and "does not define" in reasons["typo"]
-    assert "failed to load" in reasons["badargs"] and "flavour" in reasons["badargs"]
+    assert "loading" in reasons["badargs"] and "flavour" in reasons["badargs"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# plugin code that exits or answers nonsense: isolated, reported, and never the end of the host program
+
+
+def exits(code: Any = 3) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        sys.exit(code)
+
+    return call
+
+
+def test_plugin_whose_import_exits_is_a_problem(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
+    (tmp_path / "lazy_test_exiting_plugin.py").write_text("import sys\nsys.exit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fake_entry_points(monkeypatch, ("good", f"{__name__}:EntryPointPlugin.instance"),
+                      ("exiting", "lazy_test_exiting_plugin"))  # fmt: skip
+    Device.reset()
+    assert isinstance(Device["EPDEV"], FakeCompiled)
+    exiting = info("exiting")
+    assert exiting.status == "error" and exiting.reason == "loading lazy_test_exiting_plugin called sys.exit(3)"
+    assert "SystemExit: 3" in Device.problems()[0].detail  # the traceback, for `devices -v`
+
+
+def test_hooks_that_exit_are_problems_of_their_plugin() -> None:
+    class ExitingFailures:
+        @hookimpl
+        def lazy_known_failures(self, device: str) -> list[str]:
+            sys.exit("no list today")
+
+    Device.register(DevicePlugin(exits()), "exiting")
+    Device.register(ExitingFailures(), "exiting_failures")
+    Device.register(DevicePlugin([make_spec("FAKE")]), "fake")
+    assert info("exiting").status == "error" and info("exiting").reason == "lazy_devices() called sys.exit(3)"
+    assert Device.known_failures("FAKE") == []
+    reasons = {p.plugin: p.reason for p in Device.problems()}
+    assert reasons["exiting_failures"] == "lazy_known_failures('FAKE') called sys.exit('no list today')"
+    assert Device.DEFAULT == "FAKE" and isinstance(Device["FAKE"], FakeCompiled)
+
+
+def test_probe_or_open_that_exits_makes_the_device_unusable_and_asking_for_it_fails_loudly() -> None:
+    Device.register(DevicePlugin([make_spec("HIGH", priority=1000, probe=exits())]), "high", dist="lazy-high")
+    Device.register(DevicePlugin([make_spec("OPENX", priority=0, opener=exits(4))]), "openx")
+    Device.register(DevicePlugin([make_spec("LOW", priority=1)]), "low")
+    assert Device.DEFAULT == "LOW"  # the first Tensor() would not end the program: it runs on LOW
+    assert Device.probe("HIGH") == (False, "probe() called sys.exit(3)")
+    with pytest.raises(DeviceError, match=r"device HIGH \(plugin 'high' from lazy-high 0\).*probe\(\) called sys.exit"):
+        Device["HIGH"]
+    with pytest.raises(DeviceError, match=r"device OPENX \(plugin 'openx'.*open\('OPENX'\) called sys.exit\(4\)"):
+        Device["OPENX"]
+    assert Device.opened("OPENX") is None
+    problem = next(p for p in Device.problems() if p.plugin == "high")
+    assert problem.reason == "device HIGH: probe() called sys.exit(3)" and "SystemExit" in problem.detail
+
+
+def test_ctrl_c_in_plugin_code_still_stops_the_program() -> None:
+    def interrupted() -> tuple[bool, str]:
+        raise KeyboardInterrupt
+
+    Device.register(DevicePlugin([make_spec("SLOW", probe=interrupted)]), "slow")
+    with pytest.raises(KeyboardInterrupt):
+        Device.probe("SLOW")
+
+
+def test_close_that_exits_does_not_keep_the_other_devices_open() -> None:
+    class ExitingClose(FakeCompiled):
+        def close(self) -> None:
+            sys.exit(5)
+
+    Device.register(DevicePlugin([make_spec("BAD", opener=ExitingClose), make_spec("FAKE")]), "both")
+    bad, fake = Device["BAD"], Device["FAKE"]
+    Device.reset(discover=False)
+    assert isinstance(fake, FakeCompiled) and fake.closed and "BAD" not in opened_devices and bad.device == "BAD"
+
+
+@pytest.mark.parametrize("answer", [("no", "x"), None, (1,), (1, "x"), [True, "x"], (True, None), "yes"])
+def test_probe_answer_must_be_exactly_a_bool_and_a_str(answer: Any) -> None:
+    Device.register(DevicePlugin([make_spec("ODD", priority=99, probe=lambda: answer)]), "odd", dist="lazy-odd")
+    Device.register(DevicePlugin([make_spec("FAKE")]), "fake")
+    usable, reason = Device.probe("ODD")
+    assert usable is False and reason.startswith(f"probe() returned {answer!r}; expected (usable: bool, reason: str)")
+    with pytest.raises(DeviceError, match=r"device ODD \(plugin 'odd' from lazy-odd 0\) is not usable: probe\(\)"):
+        Device["ODD"]
+    assert [(p.plugin, p.reason) for p in Device.problems()] == [("odd", f"device ODD: {reason}")]
+    assert Device.DEFAULT == "FAKE"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# name clashes: the single first-party claimant keeps the name, every party is named
+
+
+def test_device_name_clash_goes_to_the_first_party_plugin_and_names_both(capsys: pytest.CaptureFixture[str]) -> None:
+    from lazy.__main__ import main
+
+    Device.register(DevicePlugin([make_spec("CPU", priority=100)]), "cpu", dist="lazy-cpu", version="0.1")
+    Device.register(DevicePlugin([make_spec("CPU", priority=5000, opener=exits()), make_spec("EXTRA")]), "evil",
+                    dist="evil-lazy", version="9")  # fmt: skip
+    assert (
+        Device.DEFAULT == "CPU" and isinstance(Device["CPU"], FakeCompiled) and set(Device.specs()) == {"CPU", "EXTRA"}
+    )
+    [problem] = Device.problems()
+    assert (problem.plugin, problem.distribution) == ("evil", "evil-lazy")
+    assert problem.reason == ("device CPU is claimed by plugin 'cpu' from lazy-cpu 0.1 and plugin 'evil' from "
+                              "evil-lazy 9; plugin 'cpu' from lazy-cpu 0.1 keeps it: a clash goes to the first-party "
+                              "plugin; to use another one, leave 'cpu' out of LAZY_PLUGINS")  # fmt: skip
+    assert (info("cpu").status, info("evil").status, info("evil").reason) == ("ok", "error", problem.reason)
+    assert Device.probe("CPU", plugin="evil") == (False, problem.reason)
+    assert Device.probe("CPU", plugin="cpu") == Device.probe("CPU") == (True, "always works")
+    assert main(["devices", "--json"]) == 0
+    evil = next(p for p in json.loads(capsys.readouterr().out)["plugins"] if p["name"] == "evil")
+    assert [(d["name"], d["usable"], d["reason"]) for d in evil["devices"]] == [
+        ("CPU", False, problem.reason), ("EXTRA", True, "always works")]  # fmt: skip
+    with Context(PLUGINS="evil"):  # the way to the other one, as the report says
+        assert Device.specs()["CPU"].priority == 5000 and Device.problems() == []
+
+
+def test_entry_point_name_clash_goes_to_the_first_party_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_entry_points(monkeypatch, ("good", "lazy_no_such_plugin_module.plugin"))  # a third party's "good"
+    Device.reset()
+    Device.register(EntryPointPlugin(), "good", dist="lazy-core", version="0.1")
+    with Context(PLUGINS="good"):  # LAZY_PLUGINS=good still finds the first-party one, and names the clash
+        assert isinstance(Device["EPDEV"], FakeCompiled)
+        [problem] = Device.problems()
+        assert problem.reason == (
+            "plugin name 'good' is claimed by an unnamed distribution (lazy_no_such_plugin_module.plugin) and "
+            f"lazy-core 0.1 ({__name__}.EntryPointPlugin); lazy-core 0.1 ({__name__}.EntryPointPlugin) keeps it: a "
+            "clash goes to the first-party plugin; the other one is not loaded: uninstall all but one (an entry-point "
+            "name in group lazy.devices must be unique)"
+        )
+        assert [(p.name, p.status) for p in Device.plugins()] == [("good", "error"), ("good", "ok")]
+    with Context(PLUGINS="other"):  # a clash between disabled plugins is nobody's problem
+        assert [p.plugin for p in Device.problems()] == ["other"]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -356,10 +533,31 @@ def test_no_usable_device_explains_how_to_fix_it() -> None:
         _ = Device.DEFAULT
     Device.register(DevicePlugin([make_spec("GPU", probe=lambda: (False, "no GPU driver"))]), "gpu")
     Device.register(DevicePlugin([make_spec("PYREF", default_ok=False)]), "pyref")
-    with pytest.raises(DeviceError, match="GPU: no GPU driver.*LAZY_DEVICE=PYREF.*pip install lazy-cpu"):
+    with pytest.raises(DeviceError, match="GPU .*'gpu'.*: no GPU driver.*LAZY_DEVICE=PYREF.*pip install lazy-cpu"):
         _ = Device.DEFAULT
     with Context(DEVICE="PYREF"):
         assert Device.DEFAULT == "PYREF"
+
+
+def test_fallback_from_an_unusable_higher_priority_device_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    from lazy.__main__ import main
+
+    Device.register(DevicePlugin([make_spec("HIGH", priority=200, probe=lambda: (False, "no driver"))]), "high")
+    Device.register(DevicePlugin([make_spec("TWIN", priority=150)]), "twin_a", dist="lazy-twin-a")
+    Device.register(DevicePlugin([make_spec("TWIN", priority=150)]), "twin_b", dist="lazy-twin-b")
+    Device.register(DevicePlugin([make_spec("LOW", priority=100), make_spec("LOWER", priority=1)]), "low")
+    with Context(DEBUG=1):
+        assert Device.DEFAULT == "LOW" and Device.DEFAULT == "LOW"
+    err = capsys.readouterr().err
+    why = ("the highest-priority usable device, priority 100; chosen over unusable HIGH (priority 200, plugin 'high' "
+           "from test 0): no driver; TWIN (priority 150): device TWIN is claimed by plugin 'twin_a' from lazy-twin-a 0 "
+           "and plugin 'twin_b' from lazy-twin-b 0; none of them gets it")  # fmt: skip
+    assert (
+        err.count("lazy: default device") == 1 and f"lazy: default device LOW (plugin 'low' from test 0): {why}" in err
+    )
+    assert Device.explain_default()[1].startswith(why)
+    assert main(["devices"]) == 0
+    assert f"default device: LOW ({why}" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -437,7 +635,10 @@ def test_disabled_entry_point_is_never_imported(monkeypatch: pytest.MonkeyPatch)
 def test_duplicate_entry_point_names_are_refused_for_both(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_entry_points(monkeypatch, ("dup", f"{__name__}:EntryPointPlugin.instance"), ("dup", "other_module.plugin"))
     Device.reset()
-    assert [p.plugin for p in Device.problems()] == ["dup"] and "declared by" in Device.problems()[0].reason
+    assert [p.plugin for p in Device.problems()] == ["dup"] and "is claimed by" in Device.problems()[0].reason
+    assert (
+        "other_module.plugin" in Device.problems()[0].reason and "none of them gets it" in Device.problems()[0].reason
+    )
     assert info("dup").status == "error" and Device.specs() == {}
 
 
@@ -487,7 +688,8 @@ def test_cli_json_lists_good_and_broken_plugins(capsys: pytest.CaptureFixture[st
     Device.register(DevicePlugin([make_spec("GPU", probe=lambda: (False, "no GPU driver"))]), "gpu")
     assert main(["devices", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["api_version"] == "1.0" and report["core_version"] and report["default"] == "FAKE"
+    assert report["api_version"] == "{}.{}".format(*PLUGIN_API_VERSION) and report["default"] == "FAKE"
+    assert report["core_version"] and "highest-priority usable" in report["default_reason"]
     plugins = {p["name"]: p for p in report["plugins"]}
     assert {"fake", "raiser", "future", "twin_a", "twin_b", "gpu"} <= set(plugins)
     assert plugins["fake"]["status"] == "ok" and plugins["fake"]["distribution"] == "lazy-fake"
@@ -519,4 +721,4 @@ def test_python_dash_m_lazy_devices_runs() -> None:
     proc = subprocess.run([sys.executable, "-m", "lazy", "devices"], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "plugin API 1.0" in proc.stdout and "default device:" in proc.stdout
+    assert "plugin API {}.{}".format(*PLUGIN_API_VERSION) in proc.stdout and "default device:" in proc.stdout

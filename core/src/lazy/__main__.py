@@ -1,5 +1,6 @@
 """`python -m lazy devices [--json] [-v]` (also the `lazy` console script): list every discovered device plugin, its
-version, its devices and why any of them is unusable, and which device is the default."""
+version, its devices and why any of them is unusable or lost a name clash, and which device is the default and why
+(naming the higher-priority devices it was chosen over)."""
 
 from __future__ import annotations
 
@@ -18,20 +19,15 @@ commands:
 
 def collect_report() -> dict[str, Any]:
     """What `devices` shows, as plain data (the `--json` output)."""
-    from lazy.device import DeviceError
-    from lazy.helpers import DEVICE
     from lazy.hookspecs import PLUGIN_API_VERSION
     from lazy.plugins import Device, core_version
 
-    try:
-        default, default_reason = Device.DEFAULT, "LAZY_DEVICE" if DEVICE.value else "highest-priority usable device"
-    except DeviceError as e:
-        default, default_reason = None, str(e)
+    default, default_reason = Device.explain_default()
     plugins = []
     for info in Device.plugins():
         devices = []
-        for spec in info.devices:
-            usable, reason = Device.probe(spec.name) if info.status != "disabled" else (False, "plugin disabled")
+        for spec in info.devices:  # (a disabled plugin lists none)
+            usable, reason = Device.probe(spec.name, plugin=info.name)
             devices.append({"name": spec.name, "priority": spec.priority, "usable": usable, "reason": reason,
                             "default_ok": spec.default_ok, "description": spec.description})  # fmt: skip
         plugins.append({"name": info.name, "distribution": info.distribution, "version": info.version,
@@ -48,7 +44,7 @@ def collect_report() -> dict[str, Any]:
 
 
 def _device_state(device: dict[str, Any], default: str | None, plugin_reason: str) -> str:
-    if not device["usable"]:  # a collision's reason is already the plugin's reason, printed under it
+    if not device["usable"]:  # a clash's reason is already the plugin's reason, printed under it
         return "unusable (see below)" if device["reason"] in plugin_reason else f"unusable: {device['reason']}"
     flags = (("default", device["name"] == default), ("by name only", not device["default_ok"]))
     notes = [note for note, on in flags if on]

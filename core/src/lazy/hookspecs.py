@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 import pluggy
 
@@ -23,9 +23,14 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 # A plugin states the version it was built against in each DeviceSpec. Core refuses a different major, or a minor newer
 # than its own. Bump the minor when a hook or DeviceSpec field is added (old plugins keep working), the major when one
 # changes meaning or goes away.
-PLUGIN_API_VERSION: tuple[int, int] = (1, 0)
+PLUGIN_API_VERSION: tuple[int, int] = (1, 1)  # 1.1: DeviceSpec.instance_suffix
+
+# The lazy project's own distributions. When plugins clash over a device name or an entry-point name, the one from these
+# keeps it: it is the name lazy documents, and a newcomer must not take it over unnoticed (the newcomer is reported).
+FIRST_PARTY_DISTRIBUTIONS = frozenset({"lazy-core", "lazy-cpu", "lazy-opencl", "lazy-disk"})
 
 _DEVICE_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+InstanceSuffix = Literal["ordinal", "path"]
 
 
 @dataclass(frozen=True)
@@ -35,14 +40,22 @@ class DeviceSpec:
     name: the device family, upper case (`"CUDA"`); instances are `"CUDA"` (ordinal 0), `"CUDA:1"`, ...
     api_version: `PLUGIN_API_VERSION` of the lazy-core the plugin was built against.
     priority: default selection picks the usable device with the highest priority (CPU ~ 100, GPUs above that).
-    probe: `() -> (usable, reason)`. Must be cheap and without side effects: no device context, no compilation, no
-        allocation; checking that a library imports or a driver file exists is fine. Called at most once per process.
+    probe: `() -> (usable, reason)`, exactly a `bool` and a `str` (a truthy `"no"` is not an answer: anything else
+        makes the device unusable and is reported as a bug in the plugin). Must be cheap and without side effects: no
+        device context, no compilation, no allocation; checking that a library imports or a driver file exists is
+        fine. Called at most once per process.
     open: `(instance_name) -> Compiled`, e.g. `open("CUDA:1")`. Builds the device on first use; this is where the heavy
         third-party import belongs. Raise with a message saying what is missing and how to get it.
     description: one line shown by `python -m lazy devices`.
     default_ok: False for devices that must only be used when asked for by name (the PYTHON reference interpreter).
     library_versions: `() -> {library: version}` of the third-party libraries the device runs on (compiler, driver,
         binding), for conformance reports; cheap (read metadata, don't open the device). Optional.
+    instance_suffix: what may follow `NAME:` in an instance name. `"ordinal"` (the default): a non-negative integer,
+        `NAME` being ordinal 0 (`"CL:1"`; `"CL:01"` is `"CL:1"`); `"path"`: any non-empty text, kept verbatim and
+        passed to `open` (`"DISK:/tmp/weights.bin"`). Core refuses any other instance name, naming the valid forms.
+
+    Whatever a plugin's code raises (`sys.exit()` included; only Ctrl-C passes) is caught by the registry and reported
+    as a problem of that plugin, so the host program and the other devices go on.
     """
 
     name: str
@@ -53,6 +66,7 @@ class DeviceSpec:
     description: str = ""
     default_ok: bool = True
     library_versions: Callable[[], dict[str, str]] | None = None
+    instance_suffix: InstanceSuffix = "ordinal"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _DEVICE_NAME.fullmatch(self.name):
@@ -69,6 +83,9 @@ class DeviceSpec:
         for field_name in ("probe", "open"):
             if not callable(getattr(self, field_name)):
                 raise TypeError(f"DeviceSpec {self.name}: {field_name} must be callable")
+        if self.instance_suffix not in get_args(InstanceSuffix):
+            raise ValueError(f"DeviceSpec {self.name}: instance_suffix must be one of {get_args(InstanceSuffix)}, "
+                             f"not {self.instance_suffix!r}")  # fmt: skip
 
 
 def api_incompatibility(version: tuple[int, int]) -> str | None:
@@ -97,8 +114,10 @@ def lazy_devices() -> list[DeviceSpec]:  # type: ignore[empty-body]
 
     Return a list of `DeviceSpec`; an empty list is fine (e.g. a platform the plugin does not support). Must not import
     the heavy third-party library, touch hardware, probe or open devices: put those in `DeviceSpec.probe` (cheap checks)
-    and `DeviceSpec.open` (everything else). Device names must not collide with another plugin's; a collision makes the
-    name unusable and is reported naming both plugins.
+    and `DeviceSpec.open` (everything else). Device names must not collide with another plugin's. When they do (or
+    when two distributions declare one entry-point name), the one claimant from `FIRST_PARTY_DISTRIBUTIONS` keeps the
+    name and the other claims are ignored; with no (or several) first-party claimants, nobody gets the name. Either way
+    the clash is reported naming every party, which one won and why.
     """
 
 

@@ -1,5 +1,6 @@
 """The device registry `Device`: discovers device plugins (entry points in group `lazy.devices`), checks them, picks
-the default device and opens devices by name. A broken plugin becomes a `PluginProblem`; it never hides the others.
+the default device and opens devices by name. A broken plugin becomes a `PluginProblem`; it never hides the others,
+and nothing a plugin's code does (an exception, `sys.exit()`) escapes into the host program: only Ctrl-C passes.
 
 Nothing is discovered at import: the first question asked of `Device` imports the plugins' entry modules.
 """
@@ -11,12 +12,13 @@ import importlib
 import importlib.metadata
 import importlib.util
 import re
+import reprlib
 import sys
 import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pluggy
 
@@ -24,16 +26,61 @@ from lazy import hookspecs
 from lazy.device import Compiled, DeviceError, opened_devices, set_device_opener
 from lazy.hcq import adapt_simple_tier
 from lazy.helpers import DEBUG, DEVICE, PLUGINS, dedup
-from lazy.hookspecs import PLUGIN_API_VERSION, PROJECT_NAME, DeviceSpec, api_incompatibility
+from lazy.hookspecs import (
+    FIRST_PARTY_DISTRIBUTIONS,
+    PLUGIN_API_VERSION,
+    PROJECT_NAME,
+    DeviceSpec,
+    InstanceSuffix,
+    api_incompatibility,
+)
 
-__all__ = ["Device", "DeviceSpec", "PluginInfo", "PluginProblem", "ENTRY_POINT_GROUP", "core_version"]
+__all__ = ["Device", "DeviceSpec", "PluginInfo", "PluginProblem", "PluginFailure", "call_plugin", "ENTRY_POINT_GROUP",
+           "FIRST_PARTY_DISTRIBUTIONS", "core_version"]  # fmt: skip
 
 ENTRY_POINT_GROUP = "lazy.devices"
 INSTALL_HINT = "install a device plugin (`pip install lazy-cpu`) or see `python -m lazy devices`"
 
-
+T = TypeVar("T")
 PluginStatus = Literal["ok", "error", "disabled"]
 _DEVICE_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# calling plugin code
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """What plugin code raised instead of returning; `str()` reads as a predicate: "raised OSError: ...", "called
+    sys.exit(3)"."""
+
+    exc: BaseException
+
+    def __str__(self) -> str:
+        if isinstance(self.exc, SystemExit):
+            return f"called sys.exit({'' if self.exc.code is None else repr(self.exc.code)})"
+        return f"raised {type(self.exc).__name__}: {self.exc}"
+
+    @property
+    def traceback(self) -> str:
+        return "".join(traceback.format_exception(type(self.exc), self.exc, self.exc.__traceback__))
+
+
+def call_plugin(fn: Callable[..., T], *args: Any) -> T | PluginFailure:
+    """`fn(*args)` for a function that a plugin supplied; whatever it raises comes back as a `PluginFailure`.
+
+    The BaseExceptions `SystemExit` (a plugin calling `sys.exit()` must not end the host program) and `GeneratorExit`
+    are caught too; `MemoryError` and `RecursionError` are Exceptions, so a plugin that runs out of either is reported
+    like any other failure. Only `KeyboardInterrupt` passes: the user's Ctrl-C must still stop the program, whatever
+    plugin code happened to be running.
+    """
+    try:
+        return fn(*args)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:
+        return PluginFailure(e)
 
 
 @dataclass(frozen=True)
@@ -43,6 +90,7 @@ class PluginProblem:
     plugin: str  # entry-point name (or the name listed in LAZY_PLUGINS)
     reason: str
     detail: str = ""  # the traceback, when an exception was the cause
+    distribution: str = ""  # tells apart two distributions that declare the same entry-point name
 
     def __str__(self) -> str:
         return f"plugin {self.plugin!r}: {self.reason}"
@@ -50,7 +98,8 @@ class PluginProblem:
 
 @dataclass(frozen=True)
 class PluginInfo:
-    """One discovered plugin as `python -m lazy devices` lists it. `devices` holds the specs it was allowed to add."""
+    """One discovered plugin as `python -m lazy devices` lists it. `devices` holds the specs its `lazy_devices`
+    returned and core accepted; `Device.probe(name, plugin=...)` says whether each is usable or lost a name clash."""
 
     name: str
     distribution: str
@@ -68,29 +117,42 @@ def core_version() -> str:
         return "unknown"
 
 
-@functools.lru_cache(maxsize=4096)
-def canonical_device_name(name: str) -> str:
-    """`"cpu"` -> `"CPU"`, `"CL:0"` -> `"CL"`, `"cl:01"` -> `"CL:1"`; a non-numeric argument (`"DISK:/tmp/F"`) is
-    kept verbatim."""
+# ---------------------------------------------------------------------------------------------------------------------
+# device names
+
+
+def _check_is_str(name: object) -> None:
     if not isinstance(name, str):
         raise TypeError(f"a device name is a str like 'CPU' or 'CL:1', not {type(name).__name__}")
+
+
+def canonical_device_name(name: str, suffix: InstanceSuffix | None = None) -> str:
+    """`"cpu"` -> `"CPU"`, `"CL:0"` -> `"CL"`, `"cl:01"` -> `"CL:1"`. `suffix` is the device's declared
+    `DeviceSpec.instance_suffix`: an "ordinal" device refuses anything after the colon but a non-negative integer
+    (`"CPU:abc"`, `"CPU:-1"`), a "path" device keeps it verbatim (`"DISK:/tmp/F"`, `"DISK:007"`). None, for a device
+    no plugin provides (it fails when opened): digits are an ordinal, anything else is kept."""
+    _check_is_str(name)
     base, sep, arg = name.partition(":")
     base = base.upper()
     if not _DEVICE_NAME.fullmatch(base) or (sep and not arg):
         raise DeviceError(f"{name!r} is not a device name: expected NAME or NAME:ARG, e.g. 'CPU', 'CL:1', 'DISK:/f'")
+    if not sep or suffix == "path":
+        return f"{base}{sep}{arg}"
     if arg.isascii() and arg.isdigit():
         arg = str(int(arg))
         return base if arg == "0" else f"{base}:{arg}"
-    return f"{base}{sep}{arg}"
+    if suffix == "ordinal":
+        raise DeviceError(f"{name!r} is not a {base} device: {base} instances are '{base}' or '{base}:k' with k a "
+                          f"non-negative integer (e.g. '{base}:1'), not {arg!r}")  # fmt: skip
+    return f"{base}:{arg}"
 
 
 def _base(canonical: str) -> str:
     return canonical.partition(":")[0]
 
 
-def _problem(plugin: str, what: str, exc: BaseException) -> PluginProblem:
-    detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return PluginProblem(plugin, f"{what}: {type(exc).__name__}: {exc}", detail)
+# ---------------------------------------------------------------------------------------------------------------------
+# what discovery finds
 
 
 @dataclass(frozen=True)
@@ -108,11 +170,26 @@ class _Candidate:
         dist = f"{self.distribution} {self.version}".strip()
         return f"plugin {self.name!r}" + (f" from {dist}" if dist else "")
 
+    @property
+    def first_party(self) -> bool:
+        return re.sub(r"[-_.]+", "-", self.distribution).lower() in FIRST_PARTY_DISTRIBUTIONS
+
+    def problem(self, reason: str, failure: PluginFailure | None = None) -> PluginProblem:
+        return PluginProblem(self.name, reason, failure.traceback if failure is not None else "", self.distribution)
+
 
 @dataclass(frozen=True)
 class _Loaded:
     specs: tuple[DeviceSpec, ...]
     problems: tuple[PluginProblem, ...]
+
+
+@dataclass(frozen=True)
+class _Clash:
+    """A device name that several enabled plugins provide, and no single first-party one among them: nobody gets it."""
+
+    reason: str
+    specs: tuple[DeviceSpec, ...]
 
 
 @dataclass(frozen=True)
@@ -122,27 +199,60 @@ class _Index:
     key: tuple[str, int]
     specs: dict[str, DeviceSpec]  # usable-by-name devices
     owners: dict[str, _Candidate]  # device name -> its plugin
-    unusable: dict[str, str]  # device names that exist but may not be used (a collision) -> why
+    clashes: dict[str, _Clash]  # device names that exist but that nobody may use
+    ignored: dict[tuple[str, str], str]  # (plugin, device) whose claim to the device name is not used -> why
     plugins: tuple[PluginInfo, ...]
     problems: tuple[PluginProblem, ...]
+    canonical: dict[str, str] = field(default_factory=dict)  # names asked for -> canonical names, under these specs
 
 
-def _entry_point_candidates() -> tuple[list[_Candidate], list[PluginProblem]]:
-    try:
-        eps = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
-    except Exception as e:  # broken metadata of some unrelated distribution
-        return [], [_problem("<entry points>", f"reading entry points of group {ENTRY_POINT_GROUP!r} failed", e)]
+def _read_entry_points() -> list[_Candidate]:
     found = []
-    for ep in eps:
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(ep, "dist", None)
         dist_name = (getattr(dist, "name", None) or dist.metadata["Name"] or "") if dist is not None else ""
         found.append(_Candidate(ep.name, dist_name, dist.version if dist is not None else "", ep.value, ep.load))
+    return found
+
+
+def _entry_point_candidates() -> tuple[list[_Candidate], list[PluginProblem]]:
+    found = call_plugin(_read_entry_points)  # an installed distribution's metadata is third-party code's data too
+    if isinstance(found, PluginFailure):
+        reason = f"reading the entry points of group {ENTRY_POINT_GROUP!r} {found}"
+        return [], [PluginProblem("<entry points>", reason, found.traceback)]
     return found, []
 
 
 def _parse_allow_list(value: str) -> list[str] | None:
     names = [n.strip() for n in str(value or "").split(",") if n.strip()]
     return names or None
+
+
+def _settle_clash(what: str, parties: list[_Candidate], name_of: Callable[[_Candidate], str]
+                  ) -> tuple[_Candidate | None, str]:  # fmt: skip
+    """Who keeps a name that several plugins claim (`what`: "device CPU", "plugin name 'cpu'"), and the report naming
+    every party (`name_of` each): the single first-party claimant keeps it; with none (or several), nobody does, since
+    any other choice (install order, alphabetical) would hand the name to a plugin the user may never have meant."""
+    first_party = [p for p in parties if p.first_party]
+    winner = first_party[0] if len(first_party) == 1 else None
+    who = " and ".join(map(name_of, parties))
+    if winner is not None:
+        return winner, f"{what} is claimed by {who}; {name_of(winner)} keeps it: a clash goes to the first-party plugin"
+    why = "several of them are first-party" if first_party else "none of them is first-party, which would keep it"
+    return None, f"{what} is claimed by {who}; none of them gets it: {why}"
+
+
+def _distribution_of(cand: _Candidate) -> str:
+    """Which distribution declared an entry point, e.g. "lazy-cpu 0.1 (lazy_cpu)", for a clash over its name."""
+    return " ".join(filter(None, (cand.distribution or "an unnamed distribution", cand.version, f"({cand.module})")))
+
+
+def _is_probe_answer(answer: object) -> bool:
+    return isinstance(answer, tuple) and len(answer) == 2 and type(answer[0]) is bool and isinstance(answer[1], str)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the registry
 
 
 class _DeviceRegistry:
@@ -169,13 +279,15 @@ class _DeviceRegistry:
     # ---- public API ----------------------------------------------------------------------------------------------
 
     def canonicalize(self, name: str) -> str:
-        """The canonical instance name: upper-case device, ":0" dropped, other ordinals and path arguments kept."""
-        return canonical_device_name(name)
+        """The canonical instance name: upper-case device, ":0" dropped, other ordinals and path arguments kept.
+        Raises DeviceError, naming the valid forms, for a suffix the device does not take (`"CPU:abc"`, `"CPU:-1"`:
+        see `DeviceSpec.instance_suffix`)."""
+        return self._canonical(name, self._state())
 
     def __getitem__(self, name: str) -> Compiled:
         """The opened device `name` ("CPU", "cl:1", "DISK:/tmp/f"), opened on first use and cached."""
-        canon = canonical_device_name(name)
         index = self._state()
+        canon = self._canonical(name, index)
         if (dev := self._opened.get(canon)) is not None and _base(canon) in index.specs:
             return dev
         with self._lock:
@@ -185,46 +297,43 @@ class _DeviceRegistry:
             ok, reason = self._probe_spec(owner, spec)
             if not ok:
                 raise DeviceError(f"device {canon} ({owner.label}) is not usable: {reason}")
-            try:
-                dev = spec.open(canon)
-            except Exception as e:
-                raise DeviceError(f"device {canon} ({owner.label}) failed to open: {type(e).__name__}: {e}") from e
-            if not isinstance(dev, Compiled):
-                raise DeviceError(f"device {canon} ({owner.label}): open({canon!r}) returned {type(dev).__name__}, "
-                                  f"not a lazy.device.Compiled; this is a bug in the plugin")  # fmt: skip
-            adapt_simple_tier(dev)  # simple-tier devices get core's synchronous queues
-            self._opened[canon] = opened_devices[canon] = dev
+            opened = call_plugin(spec.open, canon)
+            if isinstance(opened, PluginFailure):
+                msg = f"device {canon} ({owner.label}) failed to open: open({canon!r}) {opened}"
+                raise DeviceError(msg) from opened.exc
+            if not isinstance(opened, Compiled):
+                got = type(opened).__name__
+                raise DeviceError(f"device {canon} ({owner.label}): open({canon!r}) returned {got}, not a "
+                                  f"lazy.device.Compiled; this is a bug in the plugin")  # fmt: skip
+            adapt_simple_tier(opened)  # simple-tier devices get core's synchronous queues
+            self._opened[canon] = opened_devices[canon] = opened
             if DEBUG >= 1:
                 print(f"lazy: opened {canon} ({owner.label})", file=sys.stderr)
-            return dev
+            return opened
 
     @property
     def DEFAULT(self) -> str:  # noqa: N802 (tinygrad's spelling, which users know)
         """`LAZY_DEVICE` when set (it must exist and be usable: no fallback), else the usable device with the highest
         priority among those that allow being the default. Raises DeviceError saying why when there is none."""
+        device, why = self.explain_default()
+        if device is None:
+            raise DeviceError(why)
+        return device
+
+    def explain_default(self) -> tuple[str | None, str]:
+        """(the default device, why it is the default), or (None, why there is none and what to do). When devices of
+        higher priority are unusable, the reason names each and why: the default never changes without a word."""
         index = self._state()
-        requested = str(DEVICE.value or "").strip()
-        if requested:
-            try:
-                canon = canonical_device_name(requested)
-                spec, owner = self._resolve(canon, index)
-            except DeviceError as e:
-                raise DeviceError(f"LAZY_DEVICE={requested}: {e}") from None
-            ok, reason = self._probe_spec(owner, spec)
-            if not ok:
-                raise DeviceError(f"LAZY_DEVICE={requested} is not usable ({owner.label}): {reason}; pick another "
-                                  f"device or unset LAZY_DEVICE (see `python -m lazy devices`)")  # fmt: skip
-            return canon
+        if requested := str(DEVICE.value or "").strip():
+            return self._requested_default(requested, index)
         cached = self._auto_default
         if cached is None or cached[0] != index.key:
             with self._lock:
                 cached = self._auto_default = (index.key, *self._choose_default(index))
-        if cached[1] is None:
-            raise DeviceError(cached[2])
-        return cached[1]
+        return cached[1], cached[2]
 
     def specs(self) -> dict[str, DeviceSpec]:
-        """Every device that can be asked for by name (enabled and not colliding), by name."""
+        """Every device that can be asked for by name (enabled and not lost to a clash), by name."""
         return dict(self._state().specs)
 
     def plugins(self) -> list[PluginInfo]:
@@ -233,36 +342,39 @@ class _DeviceRegistry:
 
     def problems(self) -> list[PluginProblem]:
         """Everything that went wrong while discovering and calling plugins (disabled plugins are not problems)."""
-        return [*self._state().problems, *self._late_problems]
+        return dedup([*self._state().problems, *self._late_problems])
 
-    def probe(self, name: str) -> tuple[bool, str]:
-        """(usable, reason) for device `name`, from its plugin's probe (run once per process). Unknown: DeviceError."""
-        canon = canonical_device_name(name)
+    def probe(self, name: str, plugin: str | None = None) -> tuple[bool, str]:
+        """(usable, reason) for device `name`, from its plugin's probe (run once per process). Unknown: DeviceError.
+        `plugin`: the device as that plugin provides it, which is (False, why) when its claim lost a name clash."""
         index = self._state()
-        if (why := index.unusable.get(_base(canon))) is not None:
+        base = _base(self._canonical(name, index))
+        if plugin is not None and (why := index.ignored.get((plugin, base))) is not None:
             return False, why
-        spec, owner = self._resolve(canon, index)
+        if (clash := index.clashes.get(base)) is not None:
+            return False, clash.reason
+        spec, owner = self._resolve(base, index)
         return self._probe_spec(owner, spec)
 
     def opened(self, name: str) -> Compiled | None:
         """The device `name` if it has been opened, else None (never opens it)."""
-        return self._opened.get(canonical_device_name(name))
+        return self._opened.get(self.canonicalize(name))
 
     def known_failures(self, device: str) -> list[str]:
         """Conformance test ids the enabled plugins expect to fail on `device` (the `lazy_known_failures` hook)."""
-        canon = canonical_device_name(device)
+        canon = self.canonicalize(device)
         enabled = {p.name for p in self._state().plugins if p.status != "disabled"}
         failures: list[str] = []
         for impl in self._pm.hook.lazy_known_failures.get_hookimpls():
             if impl.plugin_name not in enabled or impl.hookwrapper or impl.wrapper:
                 continue
-            try:
-                result = impl.function(*[{"device": canon}[arg] for arg in impl.argnames])
-            except Exception as e:
-                self._late_problems.append(_problem(impl.plugin_name, f"lazy_known_failures({canon!r}) raised", e))
+            result = call_plugin(impl.function, *[{"device": canon}[arg] for arg in impl.argnames])
+            if isinstance(result, PluginFailure):
+                reason = f"lazy_known_failures({canon!r}) {result}"
+                self._late_problems.append(PluginProblem(impl.plugin_name, reason, result.traceback))
                 continue
             if not isinstance(result, (list, tuple)) or not all(isinstance(x, str) for x in result):
-                reason = f"lazy_known_failures({canon!r}) returned {result!r}; expected a list of test ids (str)"
+                reason = f"lazy_known_failures({canon!r}) returned {reprlib.repr(result)}; expected a list of test ids"
                 self._late_problems.append(PluginProblem(impl.plugin_name, reason))
                 continue
             failures.extend(result)
@@ -285,12 +397,10 @@ class _DeviceRegistry:
         `discover=False`: from then on only `register`ed plugins exist (hermetic tests)."""
         with self._lock:
             for canon, dev in list(self._opened.items()):
-                try:
-                    if callable(close := getattr(dev, "close", None)):
-                        close()
-                except Exception as e:  # a device that fails to close must not keep the others open
-                    if DEBUG >= 1:
-                        print(f"lazy: closing {canon} failed: {type(e).__name__}: {e}", file=sys.stderr)
+                if callable(close := getattr(dev, "close", None)):
+                    # a device that fails to close (or exits) must not keep the others open
+                    if isinstance(failure := call_plugin(close), PluginFailure) and DEBUG >= 1:
+                        print(f"lazy: closing {canon}: close() {failure}", file=sys.stderr)
                 if opened_devices.get(canon) is dev:
                     del opened_devices[canon]
             self._opened.clear()
@@ -308,67 +418,95 @@ class _DeviceRegistry:
                 self._index = self._build_index(key)
             return self._index
 
-    def _candidates(self) -> tuple[list[_Candidate], list[PluginProblem]]:
-        """All plugins by entry-point name; a name declared twice is refused for both, never resolved silently."""
+    def _candidates(self) -> tuple[list[tuple[_Candidate, PluginProblem | None]], list[PluginProblem]]:
+        """Every plugin found, in discovery order, each with what keeps it from loading: its entry-point name is
+        declared by another distribution too, and `_settle_clash` gave the name to another (or to nobody)."""
         if self._found is None:
             self._found = _entry_point_candidates() if self._discover else ([], [])
         found, problems = self._found
+        everyone = [*found, *self._registered]
         by_name: dict[str, list[_Candidate]] = {}
-        for cand in [*found, *self._registered]:
+        for cand in everyone:
             by_name.setdefault(cand.name, []).append(cand)
-        unique, problems = [], list(problems)
-        for name, cands in by_name.items():
-            if len(cands) == 1:
-                unique.append(cands[0])
-            else:
-                who = " and ".join(f"{c.distribution} {c.version} ({c.module})" for c in cands)
-                problems.append(PluginProblem(name, f"plugin name {name!r} is declared by {who}; uninstall one"))
-        return unique, problems
+        refused: dict[int, PluginProblem] = {}
+        for name, parties in by_name.items():
+            if len(parties) < 2:
+                continue
+            winner, reason = _settle_clash(f"plugin name {name!r}", parties, _distribution_of)
+            reason += "; the other one is not loaded" if winner is not None else ""
+            reason += f": uninstall all but one (an entry-point name in group {ENTRY_POINT_GROUP} must be unique)"
+            for cand in parties:
+                if cand is not winner:
+                    refused[id(cand)] = cand.problem(reason)
+        return [(cand, refused.get(id(cand))) for cand in everyone], list(problems)
 
     def _build_index(self, key: tuple[str, int]) -> _Index:
         allow = _parse_allow_list(key[0])
         allowed = {n.lower() for n in allow} if allow is not None else None
-        cands, problems = self._candidates()
-        refused_names = {p.plugin for p in problems}
-        enabled = [c for c in cands if allowed is None or c.name.lower() in allowed]
+        found, problems = self._candidates()
+        in_list = [(cand, refusal) for cand, refusal in found if allowed is None or cand.name.lower() in allowed]
+        problems.extend(refusal for _, refusal in in_list if refusal is not None)
+        enabled = [cand for cand, refusal in in_list if refusal is None]
         loaded = {c.name: self._load(c) for c in enabled}
-        by_device: dict[str, list[tuple[_Candidate, DeviceSpec]]] = {}
         for cand in enabled:
             problems.extend(loaded[cand.name].problems)
-            for spec in loaded[cand.name].specs:
-                by_device.setdefault(spec.name, []).append((cand, spec))
-        specs, owners, unusable = {}, {}, {}
-        for device, providers in by_device.items():
-            if len(providers) == 1:
-                owners[device], specs[device] = providers[0]
-                continue
-            who = ", ".join(c.label for c, _ in providers)
-            unusable[device] = (f"device {device} is provided by {len(providers)} plugins ({who}); neither is used: "
-                                f"uninstall one, or choose one with LAZY_PLUGINS")  # fmt: skip
-            problems.extend(PluginProblem(c.name, unusable[device]) for c, _ in providers)
-        installed = {c.name.lower() for c in cands} | {n.lower() for n in refused_names}
+        specs, owners, clashes, ignored = self._settle_devices(enabled, loaded, problems)
+        installed = {cand.name.lower() for cand, _ in found}
         for name in allow or []:
             if name.lower() not in installed:
-                names = ", ".join(sorted(c.name for c in cands)) or "none"
+                names = ", ".join(sorted({cand.name for cand, _ in found})) or "none"
                 problems.append(PluginProblem(name, f"listed in LAZY_PLUGINS but not installed (installed: {names})"))
-        index = _Index(key, specs, owners, unusable, self._infos(cands, problems, loaded, key[0]), tuple(problems))
+        problems = dedup(problems)
+        infos = self._infos(found, {c.name for c, _ in in_list}, loaded, problems, key[0])
+        index = _Index(key, specs, owners, clashes, ignored, infos, tuple(problems))
         if DEBUG >= 1:
             for problem in index.problems:
                 print(f"lazy: {problem}", file=sys.stderr)
         return index
 
-    def _infos(self, cands: list[_Candidate], problems: list[PluginProblem], loaded: dict[str, _Loaded],
-               allow_list: str) -> tuple[PluginInfo, ...]:  # fmt: skip
+    def _settle_devices(self, enabled: list[_Candidate], loaded: dict[str, _Loaded], problems: list[PluginProblem]
+                        ) -> tuple[dict[str, DeviceSpec], dict[str, _Candidate], dict[str, _Clash],
+                                   dict[tuple[str, str], str]]:  # fmt: skip
+        """Who provides each device name; a name several plugins provide goes to `_settle_clash`'s choice, and every
+        claim that is not used becomes a problem of its plugin."""
+        by_device: dict[str, list[tuple[_Candidate, DeviceSpec]]] = {}
+        for cand in enabled:
+            for spec in loaded[cand.name].specs:
+                by_device.setdefault(spec.name, []).append((cand, spec))
+        specs, owners, clashes, ignored = {}, {}, {}, {}
+        for device, claims in by_device.items():
+            winner: _Candidate | None = claims[0][0]
+            if len(claims) > 1:
+                winner, reason = _settle_clash(f"device {device}", [cand for cand, _ in claims], lambda c: c.label)
+                if winner is None:
+                    reason += "; uninstall all but one, or choose one with LAZY_PLUGINS"
+                    clashes[device] = _Clash(reason, tuple(spec for _, spec in claims))
+                else:
+                    reason += f"; to use another one, leave {winner.name!r} out of LAZY_PLUGINS"
+                for cand, _ in claims:
+                    if cand is not winner:
+                        ignored[(cand.name, device)] = reason
+                        problems.append(cand.problem(reason))
+            if winner is not None:
+                owners[device] = winner
+                specs[device] = next(spec for cand, spec in claims if cand is winner)
+        return specs, owners, clashes, ignored
+
+    def _infos(self, found: list[tuple[_Candidate, PluginProblem | None]], in_list: set[str],
+               loaded: dict[str, _Loaded], problems: list[PluginProblem], allow_list: str
+               ) -> tuple[PluginInfo, ...]:  # fmt: skip
         infos = []
-        listed = {c.name for c in cands}
-        for cand in cands:
-            reasons = "; ".join(p.reason for p in problems if p.plugin == cand.name)
+        for cand, refusal in found:
             info = functools.partial(PluginInfo, cand.name, cand.distribution, cand.version, cand.module)
-            if cand.name not in loaded:
+            if cand.name not in in_list:
                 infos.append(info((), "disabled", f"disabled by LAZY_PLUGINS={allow_list}"))
+            elif refusal is not None:
+                infos.append(info((), "error", refusal.reason))
             else:
-                infos.append(info(loaded[cand.name].specs, "error" if reasons else "ok", reasons))
-        for problem in problems:  # refused duplicates and LAZY_PLUGINS names that are not installed
+                mine = [p.reason for p in problems if (p.plugin, p.distribution) == (cand.name, cand.distribution)]
+                infos.append(info(loaded[cand.name].specs, "error" if mine else "ok", "; ".join(mine)))
+        listed = {cand.name for cand, _ in found}
+        for problem in problems:  # LAZY_PLUGINS names that are not installed
             if problem.plugin not in listed:
                 listed.add(problem.plugin)
                 reasons = "; ".join(p.reason for p in problems if p.plugin == problem.plugin)
@@ -379,15 +517,19 @@ class _DeviceRegistry:
         """Import a plugin and call its `lazy_devices` (once per reset); every failure becomes a PluginProblem."""
         if (done := self._loaded.get(cand.name)) is not None:
             return done
-        try:
+
+        def load_and_register() -> object:  # the import and pluggy's look at the plugin object both run its code
             plugin = cand.load()
             self._pm.register(plugin, name=cand.name)
-        except (Exception, SystemExit) as e:
-            done = _Loaded((), (_problem(cand.name, f"failed to load {cand.module}", e),))
+            return plugin
+
+        plugin = call_plugin(load_and_register)
+        if isinstance(plugin, PluginFailure):
+            done = _Loaded((), (cand.problem(f"loading {cand.module} {plugin}", plugin),))
         else:
             unknown = [hc.name for hc in self._pm.get_hookcallers(plugin) or [] if not hc.has_spec()]
-            problems = [PluginProblem(cand.name, f"implements hook {name!r}, which lazy-core's plugin API "
-                                      f"{PLUGIN_API_VERSION[0]}.{PLUGIN_API_VERSION[1]} does not define (a typo?)")
+            problems = [cand.problem(f"implements hook {name!r}, which lazy-core's plugin API "
+                                     f"{PLUGIN_API_VERSION[0]}.{PLUGIN_API_VERSION[1]} does not define (a typo?)")
                         for name in unknown]  # fmt: skip
             specs = self._call_lazy_devices(cand, problems)
             done = _Loaded(tuple(specs), tuple(problems))
@@ -399,38 +541,47 @@ class _DeviceRegistry:
         for impl in self._pm.hook.lazy_devices.get_hookimpls():
             if impl.plugin_name != cand.name or impl.hookwrapper or impl.wrapper:
                 continue
-            try:
-                result = impl.function()
-            except (Exception, SystemExit) as e:
-                problems.append(_problem(cand.name, "lazy_devices() raised", e))
+            result = call_plugin(impl.function)  # DeviceSpec's own checks run here, inside the plugin's hook
+            if isinstance(result, PluginFailure):
+                problems.append(cand.problem(f"lazy_devices() {result}", result))
                 continue
             if not isinstance(result, (list, tuple)):
-                reason = f"lazy_devices() returned {result!r}; expected list[DeviceSpec]"
-                problems.append(PluginProblem(cand.name, reason))
+                problems.append(cand.problem(f"lazy_devices() returned {reprlib.repr(result)}; expected "
+                                             f"list[DeviceSpec]"))  # fmt: skip
                 continue
             for spec in result:
                 if not isinstance(spec, DeviceSpec):
-                    problems.append(PluginProblem(cand.name, f"lazy_devices() returned {spec!r}, not a DeviceSpec"))
+                    problems.append(cand.problem(f"lazy_devices() returned {reprlib.repr(spec)}, not a DeviceSpec"))
                 elif (why := api_incompatibility(spec.api_version)) is not None:
-                    problems.append(PluginProblem(cand.name, f"device {spec.name} refused: {why}"))
+                    problems.append(cand.problem(f"device {spec.name} refused: {why}"))
                 elif any(s.name == spec.name for s in specs):
-                    problems.append(PluginProblem(cand.name, f"device {spec.name} listed twice; the second is ignored"))
+                    problems.append(cand.problem(f"device {spec.name} listed twice; the second is ignored"))
                 else:
                     specs.append(spec)
         return specs
 
     # ---- lookups -------------------------------------------------------------------------------------------------
 
+    def _canonical(self, name: str, index: _Index) -> str:
+        if isinstance(name, str) and (canon := index.canonical.get(name)) is not None:
+            return canon  # (every Buffer and Tensor asks: keep the hit to one dict lookup)
+        _check_is_str(name)
+        spec = index.specs.get(name.partition(":")[0].upper())
+        canon = canonical_device_name(name, spec.instance_suffix if spec is not None else None)
+        if len(index.canonical) < 4096:  # bounded: every DISK file is a name of its own
+            index.canonical[name] = canon
+        return canon
+
     def _resolve(self, canon: str, index: _Index) -> tuple[DeviceSpec, _Candidate]:
         base = _base(canon)
-        if (why := index.unusable.get(base)) is not None:
-            raise DeviceError(f"device {canon} cannot be used: {why}")
+        if (clash := index.clashes.get(base)) is not None:
+            raise DeviceError(f"device {canon} cannot be used: {clash.reason}")
         if (spec := index.specs.get(base)) is None:
             raise self._unknown(canon, index)
         return spec, index.owners[base]
 
     def _unknown(self, canon: str, index: _Index) -> DeviceError:
-        names = sorted([*index.specs, *index.unusable])
+        names = sorted([*index.specs, *index.clashes])
         if names:
             msg = f"unknown device {canon!r}; devices: {', '.join(names)}"
         else:
@@ -442,34 +593,61 @@ class _DeviceRegistry:
         return DeviceError(msg)
 
     def _probe_spec(self, owner: _Candidate, spec: DeviceSpec) -> tuple[bool, str]:
+        """The device's probe, once per process. An answer that is not exactly (bool, str), an exception or a
+        `sys.exit()` makes the device unusable and is a problem of its plugin (a bug, unlike a plain `(False, why)`)."""
         key = (owner.name, spec.name)
         if (cached := self._probes.get(key)) is not None:
             return cached
+        answer = call_plugin(spec.probe)
+        if isinstance(answer, PluginFailure):
+            verdict, failure = (False, f"probe() {answer}"), answer
+        elif not _is_probe_answer(answer):
+            verdict, failure = (False, f"probe() returned {reprlib.repr(answer)}; expected (usable: bool, reason: "
+                                       f"str), e.g. (False, 'no driver found')"), None  # fmt: skip
+        else:
+            self._probes[key] = verdict = (answer[0], str(answer[1]))
+            return verdict
+        problem = owner.problem(f"device {spec.name}: {verdict[1]}", failure)
+        self._late_problems.append(problem)
+        if DEBUG >= 1:
+            print(f"lazy: {problem}", file=sys.stderr)
+        self._probes[key] = verdict
+        return verdict
+
+    def _requested_default(self, requested: str, index: _Index) -> tuple[str | None, str]:
         try:
-            result = spec.probe()
-            if isinstance(result, tuple) and len(result) == 2:
-                result = (bool(result[0]), str(result[1]))
-            else:
-                result = (False, f"probe() returned {result!r}; expected (usable: bool, reason: str)")
-        except Exception as e:
-            result = (False, f"probe() raised {type(e).__name__}: {e}")
-        self._probes[key] = result
-        return result
+            canon = self._canonical(requested, index)
+            spec, owner = self._resolve(canon, index)
+        except DeviceError as e:
+            return None, f"LAZY_DEVICE={requested}: {e}"
+        ok, reason = self._probe_spec(owner, spec)
+        if not ok:
+            return None, (f"LAZY_DEVICE={requested} is not usable ({owner.label}): {reason}; pick another device or "
+                          f"unset LAZY_DEVICE (see `python -m lazy devices`)")  # fmt: skip
+        return canon, f"LAZY_DEVICE={requested}"
 
     def _choose_default(self, index: _Index) -> tuple[str | None, str]:
-        """(device, why): the highest-priority usable device that may be the default, or (None, what to do)."""
+        """(device, why): the highest-priority usable device that may be the default, with every device of higher
+        priority that was passed over and why; or (None, what to do). At LAZY_DEBUG=1 the choice is printed."""
         candidates = sorted((s for s in index.specs.values() if s.default_ok), key=lambda s: (-s.priority, s.name))
-        unusable = []
+        passed_over = []  # (priority, what and why) of each device the default may not be
+        for name, clash in index.clashes.items():
+            if priorities := [s.priority for s in clash.specs if s.default_ok]:
+                passed_over.append((max(priorities), f"{name} (priority {max(priorities)}): {clash.reason}"))
         for spec in candidates:
-            ok, reason = self._probe_spec(index.owners[spec.name], spec)
+            owner = index.owners[spec.name]
+            ok, reason = self._probe_spec(owner, spec)
             if ok:
+                why = f"the highest-priority usable device, priority {spec.priority}"
+                if over := [text for priority, text in sorted(passed_over, key=lambda p: -p[0])
+                            if priority >= spec.priority]:  # fmt: skip
+                    why += "; chosen over unusable " + "; ".join(over)
                 if DEBUG >= 1:
-                    print(f"lazy: default device {spec.name} (priority {spec.priority}, "
-                          f"{index.owners[spec.name].label})", file=sys.stderr)  # fmt: skip
-                return spec.name, f"highest-priority usable device (priority {spec.priority})"
-            unusable.append(f"{spec.name}: {reason}")
-        if unusable:
-            msg = "no usable default device; installed devices are unusable: " + "; ".join(unusable)
+                    print(f"lazy: default device {spec.name} ({owner.label}): {why}", file=sys.stderr)
+                return spec.name, why
+            passed_over.append((spec.priority, f"{spec.name} (priority {spec.priority}, {owner.label}): {reason}"))
+        if passed_over:
+            msg = "no usable default device; installed devices are unusable: " + "; ".join(t for _, t in passed_over)
         elif disabled := [p.name for p in index.plugins if p.status == "disabled"]:
             msg = f"no usable default device: the installed plugins {', '.join(disabled)} are disabled by LAZY_PLUGINS"
         else:

@@ -29,14 +29,20 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print(INSTALL_HINT, file=sys.stderr)
         return 2
-    from lazy.conformance.runner import run_conformance
+    from lazy.conformance.runner import check_device, run_conformance
+    from lazy.device import DeviceError
 
+    try:  # an unknown or unusable device is one line and status 2, not a run in which every test fails
+        named = [args.device] if args.device else [d.strip() for d in args.devices.split(",")] if args.devices else []
+        devices = [check_device(name) for name in named]
+    except DeviceError as e:
+        print(f"python -m lazy.conformance: {e}", file=sys.stderr)
+        return 2
     if args.all or args.devices:
         from lazy.conformance.matrix import run_matrix
 
-        devices = [d.strip() for d in args.devices.split(",")] if args.devices else None
-        return run_matrix(devices, out_dir=args.out, keyword=args.keyword, extra_args=args.pytest_args)
-    result = run_conformance(args.device, report=args.report, json_path=args.json, keyword=args.keyword,
+        return run_matrix(devices or None, out_dir=args.out, keyword=args.keyword, extra_args=args.pytest_args)
+    result = run_conformance(devices[0], report=args.report, json_path=args.json, keyword=args.keyword,
                              exitfirst=args.exitfirst, extra_args=args.pytest_args)  # fmt: skip
     print(result.summary_line())
     return result.exit_code

@@ -167,23 +167,50 @@ def _tail(text: str, max_lines: int = 40) -> str:
     return "\n".join(lines if len(lines) <= max_lines else ["...", *lines[-max_lines:]])
 
 
+def check_device(device: str) -> str:
+    """`device`'s canonical name when the registry knows it and its probe says it is usable. Else DeviceError, one line
+    naming the known devices (and why this one is unusable): a run could only fail every test of the suite."""
+    from lazy.device import DeviceError
+    from lazy.plugins import Device
+
+    known = ", ".join(sorted(Device.specs())) or "none, install a device plugin (pip install lazy-cpu)"
+    known += "; see `python -m lazy devices`"
+    try:
+        canon = Device.canonicalize(device)
+    except DeviceError as e:  # a malformed name, or a suffix the device does not take ('CPU:abc')
+        raise DeviceError(f"{e}; known devices: {known}") from None
+    try:
+        usable, reason = Device.probe(canon)
+    except DeviceError:  # the registry's own message goes on for lines with every plugin problem
+        raise DeviceError(f"unknown device {device!r}; known devices: {known}") from None
+    if not usable:
+        reason = " ".join(reason.splitlines())
+        raise DeviceError(f"device {canon} is not usable: {reason}; known devices: {known}")
+    return canon
+
+
 def device_versions(device: str) -> dict[str, str]:
     """lazy-core's version and that of the distribution that provides `device`."""
-    from lazy.plugins import Device, core_version
+    from lazy.plugins import Device, PluginFailure, call_plugin, core_version
 
     versions = {"lazy-core": core_version()}
-    base = Device.canonicalize(device).partition(":")[0]
+    in_use = Device.specs().get(Device.canonicalize(device).partition(":")[0])
     for info in Device.plugins():
         for spec in info.devices:
-            if spec.name != base:
+            if spec is not in_use:  # (another device, or the same name claimed by a plugin that lost the clash)
                 continue
             if info.distribution:
                 versions[info.distribution] = info.version or "unknown"
-            if spec.library_versions is not None:
-                try:
-                    versions.update(spec.library_versions())
-                except Exception as e:  # a report still gets written; the problem is shown in it
-                    versions["library_versions"] = f"error: {type(e).__name__}: {e}"
+            if spec.library_versions is None:
+                continue
+            # plugin code: its failure (sys.exit() included) goes into the report instead of ending the run
+            found = call_plugin(spec.library_versions)
+            if isinstance(found, PluginFailure):
+                versions["library_versions"] = f"error: library_versions() {found}"
+            elif not isinstance(found, dict):
+                versions["library_versions"] = f"error: library_versions() returned {found!r}, not a dict"
+            else:
+                versions.update({str(k): str(v) for k, v in found.items()})
     return versions
 
 
@@ -200,19 +227,15 @@ def run_conformance(
 ) -> ConformanceResult:
     """Run the suite (or the test modules in `suite_dir`) against `device` and write the reports asked for.
 
-    `known_failures`: defaults to what the plugins answer through the `lazy_known_failures` hook.
+    `known_failures`: defaults to what the plugins answer through the `lazy_known_failures` hook. Raises DeviceError
+    (`check_device`) before running anything when `device` is unknown or unusable.
     """
     from lazy.plugins import Device
 
-    notes: list[str] = []
-    try:
-        device = Device.canonicalize(device)
-        if known_failures is None:
-            known_failures = Device.known_failures(device)
-        versions = device_versions(device)
-    except Exception as e:  # an unknown device still gets a report: discovery will fail and say why
-        notes.append(f"device lookup: {type(e).__name__}: {e}")
-        known_failures, versions = known_failures or [], {"lazy-core": "unknown"}
+    device = check_device(device)
+    if known_failures is None:
+        known_failures = Device.known_failures(device)
+    versions = device_versions(device)
     suite = pathlib.Path(suite_dir) if suite_dir is not None else SUITE_DIR
     plugin = ConformancePlugin(device, known_failures)
     args = [str(suite), "--rootdir", str(suite), "-c", os.devnull, "-p", "no:cacheprovider", "--import-mode=importlib",
@@ -228,7 +251,7 @@ def run_conformance(
             if entry not in plugin.matched:
                 message = f"stale known-failure entry {entry!r}: it matches no test of the suite; remove it"
                 tests.append(TestRecord(entry, layer_of(entry), "failed", message))
-    result = ConformanceResult(device, versions, tests, int(exit_code), notes)
+    result = ConformanceResult(device, versions, tests, int(exit_code))
     if report is not None:
         pathlib.Path(report).write_text(result.to_markdown())
     if json_path is not None:
