@@ -1,5 +1,10 @@
-"""Fusion decisions are behaviour: these tests assert how many kernels a graph becomes (and that it still computes
-the right thing), on the PYTHON reference device so no plugin is needed."""
+"""Fusion decisions and schedule order are behaviour: these tests assert how many kernels a graph becomes, the order
+they run in (program order, the same in every run), and that it still computes the right thing, on the PYTHON
+reference device so no plugin is needed."""
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -166,3 +171,63 @@ def test_fused_slices_of_padded_views_match_numpy():
         i, j = (int(v) for v in rng.integers(0, half, 2))
         got = (prod[i : i + 1] * prod[j : j + 1] + prod.sum()).numpy()
         np.testing.assert_allclose(got, prod_np[i : i + 1] * prod_np[j : j + 1] + prod_np.sum())
+
+
+def position(schedule: list, t: Tensor) -> int:
+    return next(i for i, si in enumerate(schedule) if t.lazydata.base in si.outputs)
+
+
+def test_schedule_is_program_order(abc):
+    _, (ta, _, _) = abc
+    a, b, c = ta + 1, ta * 2, ta - 3  # independent kernels: run in the order they are asked for
+    assert [position(sched := c.schedule(a, b), t) for t in (c, a, b)] == [0, 1, 2] and len(sched) == 3
+    assert [position(sched := a.schedule(b, c), t) for t in (a, b, c)] == [0, 1, 2]
+    first = (ta * 5).contiguous()
+    second = first.sum(1, keepdim=True).expand(4, 6) + ta  # realizes the sum first: it is expanded
+    sched = second.schedule(first)  # `second` reads `first`: dependencies come before whatever asked for them
+    assert len(sched) == 3 and position(sched, first) == 0 and position(sched, second) == 2
+
+
+def test_assign_runs_after_the_kernels_that_read_the_old_value():
+    target = Tensor([1.0, 2.0, 3.0], device=D).realize()
+    old_doubled = target * 2  # reads the memory the assign below overwrites
+    target.assign(target + 10)
+    Tensor.realize(target, old_doubled)  # asked for the assign first: it must still wait for the reader
+    np.testing.assert_array_equal(old_doubled.numpy(), [2, 4, 6])
+    np.testing.assert_array_equal(target.numpy(), [11, 12, 13])
+
+
+# independent kernels and forced intermediate buffers, created between bursts of allocation noise that shuffle the
+# addresses (so the ids) LazyBuffers get; prints the schedule as kinds and kernel digests
+SCHEDULE_SCRIPT = """
+import random, sys
+import numpy as np
+from lazy import Tensor
+class Slot:
+    def __init__(self):
+        self.a = self.b = self.c = None
+rng = random.Random(int(sys.argv[1]))
+slots = [Slot() for _ in range(5000)]
+rng.shuffle(slots)
+x = Tensor(np.arange(24, dtype=np.float32).reshape(4, 6), device="PYTHON").realize()
+outs = []
+for i in range(8):
+    del slots[-rng.randrange(1, 200):]  # freed in shuffled order: the next objects land in scattered places
+    if i % 2:
+        outs.append((x + i).sum(1, keepdim=True).expand(4, 6) * x)
+    else:
+        outs.append((x * (i + 1)).contiguous() - i)
+rng.shuffle(slots)
+print(" ".join(f"{si.kind}:{si.ast.digest.hex()[:12]}" for si in outs[0].schedule(*outs[1:])))
+"""
+
+
+def test_schedule_is_the_same_in_every_run():
+    runs = []
+    for seed in ("0", "1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "LAZY_DEVICE": D}
+        out = subprocess.run([sys.executable, "-c", SCHEDULE_SCRIPT, seed], env=env, capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        runs.append(out.stdout.split())
+    assert runs[0] == runs[1] == runs[2] and len(runs[0]) == 14  # i=0 folds to `x`: no kernel

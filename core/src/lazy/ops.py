@@ -6,6 +6,8 @@ Also the reference semantics of every ALU op in Python (`exec_alu`), used for co
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 import struct
 import weakref
@@ -106,6 +108,9 @@ class MemBuffer:
     dtype: DType
     st: ShapeTracker
 
+    def __repr__(self) -> str:  # part of the node digest: complete and the same in every process
+        return f"MemBuffer(idx={self.idx}, dtype={self.dtype!r}, st={_st_text(self.st)})"
+
 
 @dataclass(frozen=True)
 class ConstBuffer:
@@ -115,31 +120,51 @@ class ConstBuffer:
     dtype: DType
     st: ShapeTracker
 
+    def __repr__(self) -> str:  # part of the node digest: -0.0, 0.0, 0 and False stay apart (they compare equal)
+        return f"ConstBuffer(val={self.val!r}, dtype={self.dtype!r}, st={_st_text(self.st)})"
+
+
+@functools.lru_cache(maxsize=4096)
+def _st_text(st: ShapeTracker) -> str:
+    """repr of a ShapeTracker, memoized: kernels are rebuilt at every schedule from the same few views, and the
+    repr is most of the cost of a node's digest."""
+    return repr(st)
+
 
 class LazyOp:
-    """A node of a kernel's AST. Nodes are interned: building an equal node returns the same object, so equality is
-    identity and hashing is O(1) however much the DAG shares (the method cache is keyed by structure this way)."""
+    """A node of a kernel's AST. Nodes are interned by `digest`: building a node equal in structure to a live one
+    returns that object, so equality is identity and hashing is O(1) however much the DAG shares (the method cache
+    is keyed by structure this way).
 
-    __slots__ = ("op", "src", "arg", "__weakref__")
-    _interned: weakref.WeakValueDictionary[tuple[Any, ...], LazyOp] = weakref.WeakValueDictionary()
+    `digest` is a sha256 over the op, the arg's repr and the sources' digests, computed once when the node is made
+    (its sources already have theirs), so it costs one hash per distinct node. Args must therefore have a repr that
+    determines them and is the same in every process (values and frozen dataclasses of values, no object ids): the
+    digest is also the on-disk key of kernel caches. `repr` lists each distinct node once, in topological order.
+    """
+
+    __slots__ = ("op", "src", "arg", "digest", "__weakref__")
+    _interned: weakref.WeakValueDictionary[bytes, LazyOp] = weakref.WeakValueDictionary()
     op: Ops
     src: tuple[LazyOp, ...]
     arg: Any
+    digest: bytes
 
     def __new__(cls, op: Ops, src: tuple[LazyOp, ...] = (), arg: Any = None) -> LazyOp:
-        key = (op, tuple(id(s) for s in src), arg)
-        if (hit := cls._interned.get(key)) is not None and hit.src == src:
+        src = tuple(src)
+        digest = _node_digest(op, src, arg)
+        if (hit := cls._interned.get(digest)) is not None:
             return hit
         node = super().__new__(cls)
-        node.op, node.src, node.arg = op, tuple(src), arg
-        cls._interned[key] = node
+        node.op, node.src, node.arg, node.digest = op, src, arg, digest
+        cls._interned[digest] = node
         return node
 
     def __reduce__(self) -> tuple[Any, ...]:
+        # pickle memoizes by object, so a shared source is written once: linear in distinct nodes
         return (LazyOp, (self.op, self.src, self.arg))
 
     def __repr__(self) -> str:
-        return f"LazyOp({self.op}, {self.arg!r}, src={self.src!r})"
+        return render_ast(self)
 
     def toposort(self) -> list[LazyOp]:
         seen: dict[LazyOp, None] = {}
@@ -168,6 +193,26 @@ class LazyOp:
         if self.op in GroupOp.Reduce:
             return self.src[0].dtype
         return self.src[-1].dtype
+
+
+def _node_digest(op: Ops, src: tuple[LazyOp, ...], arg: Any) -> bytes:
+    """sha256 of one node given its sources' digests (fixed length, so the framing is unambiguous)."""
+    arg_text = repr(arg)
+    assert " at 0x" not in arg_text, f"LazyOp arg {type(arg).__name__} has no stable repr: {arg_text}"
+    head = f"{op.name}\0{len(src)}\0".encode()
+    return hashlib.sha256(b"".join((head, *(s.digest for s in src), arg_text.encode()))).digest()
+
+
+def render_ast(root: LazyOp) -> str:
+    """One numbered line per distinct node, sources before their users: `%3 = MUL %1 %2`, then the arg if any."""
+    nodes = root.toposort()
+    number = {node: i for i, node in enumerate(nodes)}
+    lines = []
+    for i, node in enumerate(nodes):
+        srcs = "".join(f" %{number[s]}" for s in node.src)
+        arg = f" {node.arg!r}" if node.arg is not None else ""
+        lines.append(f"%{i} = {node.op.name}{srcs}{arg}")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -176,10 +176,13 @@ capturing: list[Callable[[ExecItem, tuple[Any, ...]], None]] = []
 
 def precompile(schedule: list[ScheduleItem]) -> None:
     """Compile the kernels of a schedule that are not cached yet on a thread pool (compilers run as subprocesses or
-    release the GIL, so new kernels build in parallel); errors surface here, before anything runs."""
+    release the GIL, so new kernels build in parallel); errors surface here, before anything runs. With BEAM or
+    `LAZY_DEBUG>=4` they compile one by one as the schedule runs instead."""
     todo = {(si.bufs[0].device, si.ast): si for si in schedule if si.ast.op is Ops.SINK}
     todo = {k: si for k, si in todo.items() if (k[0], k[1], BEAM.value, NOOPT.value, None) not in method_cache}
     if len(todo) < 2 or BEAM >= 1:  # BEAM times candidates on the device: one kernel at a time
+        return
+    if DEBUG >= 4:  # kernels print their source as they compile: one at a time keeps the listing in schedule order
         return
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         list(pool.map(lambda key: get_runner(*key), todo))

@@ -1,5 +1,5 @@
 """`create_schedule(outs)`: decide which LazyBuffers get their own memory (the fusion decisions) and build one
-kernel AST per realized buffer, in dependency order.
+kernel AST per realized buffer, in program order (each after what it reads, the outputs in the order given).
 
 Fusion rules: elementwise ops fuse into whatever consumes them; a reduction fuses with its elementwise producers
 and with the chain of elementwise consumers of its own output shape (seen through no movement op); a buffer is
@@ -38,53 +38,66 @@ class ScheduleItem:
         return f"<ScheduleItem {self.kind} {[b for b in self.bufs]}>"
 
 
+# the bases that get memory, as an insertion-ordered set (a dict): a set's order would follow object ids
+Realizes = dict[LazyBuffer, None]
+
+
 class _Graph:
-    """The unrealized part of the lazy graph reachable from the outputs."""
+    """The unrealized part of the lazy graph reachable from the outputs. `bases` is in program order: each base after
+    its sources (in source order), the outputs in the order given. Every container here is insertion-ordered, so the
+    fusion decisions and the schedule never depend on object ids or hash seeds."""
 
     def __init__(self, outs: list[LazyBuffer]):
-        self.children: dict[LazyBuffer, list[LazyBuffer]] = defaultdict(list)  # base -> consumer bases (with repeats)
-        self.views_of: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = defaultdict(
-            list
-        )  # base -> (consumer, src)
+        self.views_of: dict[LazyBuffer, list[tuple[LazyBuffer, LazyBuffer]]] = defaultdict(list)  # base -> (user, src)
         self.bases: dict[LazyBuffer, None] = {}
+        entered: set[LazyBuffer] = set()  # membership only: never iterated
         for out in outs:
-            self._visit(out.base)
+            self._visit(out.base, entered)
 
-    def _visit(self, base: LazyBuffer) -> None:
-        stack = [base]
-        while stack:
-            node = stack.pop()
-            if node in self.bases:
+    def _visit(self, root: LazyBuffer, entered: set[LazyBuffer]) -> None:
+        stack: list[tuple[LazyBuffer, bool]] = [(root, False)]
+        while stack:  # iterative post-order: graphs can be deeper than Python's recursion limit
+            node, sources_done = stack.pop()
+            if sources_done:
+                self.bases[node] = None
                 continue
-            self.bases[node] = None
+            if node in entered:
+                continue
+            entered.add(node)
+            stack.append((node, True))
             if node.realized is not None:
                 continue
             for src in node.srcs:
-                self.children[src.base].append(node)
                 self.views_of[src.base].append((node, src))
-                stack.append(src.base)
+            stack.extend((src.base, False) for src in reversed(node.srcs))
 
 
-def _has_unsafe_pad_op(base: LazyBuffer, realizes: set[LazyBuffer], seen: set[LazyBuffer]) -> bool:
-    if base in seen or base.realized is not None or base.op is Ops.CONST:
-        return False
-    seen.add(base)
-    if base.op in GroupOp.UnsafePad:
-        return True
-    return any(src.base not in realizes and _has_unsafe_pad_op(src.base, realizes, seen) for src in base.srcs)
+def _has_unsafe_pad_op(base: LazyBuffer, realizes: Realizes) -> bool:
+    """Does `base`'s kernel (down to realized buffers) contain an op with f(0) != 0?"""
+    seen: set[LazyBuffer] = set()
+    stack = [base]
+    while stack:  # iterative: a fused elementwise chain can be thousands of ops deep
+        node = stack.pop()
+        if node in seen or node.realized is not None or node.op is Ops.CONST:
+            continue
+        seen.add(node)
+        if node.op in GroupOp.UnsafePad:
+            return True
+        stack.extend(src.base for src in node.srcs if src.base not in realizes)
+    return False
 
 
-def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[set[LazyBuffer], dict[LazyBuffer, LazyBuffer]]:
-    realizes: set[LazyBuffer] = {o.base for o in outs if o.base.realized is None}
+def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[Realizes, dict[LazyBuffer, LazyBuffer]]:
+    realizes: Realizes = {o.base: None for o in outs if o.base.realized is None}
     for base in graph.bases:
         if base.realized is not None or base.op is Ops.CONST:
             continue
         if base.forced_realize or base.op in (Ops.EMPTY, Ops.COPY, Ops.ASSIGN, Ops.CUSTOM, Ops.CONTIGUOUS):
-            realizes.add(base)
+            realizes[base] = None
         if base.op in (Ops.COPY, Ops.ASSIGN, Ops.BUFFER_VIEW):
-            realizes.update(s.base for s in base.srcs if s.base.realized is None and s.base.op is not Ops.CONST)
+            realizes.update((s.base, None) for s in base.srcs if s.base.realized is None and s.base.op is not Ops.CONST)
         if base.op is Ops.BUFFER_VIEW:
-            realizes.add(base)
+            realizes[base] = None
     # realize before an expand, and before a pad of ops that are unsafe to pad
     for base, uses in graph.views_of.items():
         if base.realized is not None or base.op is Ops.CONST:
@@ -93,9 +106,9 @@ def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[set[LazyBuffe
             if view is base:
                 continue
             if _grows(view.st, base):
-                realizes.add(base)
-            elif any(v.mask is not None for v in view.st.views) and _has_unsafe_pad_op(base, realizes, set()):
-                realizes.add(base)
+                realizes[base] = None
+            elif any(v.mask is not None for v in view.st.views) and _has_unsafe_pad_op(base, realizes):
+                realizes[base] = None
     fused = _decide_reduces(graph, realizes)
     return realizes, fused
 
@@ -114,7 +127,7 @@ def _grows(st: ShapeTracker, base: LazyBuffer) -> bool:
         return True
 
 
-def _decide_reduces(graph: _Graph, realizes: set[LazyBuffer]) -> dict[LazyBuffer, LazyBuffer]:
+def _decide_reduces(graph: _Graph, realizes: Realizes) -> dict[LazyBuffer, LazyBuffer]:
     """A reduce stays inside its consumer's kernel only along a single chain of elementwise ops that see it through
     no movement op but a plain reshape. Returns kernel root -> the reduce fused into it."""
     fused: dict[LazyBuffer, LazyBuffer] = {}
@@ -125,11 +138,11 @@ def _decide_reduces(graph: _Graph, realizes: set[LazyBuffer]) -> dict[LazyBuffer
         if root is not None and root not in fused:
             fused[root] = base  # one reduce per kernel
         else:
-            realizes.add(base)
+            realizes[base] = None
     return fused
 
 
-def _fusion_root(graph: _Graph, reduce: LazyBuffer, realizes: set[LazyBuffer]) -> LazyBuffer | None:
+def _fusion_root(graph: _Graph, reduce: LazyBuffer, realizes: Realizes) -> LazyBuffer | None:
     node = reduce
     while True:
         uses = graph.views_of.get(node, [])
@@ -153,11 +166,14 @@ def _all_padding(st: ShapeTracker) -> bool:
     return any(v.mask is not None and any(b - a == 0 for a, b in v.mask) for v in st.views)
 
 
+Use = tuple[LazyBuffer, ShapeTracker]  # a base read through a view: one AST node per distinct use
+
+
 class _KernelBuilder:
-    def __init__(self, root: LazyBuffer, realizes: set[LazyBuffer]):
+    def __init__(self, root: LazyBuffer, realizes: Realizes):
         self.root, self.realizes = root, realizes
-        self.inputs: list[LazyBuffer] = []
-        self.cache: dict[tuple[LazyBuffer, ShapeTracker], LazyOp] = {}
+        self.inputs: dict[LazyBuffer, int] = {}  # input -> its MemBuffer index, in order of first use
+        self.cache: dict[Use, LazyOp] = {}
         self.var_vals: dict[Variable, int] = {}
 
     def unbind(self, st: ShapeTracker) -> ShapeTracker:
@@ -167,41 +183,71 @@ class _KernelBuilder:
         return unbound
 
     def build(self, lb: LazyBuffer, st: ShapeTracker) -> LazyOp:
-        if lb.base is not lb:
-            st = lb.st + st
-            lb = lb.base
-        key = (lb, st)
-        if key in self.cache:
-            return self.cache[key]
+        """The AST of `lb` read through `st`. Iterative (sources before users, first source first, so inputs are
+        numbered as a left-to-right walk meets them): a fused elementwise chain can be deeper than Python's
+        recursion limit."""
+        root = _use(lb, st)
+        stack: list[tuple[Use, list[Use] | None]] = [(root, None)]  # (use, its sources once expanded)
+        while stack:
+            use, sources = stack.pop()
+            if sources is not None:
+                self.cache[use] = self._inner(use[0], tuple(self.cache[src] for src in sources))
+                continue
+            if use in self.cache:
+                continue
+            if (leaf := self._leaf(use)) is not None:
+                self.cache[use] = leaf
+                continue
+            sources = self._sources(use)
+            stack.append((use, sources))
+            stack.extend((src, None) for src in reversed(sources))
+        return self.cache[root]
+
+    def _leaf(self, use: Use) -> LazyOp | None:
+        """A constant or a load of an input buffer; None for an op computed inside the kernel."""
+        lb, st = use
         if _all_padding(st):  # no element is valid (an empty mask range): it reads as 0, whatever the source is
-            out = LazyOp(Ops.CONST, (), ConstBuffer(0, lb.dtype, ShapeTracker.from_shape(st.shape)))
-        elif lb.op is Ops.CONST and lb.realized is None:
+            return LazyOp(Ops.CONST, (), ConstBuffer(0, lb.dtype, ShapeTracker.from_shape(st.shape)))
+        if lb.op is Ops.CONST and lb.realized is None:
             val = lb.arg
             if isinstance(val, Node):
                 unbound, bound_val = val.unbind()  # type: ignore[attr-defined]
                 self.var_vals[unbound] = bound_val
                 val = unbound
-            out = LazyOp(Ops.CONST, (), ConstBuffer(val, lb.dtype, self.unbind(st)))
-        elif lb is not self.root and (lb.realized is not None or lb in self.realizes):
-            if lb not in self.inputs:
-                self.inputs.append(lb)
-            out = LazyOp(Ops.LOAD, (), MemBuffer(self.inputs.index(lb) + 1, lb.dtype, self.unbind(st)))
-        elif lb.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
-            out = self.build(lb.srcs[0], st)
-        elif lb.op in GroupOp.Reduce:
+            return LazyOp(Ops.CONST, (), ConstBuffer(val, lb.dtype, self.unbind(st)))
+        if lb is not self.root and (lb.realized is not None or lb in self.realizes):
+            idx = self.inputs.setdefault(lb, len(self.inputs) + 1)
+            return LazyOp(Ops.LOAD, (), MemBuffer(idx, lb.dtype, self.unbind(st)))
+        return None
+
+    @staticmethod
+    def _sources(use: Use) -> list[Use]:
+        lb, st = use
+        if lb.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
+            return [_use(lb.srcs[0], st)]
+        if lb.op in GroupOp.Reduce:
             assert st.contiguous and st.shape == lb.shape, f"a fused reduce is read through its own shape, not {st}"
             src = lb.srcs[0]
-            out = LazyOp(lb.op, (self.build(src, ShapeTracker.from_shape(src.shape)),), lb.arg)
-        elif lb.op in GroupOp.Elementwise:
-            out = LazyOp(lb.op, tuple(self.build(s, st) for s in lb.srcs), lb.arg)
-        else:
-            raise RuntimeError(f"cannot put {lb.op} inside a kernel")
-        self.cache[key] = out
-        return out
+            return [_use(src, ShapeTracker.from_shape(src.shape))]
+        if lb.op in GroupOp.Elementwise:
+            return [_use(src, st) for src in lb.srcs]
+        raise RuntimeError(f"cannot put {lb.op} inside a kernel")
+
+    @staticmethod
+    def _inner(lb: LazyBuffer, srcs: tuple[LazyOp, ...]) -> LazyOp:
+        if lb.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
+            return srcs[0]  # a kernel that computes into its output's memory: the op is the store itself
+        assert lb.op is not None, "a base always has an op"
+        return LazyOp(lb.op, srcs, lb.arg)
+
+
+def _use(lb: LazyBuffer, st: ShapeTracker) -> Use:
+    """`lb` read through `st`, as a base and the composed view."""
+    return (lb, st) if lb.base is lb else (lb.base, lb.st + st)
 
 
 def _schedule_one(
-    base: LazyBuffer, realizes: set[LazyBuffer], reduce: LazyBuffer | None
+    base: LazyBuffer, realizes: Realizes, reduce: LazyBuffer | None
 ) -> tuple[ScheduleItem, list[LazyBuffer]]:
     if base.op is Ops.EMPTY:
         return ScheduleItem(LazyOp(Ops.EMPTY), (base.buffer,), (base,)), []
@@ -219,25 +265,62 @@ def _schedule_one(
     store = LazyOp(Ops.STORE, (value,), MemBuffer(0, base.dtype, builder.unbind(out_st)))
     ast = LazyOp(Ops.SINK, (store,))
     bufs = (base.buffer,) + tuple(x.buffer for x in builder.inputs)
-    return ScheduleItem(ast, bufs, (base,), builder.var_vals), builder.inputs
+    return ScheduleItem(ast, bufs, (base,), builder.var_vals), list(builder.inputs)
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
-    """The kernels (and copies) that realizing `outs` runs, in an order that respects their dependencies."""
+    """The kernels (and copies) that realizing `outs` runs, in program order: each after the items it reads, the
+    outputs in the order given; the same order in every run (it never depends on object ids or hash seeds)."""
     graph = _Graph(outs)
     realizes, fused = _find_realizes(graph, outs)
     items: dict[LazyBuffer, tuple[ScheduleItem, list[LazyBuffer]]] = {}
-    for base in realizes:
-        if base.realized is None:
+    for base in graph.bases:
+        if base in realizes and base.realized is None:
             items[base] = _schedule_one(base, realizes, fused.get(base))
-    order: list[ScheduleItem] = []
-    state: dict[LazyBuffer, int] = {}
+    order = _run_order(items)
+    if DEBUG >= 3:
+        for i, si in enumerate(order):
+            print(f"schedule {i}: {si.kind} {si.ast.digest.hex()[:12]}")
+            if si.kind == "kernel":
+                print("  " + repr(si.ast).replace("\n", "\n  "))
+    return order
 
-    def visit(base: LazyBuffer) -> None:  # depth-first toposort over kernel inputs
-        stack: list[tuple[LazyBuffer, bool]] = [(base, False)]
-        while stack:
-            node, done = stack.pop()
-            if done:
+
+def _reaches(start: LazyBuffer, goal: LazyBuffer, deps: dict[LazyBuffer, list[LazyBuffer]]) -> bool:
+    """Does `start` depend on `goal`, directly or through other items?"""
+    seen: set[LazyBuffer] = set()
+    stack = [start]
+    while stack:
+        node = stack.pop()
+        if node is goal:
+            return True
+        if node not in seen:
+            seen.add(node)
+            stack.extend(deps.get(node, ()))
+    return False
+
+
+def _run_order(items: dict[LazyBuffer, tuple[ScheduleItem, list[LazyBuffer]]]) -> list[ScheduleItem]:
+    """`items` (in program order) moved only where a dependency demands it: after the items whose output they read,
+    and an ASSIGN after its target's producer and after every other item that still reads the target's old value
+    (it overwrites that memory)."""
+    deps = {base: list(inputs) for base, (_, inputs) in items.items()}
+    readers: dict[LazyBuffer, list[LazyBuffer]] = defaultdict(list)
+    for base, (_, inputs) in items.items():
+        for src in inputs:
+            readers[src].append(base)
+    for base in items:
+        if base.op is Ops.ASSIGN:
+            target = base.srcs[1].base
+            # readers of the old value go first, unless they read the assign's result too (then no order is right)
+            deps[base] += [target] + [r for r in readers[target] if r is not base and not _reaches(r, base, deps)]
+    order: list[ScheduleItem] = []
+    state: dict[LazyBuffer, int] = {}  # 1: being visited, 2: placed
+    for root in items:
+        stack: list[tuple[LazyBuffer, bool]] = [(root, False)]
+        while stack:  # depth-first, dependencies in order
+            node, deps_done = stack.pop()
+            if deps_done:
                 state[node] = 2
                 order.append(items[node][0])
                 continue
@@ -245,16 +328,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
                 continue
             state[node] = 1
             stack.append((node, True))
-            deps = list(items[node][1])
-            if node.op is Ops.ASSIGN:  # the target's previous value must be complete first
-                deps.append(node.srcs[1].base)
-            stack.extend((d, False) for d in deps if d in items and not state.get(d))
-
-    for base in items:
-        visit(base)
-    if DEBUG >= 3:
-        for i, si in enumerate(order):
-            print(f"schedule {i}: {si.kind} {si.ast if si.kind == 'kernel' else ''}")
+            stack.extend((d, False) for d in reversed(deps[node]) if d in items and not state.get(d))
     return order
 
 
