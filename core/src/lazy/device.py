@@ -3,9 +3,12 @@ cache), `Program`, `ProgramSpec` and `Compiled`, the object a plugin's `DeviceSp
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import struct
 import tempfile
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -247,6 +250,36 @@ class Buffer:
 # compilation
 
 
+# A compile cache entry is a header and the binary. The header names the format, the entry's key (the compiler's
+# identity and the source, hashed) and the binary's length and sha256, so a truncated, garbled, zero-filled or swapped
+# file, or one from another compiler or an older format, is recompiled instead of being loaded (a bad binary handed
+# to dlopen, llvmlite or an OpenCL driver crashes the process: it cannot be caught as an exception).
+CACHE_MAGIC = b"lazycc\x00\x01"  # format name and version: bump the version when the layout changes
+CACHE_HEADER = struct.Struct("<8s32s32sQ")  # magic, sha256 of the key, sha256 of the binary, binary length
+
+
+def cache_entry(key_digest: bytes, lib: bytes) -> bytes:
+    """A compile cache file: header + binary."""
+    return CACHE_HEADER.pack(CACHE_MAGIC, key_digest, hashlib.sha256(lib).digest(), len(lib)) + lib
+
+
+def read_cache_entry(raw: bytes, key_digest: bytes) -> tuple[bytes | None, str]:
+    """(the binary, "") from a cache file written for `key_digest`, or (None, why it cannot be used)."""
+    if len(raw) < CACHE_HEADER.size:
+        return None, f"truncated ({len(raw)} bytes, shorter than its header)"
+    magic, key, digest, length = CACHE_HEADER.unpack_from(raw)
+    lib = raw[CACHE_HEADER.size :]
+    if magic != CACHE_MAGIC:
+        return None, "not in this version's format"
+    if key != key_digest:
+        return None, "for another compiler or source"
+    if len(lib) != length:
+        return None, f"truncated ({len(lib)} of {length} bytes)"
+    if hashlib.sha256(lib).digest() != digest:
+        return None, "corrupt (checksum mismatch)"
+    return lib, ""
+
+
 class Compiler:
     """Turns rendered source into a binary. `cachekey` names the compiler and its flags (None: never cache)."""
 
@@ -257,25 +290,37 @@ class Compiler:
         raise NotImplementedError(f"{type(self).__name__} must implement compile")
 
     def compile_cached(self, src: str) -> bytes:
-        path = None
-        if self.cachekey is not None and (root := cache_dir()) is not None:
-            digest = hashlib.sha256(f"{self.cachekey}\0{src}".encode()).hexdigest()
-            path = root / "compile" / digest[:2] / digest
-            try:
-                return path.read_bytes()
-            except OSError:
-                pass
+        """`compile(src)`, through the on-disk cache: each entry is checked (format, key, length, checksum) before
+        use; one that fails is recompiled and replaced, with a note at LAZY_DEBUG>=1."""
+        if self.cachekey is None or (root := cache_dir()) is None:
+            return self.compile(src)
+        key_digest = hashlib.sha256(f"{self.cachekey}\0{src}".encode()).digest()
+        path = root / "compile" / key_digest.hex()[:2] / key_digest.hex()
+        try:
+            raw = path.read_bytes()
+        except OSError:
+            raw = None  # not cached yet (or unreadable): compile and write it
+        if raw is not None:
+            lib, problem = read_cache_entry(raw, key_digest)
+            if lib is not None:
+                return lib
+            if DEBUG >= 1:
+                print(f"compile cache: {path} is {problem}; recompiling and replacing it")
         lib = self.compile(src)
-        if path is not None:
-            try:  # write atomically: a crash never leaves a truncated cache entry behind
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=path.parent)
+        try:  # write atomically: a crash or a concurrent reader never sees a half-written entry
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(lib)
+                    f.write(cache_entry(key_digest, lib))
                 os.replace(tmp, path)
-            except OSError as e:
-                if DEBUG >= 1:
-                    print(f"compile cache not written ({e}); set LAZY_CACHE_DIR to a writable directory")
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError as e:
+            if DEBUG >= 1:
+                print(f"compile cache not written ({e}); set LAZY_CACHE_DIR to a writable directory")
         return lib
 
 
@@ -349,20 +394,40 @@ class Compiled:
         self.compute_queue_t = compute_queue_t  # type: ignore[assignment]
         self.copy_queue_t = copy_queue_t
         self.timeline_signal: Signal = signal_t(0) if signal_t is not None else None  # type: ignore[assignment]
-        self.timeline_value = 1  # the value the next submitted piece of work sets
+        self.timeline_value = 1  # the value `next_value` hands out next
+        self.timeline_submitted = 0  # the highest timeline value a finished `submit` will set: what sync waits for
+        self.submit_lock = threading.RLock()  # held by `HWQueue.submit`: one submission at a time
+        self._timeline_lock = threading.Lock()  # guards the two counters (taken inside submit_lock, never around it)
 
     def next_value(self) -> int:
-        self.timeline_value += 1
-        return self.timeline_value - 1
+        """A fresh timeline value for a piece of work to signal; safe to call from several threads."""
+        with self._timeline_lock:
+            self.timeline_value += 1
+            return self.timeline_value - 1
+
+    def claim_timeline_value(self, value: int) -> int:
+        """The timeline value a submission signals (called by `HWQueue.submit`, under `submit_lock`): `value`, or a
+        fresh one when another thread has already submitted `value` or a later one."""
+        with self._timeline_lock:
+            if value > self.timeline_submitted:
+                self.timeline_value = max(self.timeline_value, value + 1)
+                return value
+        return self.next_value()
+
+    def commit_timeline_value(self, value: int) -> None:
+        """A submission that sets `value` went through: `synchronize` now waits for it."""
+        with self._timeline_lock:
+            self.timeline_submitted = max(self.timeline_submitted, value)
 
     @property
     def pending(self) -> bool:
-        return self.timeline_signal is not None and self.timeline_signal.value < self.timeline_value - 1
+        return self.timeline_signal is not None and self.timeline_signal.value < self.timeline_submitted
 
     def synchronize(self) -> None:
-        """Wait until everything submitted to this device has finished."""
+        """Wait until everything submitted to this device has finished. Values handed out by `next_value` whose
+        submission never happened (or failed) are not waited for: nothing would ever set them."""
         if self.timeline_signal is not None:
-            self.timeline_signal.wait(self.timeline_value - 1)
+            self.timeline_signal.wait(self.timeline_submitted)
 
     def synchronize_if_pending(self) -> None:
         if self.pending:

@@ -17,13 +17,17 @@ from typing import Any
 import numpy as np
 
 from lazy.device import BufferSpec, Compiled, CompileError, Compiler, DeviceError, LRUAllocator, ProgramSpec
-from lazy.helpers import THREADS
+from lazy.helpers import DEBUG, THREADS
 from lazy_cpu.queues import CPUComputeQueue, CPUCopyQueue, CPUSignal, QueueWorker
 from lazy_cpu.renderer import ClangRenderer, LLVMRenderer
 
 ALIGNMENT = 64
 C_COMPILERS = ("clang", "gcc", "cc")  # in order of preference
 SPLIT_MIN_WORK = 1 << 17  # ops (or 4-byte elements moved) below which a kernel runs on the calling thread alone
+# Kernel chunks never block, so threads beyond the cores only add switching; a few per core still lets one measure
+# oversubscription (and covers an affinity mask narrower than the machine), while e.g. 1000 would start 1000 threads
+# and reserve 8 GB of address space for their stacks.
+THREADS_PER_CORE = 4
 
 # --------------------------------------------------------------------------------------------------------------------
 # memory
@@ -97,26 +101,28 @@ class CorePool:
     def __init__(self, name: str):
         self.name = name
         self.workers: list[tuple[threading.Thread, SimpleQueue[Any]]] = []
-        self.done: SimpleQueue[BaseException | None] = SimpleQueue()
-        self.lock = threading.Lock()  # one split kernel at a time: `done` is shared
+        self.lock = threading.Lock()  # one split kernel at a time: each one uses every core already
 
     def run(self, fxn: Callable[..., Any], args: tuple[Any, ...], total: int, parts: int) -> None:
         """Call `fxn(*args, lo, hi)` for `parts` contiguous chunks [lo, hi) of [0, total) and wait for all."""
         bounds = [total * k // parts for k in range(parts + 1)]
         error: BaseException | None = None
+        # Each run counts its chunks on a queue of its own: when a wait here is interrupted (Ctrl-C), the chunks still
+        # running report to that queue, not to the next run's, which would otherwise return before its own chunks.
+        done: SimpleQueue[BaseException | None] = SimpleQueue()
         with self.lock:
             if self.workers and not self.workers[0][0].is_alive():  # a forked child: the threads stayed behind
-                self.workers, self.done = [], SimpleQueue()
+                self.workers = []
             while len(self.workers) < parts - 1:
                 self._spawn()
             for k in range(1, parts):
-                self.workers[k - 1][1].put((fxn, args, bounds[k], bounds[k + 1]))
+                self.workers[k - 1][1].put((fxn, args, bounds[k], bounds[k + 1], done))
             try:
                 fxn(*args, bounds[0], bounds[1])
             except BaseException as e:
                 error = e
             for _ in range(parts - 1):
-                error = self.done.get() or error
+                error = done.get() or error
         if error is not None:
             raise error
 
@@ -129,12 +135,12 @@ class CorePool:
 
     def _work(self, tasks: SimpleQueue[Any]) -> None:
         while (task := tasks.get()) is not None:
-            fxn, args, lo, hi = task
+            fxn, args, lo, hi, done = task
             try:
                 fxn(*args, lo, hi)
-                self.done.put(None)
+                done.put(None)
             except BaseException as e:
-                self.done.put(e)
+                done.put(e)
 
     def close(self) -> None:
         for _, tasks in self.workers:
@@ -158,7 +164,7 @@ def estimated_work(spec: ProgramSpec | None) -> float:
 
 
 class HostProgram:
-    """A loaded kernel `void name(buffers..., int vars..., [int lo, int hi])`. Called as core's `Program`: `bufs`
+    """A loaded kernel `void name(buffers..., int64 vars..., [int64 lo, int64 hi])`. Called as core's `Program`: `bufs`
     are allocator opaques, `vals` the symbolic var values (without lo/hi, which this object supplies)."""
 
     def __init__(self, dev: HostDevice, name: str, spec: ProgramSpec | None):
@@ -175,7 +181,7 @@ class HostProgram:
         fxn = self.fxn
         if fxn is None:
             ints = len(vals) + (2 if self.core_split else 0)
-            fxn = self.fxn = self.bind([ctypes.c_void_p] * len(bufs) + [ctypes.c_int32] * ints)
+            fxn = self.fxn = self.bind([ctypes.c_void_p] * len(bufs) + [ctypes.c_int64] * ints)
         start = time.perf_counter() if wait else 0.0
         if not self.core_split:
             fxn(*bufs, *vals)
@@ -337,6 +343,7 @@ class HostDevice(Compiled):
         self.program_t = program_t
         self.split_min_work: float = SPLIT_MIN_WORK
         self.cores = CorePool(device)
+        self.capped_notes: set[int] = set()  # LAZY_THREADS values already reported as capped
         super().__init__(device, HostAllocator(), renderer, compiler, self.load_program, CPUSignal, CPUComputeQueue,
                          CPUCopyQueue)  # fmt: skip
         self.queue_worker = QueueWorker(self)
@@ -346,7 +353,17 @@ class HostDevice(Compiled):
         return self.program_t(self, name, lib, spec)
 
     def threads(self) -> int:
-        return THREADS.value or cpu_count()
+        """How many threads split one kernel: LAZY_THREADS, or one per core; at most THREADS_PER_CORE per core."""
+        cores, wanted = cpu_count(), int(THREADS.value)
+        if wanted < 0:
+            raise ValueError(f"LAZY_THREADS={wanted}: set it to a number of threads, or 0 for one per core")
+        if wanted > (most := THREADS_PER_CORE * cores):
+            if DEBUG >= 1 and wanted not in self.capped_notes:
+                self.capped_notes.add(wanted)
+                print(f"{self.device}: LAZY_THREADS={wanted} is more than {THREADS_PER_CORE} per core ({cores} cores "
+                      f"here); using {most}")  # fmt: skip
+            return most
+        return wanted or cores
 
     def synchronize(self) -> None:
         super().synchronize()

@@ -36,12 +36,17 @@ class QueueWorker:
         thread.start()
         return thread
 
-    def submit(self, cmds: list[list[Any]]) -> None:
+    def running_thread(self) -> threading.Thread:
+        """The worker thread, started again in a forked child (the thread stayed behind in the parent)."""
         if self.closed:
             raise RuntimeError(f"{self.dev.device} is closed: open the device again to run work on it")
-        if not self.thread.is_alive():  # a forked child: the thread stayed behind in the parent
+        if not self.thread.is_alive():
             self.tasks = SimpleQueue()
             self.thread = self._start()
+        return self.thread
+
+    def submit(self, cmds: list[list[Any]]) -> None:
+        self.running_thread()
         self.tasks.put(cmds)
 
     def _loop(self) -> None:
@@ -67,6 +72,9 @@ class CPUComputeQueue(HWQueue):
     """Commands run by the device's queue worker. `submit` hands over a snapshot of the recorded commands, so a
     recorded queue may be updated (`update_exec`, `update_signal`) and resubmitted while the worker still runs the
     previous submission."""
+
+    def setter_thread(self, dev: Compiled) -> threading.Thread:
+        return dev.queue_worker.running_thread()  # type: ignore[attr-defined, no-any-return]
 
     def _submit(self, dev: Compiled) -> None:
         worker: QueueWorker = dev.queue_worker  # type: ignore[attr-defined]

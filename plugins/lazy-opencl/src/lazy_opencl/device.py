@@ -13,7 +13,7 @@ import pyopencl as cl
 from lazy.device import BufferSpec, Compiled, CompileError, Compiler, DeviceError, LRUAllocator, ProgramSpec
 from lazy.helpers import prod
 from lazy_opencl import NO_PLATFORM_FIX
-from lazy_opencl.queues import CLComputeQueue, CLCopyQueue, CLSignal
+from lazy_opencl.queues import CLComputeQueue, CLCopyQueue, CLSignal, wait_event
 from lazy_opencl.renderer import DeviceLimits, OpenCLRenderer
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -104,8 +104,9 @@ class CLAllocator(LRUAllocator):
 
     def _transfer(self, dest: Any, src: Any, size: int, src_dev: Any, dest_dev: Any) -> None:
         if src_dev.context.int_ptr == dest_dev.context.int_ptr:
-            dest_dev.last_event = dest_dev.allocator.enqueue_copy(dest, src, size, None)
-            dest_dev.last_event.wait()
+            with dest_dev.submit_lock:  # enqueue and name it `last_event` in one step, as a submission does
+                event = dest_dev.last_event = dest_dev.allocator.enqueue_copy(dest, src, size, None)
+            wait_event(event)
             return
         staging = np.empty(size, np.uint8)  # two contexts (two platforms): through the host
         src_dev.allocator._copyout(memoryview(staging), src)  # type: ignore[arg-type]
@@ -190,7 +191,7 @@ class CLProgram:
                                   "copy it to a buffer of its own first")  # fmt: skip
             self.kernel.set_arg(i, buf)
         for i, val in enumerate(vals, len(bufs)):
-            self.kernel.set_arg(i, np.int32(val))
+            self.kernel.set_arg(i, np.int64(val))  # int parameters are 64-bit (CStyleLanguage.int_param_dtype)
         if 0 in gs:
             return self.dev.marker(wait_for or [])
         ndrange = tuple(g * x for g, x in zip(gs, ls))
@@ -199,8 +200,9 @@ class CLProgram:
     def __call__(self, *bufs: Any, global_size: tuple[int, ...] | None = None,
                  local_size: tuple[int, ...] | None = None, vals: tuple[int, ...] = (),
                  wait: bool = False) -> float | None:  # fmt: skip
-        event = self.dev.last_event = self.launch(bufs, vals, global_size, local_size)
-        event.wait()
+        with self.dev.submit_lock:  # set_arg then enqueue: another thread's launch of this kernel must not interleave
+            event = self.dev.last_event = self.launch(bufs, vals, global_size, local_size)
+        wait_event(event)
         return (event.profile.end - event.profile.start) * 1e-9 if wait else None
 
 
@@ -234,7 +236,8 @@ class CLDevice(Compiled):
 
     def synchronize(self) -> None:
         super().synchronize()
-        self.queue.finish()
+        if self.last_event is not None:  # the in-order queue's last command: also work no timeline value covers
+            wait_event(self.last_event)  # not queue.finish(), which Ctrl-C cannot interrupt
 
 
 def open_cl(name: str = "CL") -> CLDevice:

@@ -1,0 +1,204 @@
+"""The host devices' queue worker under stress: threads sharing a device, timeline values submitted out of order, a
+worker that is gone, Ctrl-C while a kernel runs, and the LAZY_THREADS cap."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from cpu_testing import buffers, end, from_device, load_program, loop, to_device
+
+from lazy import Context, Tensor
+from lazy.codegen.uops import UOpBuilder, UOps
+from lazy.device import DeviceError
+from lazy.dtype import dtypes
+from lazy.ops import Ops
+from lazy.plugins import Device
+from lazy_cpu.device import THREADS_PER_CORE, CorePool, cpu_count, open_cpu
+
+
+def add_one_uops(n: int):
+    """out[i] = a[i] + 1"""
+    b, f32 = UOpBuilder(), dtypes.float32
+    out, a = buffers(b, (f32, True), (f32, False))
+    i = loop(b, n)
+    b.add(UOps.STORE, None, (out, i, b.alu(Ops.ADD, b.add(UOps.LOAD, f32, (a, i)), b.const(1.0, f32))))
+    end(b, i)
+    return b.uops
+
+
+@pytest.mark.timeout(60, method="thread")
+@pytest.mark.parametrize("device", ["CPU", "LLVM"])
+def test_four_threads_share_the_device(device):
+    """Independent tensors in four threads. Timeline values submitted out of order used to move the signal back:
+    wrong results (a sync returned before the kernel ran) or a 60 s hang."""
+    errors: list[str] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(100):
+                a = Tensor(np.full(8, float(k), np.float32), device=device)
+                b = Tensor(np.full(8, float(i), np.float32), device=device)
+                np.testing.assert_array_equal(((a + b) * 2).numpy(), np.full(8, (k + i) * 2.0))  # one kernel
+        except Exception as e:
+            errors.append(f"thread {k}: {e!r}")
+
+    work(-1)  # compile the kernel once, so the threads race on the queues
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors
+    assert not Device[device].pending
+
+
+@pytest.mark.timeout(30, method="thread")
+def test_values_submitted_out_of_order_are_all_waited_for(dev):
+    prg = load_program(dev, add_one_uops(64))
+    a, first_out, second_out = (to_device(dev, np.zeros(64, np.float32)) for _ in range(3))
+    gate = dev.signal_t(0)
+    first, second = dev.next_value(), dev.next_value()
+    dev.compute_queue_t().wait(gate, 1).exec(prg, (second_out, a)).signal(dev.timeline_signal, second).submit(dev)
+    dev.compute_queue_t().exec(prg, (first_out, a)).signal(dev.timeline_signal, first).submit(dev)  # late
+    gate.value = 1
+    dev.synchronize()  # covers both submissions (it used to hang once the signal went back to `first`)
+    for out in (first_out, second_out):
+        np.testing.assert_array_equal(from_device(dev, out, np.zeros(64, np.float32)), 1.0)
+    assert not dev.pending
+
+
+@pytest.mark.timeout(30, method="thread")
+def test_a_forked_child_does_not_wait_for_its_parents_worker():
+    dev = open_cpu("CPU:7")
+    gate = dev.signal_t(0)
+    try:
+        dev.compute_queue_t().wait(gate, 1).signal(dev.timeline_signal, dev.next_value()).submit(dev)
+        pid = os.fork()
+        if pid == 0:  # the child: the worker thread that was to set the value stayed behind in the parent
+            try:
+                dev.synchronize()
+                code = 1
+            except DeviceError as e:
+                code = 0 if "stopped" in str(e) else 2
+            except BaseException:
+                code = 3
+            os._exit(code)
+        deadline = time.monotonic() + 20
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if done[0] == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child waited for a value only its parent's worker could set")
+        assert os.waitstatus_to_exitcode(done[1]) == 0, "the child's synchronize did not say the worker is gone"
+    finally:
+        gate.value = 1
+        dev.close()
+
+
+@pytest.mark.timeout(30, method="thread")
+def test_a_split_kernel_waits_for_its_own_chunks_after_an_interrupted_one():
+    pool, release, finished = CorePool("test-pool"), threading.Event(), []
+
+    def chunk(tag: str, lo: int, hi: int) -> None:
+        if lo > 0:  # the core threads' chunks; the calling thread's (lo == 0) returns at once
+            release.wait() if tag == "interrupted" else time.sleep(0.2)
+        finished.append((tag, lo))
+
+    try:
+        with pytest.raises(KeyboardInterrupt):  # Ctrl-C while the calling thread waits for the other chunks
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+            pool.run(chunk, ("interrupted",), 3, 3)
+        release.set()  # the interrupted run's chunks end now, while the next run waits
+        pool.run(chunk, ("next",), 3, 3)
+        assert sorted(lo for tag, lo in finished if tag == "next") == [0, 1, 2]  # not the interrupted run's chunks
+    finally:
+        release.set()
+        pool.close()
+
+
+def test_thread_count_is_capped_with_one_note(capsys):
+    dev = Device["CPU"]
+    most = THREADS_PER_CORE * cpu_count()
+    with Context(THREADS=most + 1000, DEBUG=1):
+        assert dev.threads() == most and dev.threads() == most
+    notes = [line for line in capsys.readouterr().out.splitlines() if "LAZY_THREADS" in line]
+    assert len(notes) == 1 and f"using {most}" in notes[0], notes
+    with Context(THREADS=2):
+        assert dev.threads() == 2
+    with Context(THREADS=-1), pytest.raises(ValueError, match="LAZY_THREADS=-1"):
+        dev.threads()
+
+
+# --- Ctrl-C ----------------------------------------------------------------------------------------------------------
+
+# "raise": a big matmul (many seconds on two cores) is interrupted and the process must end at once, the kernel
+# still running. "catch": the queue is held back by a gate, so the wait is interrupted whatever the machine's speed;
+# then the gate opens and the device must run the queued kernel and a new one in order.
+SIGINT_SCRIPT = """
+import sys, numpy as np
+from lazy import Tensor
+from lazy.plugins import Device
+mode, dev = sys.argv[1], Device["CPU"]
+n = 2048 if mode == "raise" else 16
+a = Tensor(np.ones((n, n), np.float32), device="CPU").realize()
+small = Tensor(np.arange(4, dtype=np.float32), device="CPU")
+gate = dev.signal_t(0)
+if mode == "catch":
+    dev.compute_queue_t().wait(gate, 1).submit(dev)
+c = (a @ a).realize()
+print("launched", flush=True)
+try:
+    c.numpy()
+    print("finished before the interrupt", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    if mode == "raise":
+        raise
+    gate.value = 1
+    print("after:", c.numpy()[0, :2].tolist(), (small + 1).numpy().tolist(), flush=True)
+"""
+
+
+def run_interrupted(mode: str, limit: float = 20.0) -> tuple[int, str]:
+    """Run SIGINT_SCRIPT in a subprocess, send Ctrl-C 0.5 s after it prints "launched"; (exit code, output)."""
+    env = {k: v for k, v in os.environ.items() if k != "LAZY_DEVICE"}
+    proc = subprocess.Popen([sys.executable, "-c", SIGINT_SCRIPT, mode], env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        first = proc.stdout.readline()  # type: ignore[union-attr]
+        assert first.startswith("launched"), first + proc.communicate(timeout=120)[0]
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out = proc.communicate()[0]
+        pytest.fail(f"still running {limit}s after Ctrl-C:\n{out}")
+    if "finished before the interrupt" in out:
+        pytest.skip("the 2048x2048 matmul finished within 0.5 s here: too fast a machine to interrupt it")
+    return proc.returncode, out
+
+
+@pytest.mark.timeout(180)
+def test_ctrl_c_during_a_kernel_exits_at_once():
+    code, out = run_interrupted("raise", limit=5.0)
+    assert code != 0 and "interrupted" in out and "KeyboardInterrupt" in out, out
+
+
+@pytest.mark.timeout(180)
+def test_ctrl_c_during_a_wait_then_the_device_works():
+    code, out = run_interrupted("catch")
+    assert code == 0 and "interrupted" in out and "after: [16.0, 16.0] [1.0, 2.0, 3.0, 4.0]" in out, out

@@ -1,0 +1,220 @@
+"""Queues that cannot wedge, on core's simple tier (`SyncQueue`, which PYTHON and every simple-tier plugin get):
+timeline values taken and submitted by several threads, a kernel that raises or is interrupted, waits that fail at
+once when nothing will ever set the value and never while someone will, and a real Ctrl-C to a subprocess."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import lazy.hcq
+from lazy import Tensor
+from lazy.device import Compiled, DeviceError
+from lazy.hcq import HostSignal, SyncQueue, SyncSignal, adapt_simple_tier
+from lazy.plugins import Device
+from lazy.pydevice import PythonProgram, open_python_device
+
+
+@pytest.fixture
+def dev() -> Compiled:
+    return adapt_simple_tier(open_python_device("PYTHON"))  # a private instance: tests may leave it in any state
+
+
+def broken(exc: BaseException):
+    def program(*args, **kwargs):
+        raise exc
+
+    return program
+
+
+# --- the timeline ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(20, method="thread")
+def test_timeline_never_goes_back_when_values_are_submitted_out_of_order(dev):
+    first, second = dev.next_value(), dev.next_value()  # two threads took these values ...
+    dev.compute_queue_t().signal(dev.timeline_signal, second).submit(dev)  # ... and the second submitted first
+    dev.compute_queue_t().signal(dev.timeline_signal, first).submit(dev)
+    assert dev.timeline_signal.value > second  # the late one got a fresh value instead of setting `first`
+    dev.synchronize()  # used to wait 60 s for `second` after the signal went back to `first`, then raise
+    assert not dev.pending
+
+
+@pytest.mark.timeout(60, method="thread")
+def test_four_threads_share_the_python_device():
+    """Independent tensors in four threads (the hang this guards against struck about one run in four)."""
+    errors: list[str] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(100):
+                a = Tensor(np.full(8, float(k), np.float32), device="PYTHON")
+                b = Tensor(np.full(8, float(i), np.float32), device="PYTHON")
+                np.testing.assert_array_equal(((a + b) * 2).numpy(), np.full(8, (k + i) * 2.0))  # one kernel
+        except Exception as e:
+            errors.append(f"thread {k}: {e!r}")
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors
+    assert not Device["PYTHON"].pending
+
+
+# --- failures --------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(20, method="thread")
+@pytest.mark.parametrize("exc", [ValueError("boom"), KeyboardInterrupt()], ids=["error", "interrupt"])
+def test_a_failed_kernel_goes_to_the_submitter_and_its_signals_still_arrive(dev, exc):
+    done = dev.signal_t(0)
+    value = dev.next_value()
+    queue = dev.compute_queue_t().exec(broken(exc), ()).signal(done, 1).signal(dev.timeline_signal, value)
+    with pytest.raises(type(exc)):
+        queue.submit(dev)
+    assert done.value == 1 and dev.timeline_signal.value >= value  # nobody waiting for them hangs
+    dev.synchronize()  # returns at once (it used to wait 60 s, then raise)
+    dev.compute_queue_t().signal(dev.timeline_signal, dev.next_value()).submit(dev)
+    dev.synchronize()
+    assert not dev.pending
+
+
+@pytest.mark.timeout(20, method="thread")
+def test_tensor_ops_work_after_a_kernel_raised(monkeypatch):
+    calls = {"n": 0}
+    run = PythonProgram.__call__
+
+    def fail_once(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise KeyboardInterrupt  # what Ctrl-C inside a PYTHON kernel looks like
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(PythonProgram, "__call__", fail_once)
+    x = Tensor(np.arange(4, dtype=np.float32), device="PYTHON").realize()
+    with pytest.raises(KeyboardInterrupt):
+        (x * 3).realize()
+    np.testing.assert_array_equal(x.numpy(), [0, 1, 2, 3])  # a realized tensor reads back (it synchronizes)
+    np.testing.assert_array_equal((Tensor([1.0, 2.0], device="PYTHON") + 1).numpy(), [2, 3])  # copyin, kernel
+
+
+# --- waits -----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(20, method="thread")
+def test_a_wait_for_a_value_nothing_will_set_fails_at_once():
+    with pytest.raises(DeviceError, match="deadlock"):
+        SyncSignal(0).wait(1)  # used to wait 60 s, then say "timed out"
+
+
+@pytest.mark.timeout(20, method="thread")
+def test_a_wait_has_no_deadline_while_its_setter_is_alive(monkeypatch):
+    monkeypatch.setattr(lazy.hcq, "WAIT_SLICE_S", 0.005)  # many progress checks during one wait
+    sig, promised = HostSignal(0), threading.Event()
+
+    def slow_setter() -> None:  # a long kernel: alive and busy, then sets the value
+        sig.promise(1, threading.current_thread())
+        promised.set()
+        time.sleep(0.3)
+        sig.value = 1
+
+    setter = threading.Thread(target=slow_setter)
+    setter.start()
+    promised.wait()
+    sig.wait(1)  # no deadline by default: still waiting after 60 progress checks is fine
+    setter.join()
+    assert sig.value == 1
+    # the fixed 60 s default made a 9000x9000 CPU matmul fail with "timed out" although it was still running
+    assert inspect.signature(HostSignal.wait).parameters["timeout"].default is None
+
+
+@pytest.mark.timeout(20, method="thread")
+def test_a_wait_fails_when_the_thread_that_was_to_set_it_is_gone():
+    sig = HostSignal(0)
+    setter = threading.Thread(target=lambda: sig.promise(1, threading.current_thread()), name="lazy-test-setter")
+    setter.start()
+    setter.join()  # it promised the value and ended without setting it (a dead queue worker)
+    with pytest.raises(DeviceError, match="lazy-test-setter.*stopped"):
+        sig.wait(1)
+
+
+@pytest.mark.timeout(20, method="thread")
+def test_a_queue_may_wait_for_a_value_the_host_sets_later(dev):
+    gate, done = dev.signal_t(0), dev.signal_t(0)
+    submitter = threading.Thread(target=lambda: SyncQueue().wait(gate, 1).signal(done, 1).submit(dev))
+    submitter.start()
+    time.sleep(0.05)
+    assert done.value == 0  # held back by the gate
+    gate.value = 1
+    submitter.join()
+    assert done.value == 1
+
+
+# --- Ctrl-C ----------------------------------------------------------------------------------------------------------
+
+# A pure-Python kernel of about 4M multiply-adds (many seconds) that says when it starts; Ctrl-C lands inside it.
+SIGINT_SCRIPT = """
+import sys, numpy as np
+from lazy import Tensor
+from lazy.pydevice import PythonProgram
+a = Tensor(np.ones((160, 160), np.float32), device="PYTHON").realize()
+small = Tensor(np.arange(4, dtype=np.float32), device="PYTHON")
+run = PythonProgram.__call__
+def announce(self, *args, **kwargs):
+    print("launched", flush=True)
+    return run(self, *args, **kwargs)
+PythonProgram.__call__ = announce
+try:
+    (a @ a).numpy()
+    print("finished before the interrupt", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    if sys.argv[1] == "raise":
+        raise
+    print("after:", a.numpy()[0, :2].tolist(), (small + 1).numpy().tolist(), flush=True)
+"""
+
+
+def run_interrupted(script: str, mode: str, limit: float = 20.0) -> tuple[int, str]:
+    """Start `script` in a subprocess, send Ctrl-C (SIGINT) 0.5 s after it prints "launched"; (exit code, output)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAZY_")}
+    proc = subprocess.Popen([sys.executable, "-c", script, mode], env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        first = proc.stdout.readline()  # type: ignore[union-attr]
+        assert first.startswith("launched"), first + proc.communicate(timeout=limit)[0]
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out = proc.communicate()[0]
+        pytest.fail(f"still running {limit}s after Ctrl-C:\n{out}")
+    return proc.returncode, out
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_in_a_python_kernel_exits():
+    code, out = run_interrupted(SIGINT_SCRIPT, "raise")
+    assert code != 0 and "interrupted" in out and "KeyboardInterrupt" in out, out
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_in_a_python_kernel_then_the_device_works():
+    code, out = run_interrupted(SIGINT_SCRIPT, "catch")
+    assert code == 0 and "interrupted" in out and "after: [1.0, 1.0] [1.0, 2.0, 3.0, 4.0]" in out, out
