@@ -3,12 +3,14 @@ is a ShapeTracker over a base. Movement ops only make views; constants fold; ide
 
 from __future__ import annotations
 
+import sys
 import weakref
+from collections.abc import Collection
 from typing import Any
 
 from lazy.device import Buffer
 from lazy.dtype import ConstType, DType, dtypes
-from lazy.helpers import all_int, prod
+from lazy.helpers import all_int, dedup, prod
 from lazy.ops import GroupOp, Ops, exec_alu, identity_element
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Node, sint
@@ -22,13 +24,7 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
     if st.size == 0 and op not in (Ops.EMPTY, Ops.CONST):
         op, arg, srcs, base = Ops.CONST, 0, (), None
         st = ShapeTracker.from_shape(st.shape)
-    # strong refs: the entry dies with the value it maps to. Variables compare equal whatever they are bound to, so
-    # the bound values are part of the key (n=3 and n=5 are different nodes that share one compiled kernel).
-    bound: Any = None if st.static else tuple(sorted((v.expr, val) for v, val in st.var_vals.items()))
-    if isinstance(arg, Node):  # a constant whose value is a bound variable (or an expression of them)
-        bound = (bound, tuple(sorted((v.expr, v.val) for v in arg.vars() if v._val is not None)))
-    # 0.0 == -0.0 == False and 1 == 1.0 == True: the repr (floats) or type keeps such constants apart
-    key = (device, st, bound, dtype, op, arg, repr(arg) if isinstance(arg, float) else type(arg), srcs, base)
+    key = _key(device, st, dtype, op, arg, srcs, base)
     if op is not Ops.EMPTY and (hit := _cache.get(key)) is not None:
         return hit
     ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
@@ -38,6 +34,18 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
     return ret
 
 
+def _key(device: str, st: ShapeTracker, dtype: DType, op: Ops | None, arg: Any, srcs: tuple[LazyBuffer, ...],
+         base: LazyBuffer | None) -> tuple[Any, ...]:  # fmt: skip
+    """What makes two nodes identical. It holds `srcs` (the node's own tuple) and `base`: strong refs, so the entry
+    dies with the value it maps to. Variables compare equal whatever they are bound to, so the bound values are part
+    of the key (n=3 and n=5 are different nodes that share one compiled kernel)."""
+    bound: Any = None if st.static else tuple(sorted((v.expr, val) for v, val in st.var_vals.items()))
+    if isinstance(arg, Node):  # a constant whose value is a bound variable (or an expression of them)
+        bound = (bound, tuple(sorted((v.expr, v.val) for v in arg.vars() if v._val is not None)))
+    # 0.0 == -0.0 == False and 1 == 1.0 == True: the repr (floats) or type keeps such constants apart
+    return (device, st, bound, dtype, op, arg, repr(arg) if isinstance(arg, float) else type(arg), srcs, base)
+
+
 def forget_graph(lb: LazyBuffer) -> None:
     """After `lb` (a base) is realized its sources are no longer needed: drop them so memory can be freed (the
     cache key holds them too)."""
@@ -45,7 +53,153 @@ def forget_graph(lb: LazyBuffer) -> None:
     lb.srcs, lb._cache_key = (), None
 
 
+# -- old values an assign overwrites ---------------------------------------------------------------------------------
+#
+# An ASSIGN writes into its target's memory. A node that reads the target's current value and is still unrealized
+# when the assign runs would read the new value if realized later. Those the schedule itself runs are ordered before
+# the assign; any other that may still be realized (a tensor holds it, or holds a node above it) is re-pointed at a
+# snapshot: a copy of the old value made before the assign (`Snapshot`). The search follows each node's consumers
+# (`_consumers`, weak references kept as nodes are made) from the target upwards, so it costs only the part of the
+# graph that reads the target, and a copy only when such a reader may outlive the assign.
+
+
+class _Probe:
+    pass
+
+
+def _refcount(ref: weakref.ref[Any]) -> int:
+    obj = ref()
+    return sys.getrefcount(obj)
+
+
+# the references a frame like `_refcount`'s adds (its local, the call's argument): measured, not assumed. The probe
+# is held by this module's global only.
+_probe = _Probe()
+_OWN_REFS = _refcount(weakref.ref(_probe)) - 1
+del _probe
+
+
+def _consumers(lb: LazyBuffer) -> list[LazyBuffer]:
+    """The live nodes that hold `lb` now: views of it, and bases with it among their sources."""
+    found = [c for ref in lb._consumers if (c := ref()) is not None]
+    return [c for c in found if c._base is lb or any(src is lb for src in c.srcs)]
+
+
+def _references_to(lb: LazyBuffer, holder: LazyBuffer) -> int:
+    """How many strong references `holder` has to `lb`: in its sources, as its base, in its cache key (which holds
+    the sources' tuple itself, and a view's base)."""
+    count = sum(src is lb for src in holder.srcs) + (holder._base is lb)
+    for part in holder._cache_key or ():
+        if part is lb:
+            count += 1
+        elif isinstance(part, tuple) and part is not holder.srcs:
+            count += sum(x is lb for x in part)
+    return count
+
+
+def _look_up(ref: weakref.ref[LazyBuffer], realized: set[int]) -> tuple[bool | None, list[weakref.ref[LazyBuffer]]]:
+    """Of the node `ref` refers to: may it be realized later (True: something outside the graph refers to it; False:
+    it is realized, or realized by this schedule; None: only its consumers can tell), and weak refs to its consumers.
+    References are counted with `sys.getrefcount`, less those its consumers hold (`_references_to`) and this frame's
+    own: any reference unaccounted for counts as outside, so a doubt costs a copy, never a wrong value. Nothing but
+    this frame may hold the node strongly while it counts."""
+    lb = ref()
+    if lb is None or id(lb) in realized or lb.is_realized():
+        return False, []
+    consumers = _consumers(lb)
+    from_graph = sum(_references_to(lb, c) for c in consumers)
+    outside = sys.getrefcount(lb) - _OWN_REFS > from_graph
+    return (True if outside else None), [weakref.ref(c) for c in consumers]
+
+
+def _may_be_realized(start: weakref.ref[LazyBuffer], realized: set[int], memo: dict[int, bool]) -> bool:
+    """Whether the node `start` refers to may be realized after this schedule: it, or a node above it, is held from
+    outside the graph. Walks up through consumers, holding only weak references."""
+    stack: list[tuple[weakref.ref[LazyBuffer], list[weakref.ref[LazyBuffer]] | None]] = [(start, None)]
+    while stack:
+        ref, consumers = stack.pop()
+        if ref() is None:
+            continue
+        key = id(ref())
+        if consumers is not None:  # everything above is settled
+            memo[key] = any(memo.get(id(c()), False) for c in consumers)
+            continue
+        if key in memo:
+            continue
+        found, consumers = _look_up(ref, realized)
+        if found is not None:
+            memo[key] = found
+            continue
+        stack.append((ref, consumers))
+        stack += [(c, None) for c in consumers if id(c()) not in memo]
+    return memo.get(id(start()), False)
+
+
+def outliving_readers(targets: list[LazyBuffer], realized: set[int],
+                      clobbered: Collection[int] = ()) -> dict[LazyBuffer, list[LazyBuffer]]:  # fmt: skip
+    """For each target (a realized base an assign is about to overwrite), the unrealized nodes that read its current
+    value directly and may still be realized afterwards (see `_may_be_realized`). `realized`: ids of the nodes this
+    schedule realizes (they drop their sources once run). `clobbered`: ids of the targets whose every unrealized
+    reader counts (some kernel reads both their old and their new value)."""
+    memo: dict[int, bool] = {}
+    decided = []  # weak refs only until every count is done: a strong one would count as an outside holder
+    for target in targets:
+        refs = _reader_refs(target)
+        if id(target) not in clobbered:
+            refs = [ref for ref in refs if _may_be_realized(ref, realized, memo)]
+        decided.append((target, refs))
+    found = {
+        target: [lb for ref in refs if (lb := ref()) is not None and not lb.is_realized()] for target, refs in decided
+    }
+    return {target: readers for target, readers in found.items() if readers}
+
+
+def _reader_refs(target: LazyBuffer) -> list[weakref.ref[LazyBuffer]]:
+    """Weak refs to the live nodes that read `target`'s value, directly or through a view of it."""
+    held = [target, *(c for c in _consumers(target) if c._base is target)]
+    readers = dedup(c for v in held for c in _consumers(v) if c._base is None and any(x is v for x in _value_srcs(c)))
+    return [weakref.ref(lb) for lb in readers]
+
+
+def _value_srcs(lb: LazyBuffer) -> tuple[LazyBuffer, ...]:
+    """The sources whose values `lb` reads: an assign's target and a BUFFER_VIEW's source share memory with it."""
+    return () if lb.op is Ops.BUFFER_VIEW else lb.srcs[:1] if lb.op is Ops.ASSIGN else lb.srcs
+
+
+class Snapshot:
+    """A copy of `target`'s current value (`copy`, unrealized) for `readers` that may be realized after an assign
+    overwrites the target. `reroute` points the readers at the copy."""
+
+    def __init__(self, target: LazyBuffer, readers: list[LazyBuffer]):
+        self.target, self.readers = target, readers
+        self.copy = target.clone()
+        self.copy.is_snapshot = True
+
+    def reroute(self) -> None:
+        for reader in self.readers:
+            n_read, srcs = len(_value_srcs(reader)), reader.srcs
+            reader._reroute(tuple(_view_of(self.copy, x) if i < n_read and x.base is self.target else x
+                                  for i, x in enumerate(srcs)))  # fmt: skip
+
+
+def snapshots_for(targets: list[LazyBuffer], realized: set[int], clobbered: Collection[int] = ()) -> list[Snapshot]:
+    """A `Snapshot` for each target with readers `outliving_readers` finds. The copies must be realized before the
+    assigns (the scheduler orders every reader of a target first)."""
+    return [Snapshot(target, readers) for target, readers in outliving_readers(targets, realized, clobbered).items()]
+
+
+def _view_of(base: LazyBuffer, like: LazyBuffer) -> LazyBuffer:
+    """`like` (a view of some base, or that base) read from `base` instead: same shape, same view."""
+    return base if like.base is like else base._view(like.st)
+
+
 class LazyBuffer:
+    is_snapshot = False  # a copy of an assign target's old value, made for readers that may outlive the assign
+    # the nodes made reading this one (its views, bases with it among their sources), as weak refs; the dead ones
+    # are dropped whenever the list has doubled since the last time
+    _consumers: list[weakref.ref[LazyBuffer]]
+    _consumers_kept = 0
+
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                  srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):  # fmt: skip
         self._cache_key: tuple[Any, ...] | None = None
@@ -67,6 +221,17 @@ class LazyBuffer:
         else:
             assert base.base is base, "a view's base must be a base"
             self.op, self.arg, self.srcs = Ops.VIEW, None, ()
+        self._consumers = []
+        self._consumed_by(self.srcs if base is None else (base,))
+
+    def _consumed_by(self, held: tuple[LazyBuffer, ...]) -> None:
+        """Record this node as a consumer of each node it holds."""
+        ref = weakref.ref(self)
+        for lb in held:
+            lb._consumers.append(ref)
+            if len(lb._consumers) > 2 * lb._consumers_kept + 8:  # amortized: a long-lived node is read by many
+                lb._consumers = [r for r in lb._consumers if r() is not None]
+                lb._consumers_kept = len(lb._consumers)
 
     def _buffer_size(self) -> int:
         size = self.st.size
@@ -92,12 +257,27 @@ class LazyBuffer:
     def is_realized(self) -> bool:
         return self.realized is not None
 
+    def _reroute(self, srcs: tuple[LazyBuffer, ...]) -> None:
+        """Read `srcs` instead (the same values, elsewhere in memory). Leaves the cache: no new node may share it."""
+        assert self._base is None and len(srcs) == len(self.srcs), "only a base's sources can be replaced"
+        forget_graph(self)
+        self.srcs = srcs
+        self._consumed_by(srcs)
+
     # -- creation ----------------------------------------------------------------------------------------------------
 
     @staticmethod
     def metaop(op: Ops, shape: tuple[sint, ...], dtype: DType, device: str, arg: Any = None,
                srcs: tuple[LazyBuffer, ...] = ()) -> LazyBuffer:  # fmt: skip
         return create_lazybuffer(device, ShapeTracker.from_shape(shape), dtype, op, arg, srcs)
+
+    @staticmethod
+    def from_buffer(buf: Buffer, shape: tuple[sint, ...]) -> LazyBuffer:
+        """A realized base of `shape` whose memory is `buf` (already holding its value): how a loaded jit returns
+        the buffers its replays write."""
+        lb = LazyBuffer(buf.device, ShapeTracker.from_shape(shape), buf.dtype, Ops.EMPTY)
+        lb.buffer, lb.done = buf, True
+        return lb
 
     def const(self, val: ConstType | Node, shape: tuple[sint, ...] | None = None) -> LazyBuffer:
         return LazyBuffer.const_like(val, self.dtype, self.device, self.shape if shape is None else shape)

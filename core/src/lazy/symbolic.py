@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lazy.helpers import dedup
+
+
+class ConcreteValueError(TypeError, ValueError):
+    """A symbolic value used where one number is needed (`int()`, an index, a concrete size). Both a TypeError (what
+    Python raises for an unusable operand) and a ValueError (what tinygrad raises)."""
 
 
 class Node:
@@ -60,6 +66,18 @@ class Node:
 
     def __bool__(self) -> bool:
         raise TypeError(f"{self.key} is not decided by its bounds [{self.min}, {self.max}]; evaluate it with sym_infer")
+
+    # int(), operator.index() (range, numpy shapes) and float() need one number: a symbolic value has a range
+    def __int__(self) -> int:
+        raise ConcreteValueError(f"int() of {describe(self)}: a symbolic value has no single int value; use "
+                                 "sym_infer(x, var_vals) or the bound variable's .val")  # fmt: skip
+
+    def __index__(self) -> int:
+        raise ConcreteValueError(f"{describe(self)} used as an index or size: a symbolic value has no single int "
+                                 "value; use sym_infer(x, var_vals) or the bound variable's .val")  # fmt: skip
+
+    def __float__(self) -> float:
+        raise ConcreteValueError(f"float() of {describe(self)}: a symbolic value has no single value")
 
     def __repr__(self) -> str:
         return f"<{self.key}>"
@@ -187,8 +205,16 @@ class Variable(Node):
 
     def bind(self, val: int) -> Variable:
         """A copy of this variable bound to `val`."""
+        try:  # an int, a NumNode or a numpy integer; not a bool, a float or a symbolic node
+            if isinstance(val, bool) or is_sym(val):
+                raise TypeError
+            val = operator.index(val)
+        except TypeError:
+            raise TypeError(f"cannot bind {self.expr} (in [{self.min}, {self.max}]) to {val!r} of type "
+                            f"{type(val).__name__}: bind an int") from None  # fmt: skip
         if not self.min <= val <= self.max:
-            raise ValueError(f"cannot bind {self.expr} to {val}: outside its range [{self.min}, {self.max}]")
+            raise ValueError(f"cannot bind {self.expr} to {val}: outside its range [{self.min}, {self.max}]; "
+                             f"create the variable with a range that holds every value it takes")  # fmt: skip
         bound = Variable(self.expr, self.min, self.max)
         bound._val = val
         return bound
@@ -200,8 +226,12 @@ class Variable(Node):
     @property
     def val(self) -> int:
         if self._val is None:
-            raise ValueError(f"Variable {self.expr} is not bound; call .bind(value) or pass its value in var_vals")
+            raise ValueError(f"Variable {self.expr} (in [{self.min}, {self.max}]) is not bound; call .bind(value) or "
+                             "pass its value in var_vals")  # fmt: skip
         return self._val
+
+    def __repr__(self) -> str:
+        return f"<{self.key}>" if self._val is None else f"<{self.key}={self._val}>"
 
     def substitute(self, var_vals: Mapping[Variable, sint]) -> Node:
         return _as_node(var_vals.get(self, self))
@@ -548,8 +578,58 @@ def concrete(x: sint, what: str) -> int:
     if isinstance(x, Node):
         if isinstance(x, NumNode):
             return x.b
-        raise ValueError(f"{what} needs a concrete size, not the symbolic {x.key}")
+        raise ConcreteValueError(f"{what} needs a concrete size, not {describe(x)}")
     return x
+
+
+def merge_bindings(into: dict[Variable, int], new: Mapping[Variable, int]) -> dict[Variable, int]:
+    """Add `new` (unbound variable -> value) to `into` and return it, refusing what `check_variables` refuses."""
+    by_name = {v.expr: v for v in into}
+    for var, val in new.items():
+        seen = by_name.setdefault(var.expr, var)
+        if (seen.min, seen.max) != (var.min, var.max):
+            raise _range_clash(var.expr, (seen.min, seen.max), (var.min, var.max))
+        if into.setdefault(seen, val) != val:
+            raise _value_clash(var, into[seen], val)
+    return into
+
+
+def check_variables(xs: Iterable[sint]) -> None:
+    """Refuse, among the nodes in `xs`, two variables of one name with different ranges, or one variable bound to two
+    values. Kernels, renderers and `var_vals` know a variable by its name, so either would silently become one."""
+    ranges: dict[str, tuple[int, int]] = {}
+    values: dict[str, int] = {}
+    for x in xs:
+        for var in x.variables() if isinstance(x, Node) else ():
+            if (seen := ranges.setdefault(var.expr, (var.min, var.max))) != (var.min, var.max):
+                raise _range_clash(var.expr, seen, (var.min, var.max))
+            if var._val is not None and values.setdefault(var.expr, var._val) != var._val:
+                raise _value_clash(var, values[var.expr], var._val)
+
+
+def _range_clash(name: str, one: tuple[int, int], other: tuple[int, int]) -> ValueError:
+    return ValueError(f"two variables named {name!r} with different ranges meet: [{one[0]}, {one[1]}] and "
+                      f"[{other[0]}, {other[1]}]; a name stands for one variable: create Variable({name!r}, lo, hi) "
+                      "once and bind that one")  # fmt: skip
+
+
+def _value_clash(var: Variable, one: int, other: int) -> ValueError:
+    return ValueError(f"variable {var.expr} (in [{var.min}, {var.max}]) is bound to both {one} and {other} in one "
+                      "computation; bind it to one value")  # fmt: skip
+
+
+def describe(x: sint) -> str:
+    """`x` for an error message: the expression, then each variable with its range and binding, e.g.
+    "the symbolic (i+1), where i is in [1, 10] (bound to 3)"."""
+    if not isinstance(x, Node) or isinstance(x, NumNode):
+        return str(x)
+    found = {v.expr: v for v in x.variables()}
+    bound = {v.expr: v._val for v in x.variables() if v._val is not None}
+    parts = [
+        f"{name} is in [{var.min}, {var.max}]" + (f" (bound to {bound[name]})" if name in bound else " (unbound)")
+        for name, var in sorted(found.items())
+    ]
+    return f"the symbolic {x.render()}, where {', '.join(parts)}"
 
 
 def is_sym(x: Any) -> bool:

@@ -1,170 +1,290 @@
-"""`jit` (exported as `TinyJit` too): capture the kernels a function runs on its second call, replay them on later
-calls with the new input buffers swapped in. On a device with queues the whole capture is one recorded queue."""
+"""`TinyJit` (also `jit`): the first call runs the function, the second captures the kernels, copies and views it
+runs (a `CapturedJit`), later calls replay them with the new inputs swapped in. A replay computes what the function
+computes eagerly; what a replay cannot reproduce is refused with `JitError`, naming what changed."""
 
 from __future__ import annotations
 
 import functools
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from lazy.device import Buffer, get_device
-from lazy.engine.realize import CompiledRunner, ExecItem, capturing, run_schedule
-from lazy.engine.schedule import create_schedule
-from lazy.hcq import HCQGraph
-from lazy.helpers import JIT
+from lazy.device import Buffer
+from lazy.engine.captured import CapturedJit, FromInput, GraphBatch, InputInfo, map_tensors
+from lazy.engine.realize import ExecItem, capturing, realize
+from lazy.helpers import DEBUG, JIT
 from lazy.lazy import LazyBuffer
 from lazy.ops import Ops
-from lazy.symbolic import Node, Variable
+from lazy.shape import ShapeTracker
+from lazy.symbolic import Variable, merge_bindings
 
 R = TypeVar("R")
 
+__all__ = ["CapturedJit", "GraphBatch", "JitError", "TinyJit", "jit", "plan_memory"]
+
 
 class JitError(RuntimeError):
-    """A jitted function was called in a way its captured kernels cannot replay."""
+    """A jitted function cannot be captured, or was called in a way its captured program cannot replay."""
 
 
-def _tensors_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    """Tensors among the arguments (duck-typed on `lazydata`: this layer sits below `lazy.tensor`)."""
-    return [v for v in (*args, *kwargs.values()) if isinstance(getattr(v, "lazydata", None), LazyBuffer)]
+def _is_tensor(x: Any) -> bool:
+    """Duck-typed on `lazydata`: this layer sits below `lazy.tensor`."""
+    return isinstance(getattr(x, "lazydata", None), LazyBuffer)
 
 
-def _realize(lbs: list[LazyBuffer]) -> None:
-    if lbs:
-        run_schedule(create_schedule(lbs))
+@dataclass
+class _Call:
+    """The tensor inputs of one call: names, tensors, the buffers the kernels read, what a replay checks, and the
+    values of the variables (bound in the inputs' shapes, or passed as arguments)."""
+
+    names: list[str]
+    tensors: list[Any]
+    buffers: list[Buffer]
+    infos: list[InputInfo]
+    var_vals: dict[Variable, int]
+    constants: list[tuple[str, Any]]  # the plain-value arguments (numbers, strings, None): a replay reuses them
 
 
-def _var_vals(args: tuple[Any, ...], kwargs: dict[str, Any], tensors: list[Any]) -> dict[Variable, int]:
-    found: dict[Variable, int] = {}
-    for v in (*args, *kwargs.values()):
-        if isinstance(v, Variable):
-            unbound, val = v.unbind()
-            found[unbound] = val
-    for t in tensors:
-        for dim in t.shape:
-            if isinstance(dim, Node):
-                for var in dim.vars():
-                    unbound, val = var.unbind()
-                    found[unbound] = val
+def _tensor_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(name, tensor) of each tensor argument: positional ones by index, keyword ones by name (in sorted order, so
+    the order they are passed in does not matter), then the tensors inside list, tuple and dict arguments."""
+    named = [(str(i), x) for i, x in enumerate(args)] + [(k, kwargs[k]) for k in sorted(kwargs)]
+    found = [(name, x) for name, x in named if _is_tensor(x)]
+    for name, x in named:
+        items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, (list, tuple)) else ()
+        found += [(f"{name}[{k!r}]", t) for k, t in items if _is_tensor(t) and not any(t is f for _, f in found)]
     return found
 
 
-class TinyJit(Generic[R]):
-    """Decorate a function whose tensor inputs keep their shapes and dtypes from call to call."""
+def _prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
+    inputs = _tensor_inputs(args, kwargs)
+    if unrealized := [t.lazydata for _, t in inputs if t.lazydata.base.realized is None]:
+        realize(unrealized)  # outside any capture: computing an input is not the function's work
+    call = _Call([name for name, _ in inputs], [t for _, t in inputs], [], [], {}, [])
+    owner: dict[int, str] = {}  # id(memory) -> the input that reads it
+    for name, t in inputs:
+        lb: LazyBuffer = t.lazydata
+        if (buf := lb.base.realized) is None:
+            raise JitError(f"jit: input {name} (shape {lb.shape}) has no memory a kernel could read; pass a tensor "
+                           "with elements")  # fmt: skip
+        if (other := owner.setdefault(id(buf.base or buf), name)) != name:
+            raise JitError(f"jit: inputs {other} and {name} share memory; a replay swaps each input's memory on its "
+                           "own, so pass distinct tensors (e.g. a .clone() of one)")  # fmt: skip
+        st, vals = lb.st.unbind()
+        merge_bindings(call.var_vals, vals)
+        call.buffers.append(buf)
+        call.infos.append(InputInfo(name, st, lb.dtype, lb.device))
+    for arg, x in [*enumerate(args), *sorted(kwargs.items())]:
+        if isinstance(x, Variable):
+            if x._val is None:
+                raise JitError(f"jit: argument {arg} is the unbound variable {x.expr}; pass it bound: .bind(value)")
+            merge_bindings(call.var_vals, dict([x.unbind()]))
+        elif _plain(x):
+            call.constants.append((str(arg), x))
+    return call
 
-    def __init__(self, fxn: Callable[..., R]):
-        self.fxn = fxn
-        self.cnt = 0
-        self.jit_cache: list[ExecItem] = []
-        self.input_replace: dict[tuple[int, int], int] = {}
-        self.signature: list[tuple[Any, Any, str]] = []
-        self.graph: HCQGraph | None = None
-        self.ret: Any = None
-        functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
+
+def _plain(x: Any) -> bool:
+    """A number, string, None, or a tuple of them: what a captured kernel bakes in (a replay checks it is unchanged)."""
+    return x is None or type(x) in (bool, int, float, str) or (type(x) is tuple and all(map(_plain, x)))
+
+
+class TinyJit(Generic[R]):
+    """Decorate a function whose tensor inputs keep their shapes, dtypes and devices from call to call (a symbolic
+    dimension, a bound `Variable`, may change within its range). `TinyJit(fxn, captured=None, prune=False)`:
+    `captured` rebuilds a jit from a `CapturedJit` (as pickling does); `prune` runs the kernels that do not depend on
+    the inputs once, at capture, instead of on every replay. `@TinyJit(prune=True)` decorates too."""
+
+    def __new__(cls, fxn: Callable[..., R] | None = None, captured: CapturedJit | None = None,
+                prune: bool = False) -> Any:  # fmt: skip
+        if fxn is None and captured is None:  # @TinyJit(prune=True): a decorator
+            return functools.partial(cls, prune=prune)
+        return super().__new__(cls)
+
+    def __init__(self, fxn: Callable[..., R] | None = None, captured: CapturedJit | None = None,
+                 prune: bool = False):  # fmt: skip
+        self.fxn, self.captured, self.prune = fxn, captured, prune
+        self.cnt = 0 if captured is None else 2
+        if fxn is not None:
+            functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
+
+    @property
+    def jit_cache(self) -> list[ExecItem]:
+        """The captured kernels, copies and views in replay order (empty before the capture)."""
+        return self.captured.jit_cache if self.captured is not None else []
+
+    @property
+    def graph_batches(self) -> list[GraphBatch]:
+        return self.captured.graph_batches if self.captured is not None else []
 
     def reset(self) -> None:
-        self.cnt, self.jit_cache, self.input_replace, self.graph, self.ret = 0, [], {}, None, None
+        """Forget the capture: the next call runs the function eagerly again, the one after captures."""
+        if self.fxn is None:
+            raise JitError("jit: this jit was built from a captured program and has no function to capture again")
+        self.cnt, self.captured = 0, None
 
-    def _inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Buffer], list[Any]]:
-        tensors = _tensors_in(args, kwargs)
-        for t in tensors:  # every input becomes a realized contiguous buffer the captured kernels can read
-            lb: LazyBuffer = t.lazydata
-            if not (lb.st.contiguous and lb.size == lb.base.size):
-                t.lazydata = lb.contiguous()
-        _realize([t.lazydata for t in tensors])
-        buffers = []
-        for t in tensors:
-            buf = t.lazydata.base.realized
-            assert buf is not None
-            buffers.append(buf)
-        return buffers, tensors
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self.captured is None:
+            raise JitError("jit: only a captured jit pickles (call it twice first); the function itself is not saved")
+        return TinyJit, (None, self.captured)
 
-    def _check_signature(self, tensors: list[Any]) -> None:
-        sig = [(tuple(d if isinstance(d, int) else "sym" for d in t.shape), t.dtype, t.device) for t in tensors]
-        if self.cnt >= 2 and sig != self.signature:
-            raise JitError(
-                f"jit: inputs changed from {self.signature} to {sig}; a jitted function needs the same "
-                "shapes (except symbolic dimensions), dtypes and devices on every call — call .reset()"
-            )
-        self.signature = sig
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else functools.partial(self.__call__, obj)  # a jitted method
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
-        if not JIT:
+        if not JIT and self.fxn is not None:
             return self.fxn(*args, **kwargs)
-        input_buffers, tensors = self._inputs(args, kwargs)
-        self._check_signature(tensors)
-        var_vals = _var_vals(args, kwargs, tensors)
+        if capturing and self.cnt >= 1:
+            raise JitError("jit: having TinyJit inside another TinyJit is not supported: this one would capture or "
+                           "replay while the outer one captures, which would miss its work; jit the outer function "
+                           "only")  # fmt: skip
+        call = _prepare(args, kwargs)
         if self.cnt == 0:
-            self.ret = self.fxn(*args, **kwargs)
+            assert self.fxn is not None
+            ret = self.fxn(*args, **kwargs)
         elif self.cnt == 1:
-            self._capture(args, kwargs, input_buffers)
+            ret = self._capture(args, kwargs, call)
         else:
-            self._replay(input_buffers, var_vals)
+            assert self.captured is not None
+            _check(self.captured, call)
+            ret = self.captured(call.buffers, call.var_vals, call.tensors)
         self.cnt += 1
-        return self.ret
+        return ret
 
-    def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], input_buffers: list[Buffer]) -> None:
-        captured: list[ExecItem] = []
-        owners: list[tuple[Buffer, weakref.ref[Any]]] = []
-        assigned: set[int] = set()  # buffers written in place: their memory belongs to a tensor outside the function
-
-        def record(ei: ExecItem, outputs: tuple[Any, ...]) -> None:
-            captured.append(ei)
-            owners.extend((out.buffer, weakref.ref(out)) for out in outputs)
-            assigned.update(id(out.buffer) for out in outputs if out.op is Ops.ASSIGN)
-
-        capturing.append(record)
+    def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], call: _Call) -> R:
+        assert self.fxn is not None
+        recorded = _Recorder()
+        capturing.append(recorded)
         try:
-            self.ret = self.fxn(*args, **kwargs)
-            rets = self.ret if isinstance(self.ret, (tuple, list)) else (self.ret,)
-            _realize([r.lazydata for r in _tensors_in(tuple(rets), {})])
+            ret = self.fxn(*args, **kwargs)
+            outs = _returned_tensors(ret)
+            if unrealized := [t.lazydata for t in outs if t.lazydata.base.realized is None]:
+                realize(unrealized)
         finally:
-            capturing.remove(record)
-        self.jit_cache = [ExecItem(ei.runner, list(ei.bufs), dict(ei.var_vals)) for ei in captured]
-        # buffers written here whose LazyBuffers are all gone: nothing outside the jit can see them, so they may share
-        # memory. Not an assign's target (a parameter, the random generator's state), whatever became of the assign.
-        keep = {id(b) for b in input_buffers} | assigned
-        keep |= {id(t.lazydata.base.buffer) for t in _tensors_in(tuple(rets), {})}
-        keep |= {id(buf) for buf, owner in owners if owner() is not None}
-        views = [b for ei in captured for b in ei.bufs if b.base is not None]  # memory shared with another buffer
-        keep |= {id(b) for b in views} | {id(b.base) for b in views}
-        internal = {id(buf): buf for buf, owner in owners if id(buf) not in keep}
-        plan_memory(self.jit_cache, internal)
-        for i, ei in enumerate(self.jit_cache):
-            for j, buf in enumerate(ei.bufs):
-                for k, inp in enumerate(input_buffers):
-                    if buf is inp:
-                        self.input_replace[(i, j)] = k
-        self._build_graph()
+            capturing.remove(recorded)
+        if not recorded.items:
+            raise JitError("jit: the function ran no kernel, copy or view while captured, so a replay would have "
+                           "nothing to run; call it without jit")  # fmt: skip
+        returned = {id(t.lazydata.base.buffer) for t in outs}
+        items = recorded.without_unread_snapshots(returned)
+        onetime: list[ExecItem] = []
+        if self.prune:
+            items, onetime = _prune(items, call.buffers)
+        keep = recorded.kept_memory(items, call.buffers, returned) | {id(b) for ei in onetime for b in ei.bufs}
+        plan_memory(items, {id(b): b for b in recorded.written if id(b) not in keep})
+        where = {id(buf): k for k, buf in enumerate(call.buffers)}
+        replace = {(i, j): where[id(b)] for i, ei in enumerate(items) for j, b in enumerate(ei.bufs) if id(b) in where}
+        template = map_tensors(ret, lambda x: _output_rule(x, call))
+        variables = tuple(sorted(call.var_vals, key=lambda v: v.expr))
+        self.captured = CapturedJit(template, items, replace, call.infos, variables, call.constants)
+        if DEBUG >= 1:
+            print(
+                f"jit: captured {len(items)} items ({len(self.captured.graph_batches)} graph batches) with "
+                f"{len(call.buffers)} inputs" + (f", {len(onetime)} run once (pruned)" if self.prune else "")
+            )
+        return ret
 
-    def _build_graph(self) -> None:
-        runners = [ei.runner for ei in self.jit_cache]
-        if len(runners) < 2 or not all(isinstance(r, CompiledRunner) for r in runners):
-            return
-        devices = {r.device for r in runners}
-        if len(devices) != 1:
-            return
-        launches = [ei.runner.launch_args(ei.bufs, ei.var_vals) for ei in self.jit_cache]  # type: ignore[attr-defined]
-        self.graph = HCQGraph(get_device(devices.pop()), launches)
 
-    def _replay(self, input_buffers: list[Buffer], var_vals: dict[Variable, int]) -> None:
-        touched: set[int] = set()
-        for (i, j), k in self.input_replace.items():
-            self.jit_cache[i].bufs[j] = input_buffers[k]
-            touched.add(i)
-        if self.graph is not None:
-            updates = {}
-            for i, ei in enumerate(self.jit_cache):
-                if i in touched or var_vals:
-                    _, bufs, vals, _, _ = ei.runner.launch_args(ei.bufs, {**ei.var_vals, **var_vals})  # type: ignore[attr-defined]
-                    updates[i] = (bufs, vals)
-            for ei in self.jit_cache:
-                for buf in ei.bufs:
-                    buf.ensure_allocated()
-            self.graph.replay(updates)
-            return
-        for ei in self.jit_cache:
-            ei.run(var_vals)
+def jit(fxn: Callable[..., R]) -> TinyJit[R]:
+    """Capture and replay the kernels of `fxn` (LAZY_JIT=0 turns it off)."""
+    return TinyJit(fxn)
+
+
+# -- capture -----------------------------------------------------------------------------------------------------------
+
+
+class _Recorder:
+    """Listens to `run_schedule` while a function is captured: every item that runs, the buffers written, which of
+    those are written in place by an assign, which items are snapshots (`LazyBuffer.is_snapshot`), and a weak
+    reference to each written buffer's LazyBuffer."""
+
+    def __init__(self) -> None:
+        self.items: list[ExecItem] = []
+        self.written: list[Buffer] = []
+        self.owners: list[weakref.ref[LazyBuffer]] = []
+        self.assigned: set[int] = set()
+        self.snapshots: set[int] = set()
+
+    def __call__(self, ei: ExecItem, outputs: tuple[LazyBuffer, ...]) -> None:
+        if any(out.is_snapshot for out in outputs):
+            self.snapshots.add(len(self.items))
+        self.items.append(ExecItem(ei.runner, list(ei.bufs), dict(ei.var_vals)))
+        for out in outputs:
+            self.written.append(out.buffer)
+            self.owners.append(weakref.ref(out))
+            if out.op is Ops.ASSIGN:
+                self.assigned.add(id(out.buffer))
+
+    def without_unread_snapshots(self, returned: set[int]) -> list[ExecItem]:
+        """The items less the snapshots no later item reads: those kept an old value for tensors outside the
+        function, which exist only at capture (a replay makes no new ones)."""
+        read_later: set[int] = set()
+        kept: list[ExecItem] = []
+        for i in reversed(range(len(self.items))):
+            ei = self.items[i]
+            if i not in self.snapshots or id(ei.bufs[0]) in read_later or id(ei.bufs[0]) in returned:
+                kept.append(ei)
+                read_later |= {id(b) for b in ei.bufs[1:]} | {id(b.base) for b in ei.bufs if b.base is not None}
+        return kept[::-1]
+
+    def kept_memory(self, items: list[ExecItem], inputs: list[Buffer], returned: set[int]) -> set[int]:
+        """ids of the written buffers that must keep their own memory: inputs, returned buffers, assign targets (a
+        parameter, the random generator's state: their value lives on between calls), buffers a live LazyBuffer
+        still owns (a tensor outside may read them), and buffers sharing memory (views and their bases)."""
+        keep = {id(b) for b in inputs} | returned | self.assigned
+        keep |= {id(buf) for buf, owner in zip(self.written, self.owners) if owner() is not None}
+        views = [b for ei in items for b in ei.bufs if b.base is not None]
+        return keep | {id(b) for b in views} | {id(b.base) for b in views}
+
+
+def _returned_tensors(ret: Any) -> list[Any]:
+    """The tensors in what the function returned; anything else but None is refused: a replay could not recompute
+    it (a number computed from the inputs would keep its captured value)."""
+    found: list[Any] = []
+
+    def visit(x: Any) -> None:
+        if _is_tensor(x):
+            found.append(x)
+        elif x is not None:
+            raise JitError(f"jit: the function returned a {type(x).__name__} ({x!r:.40}); a replay returns only "
+                           "tensors it recomputes: return tensors (or None), or call it without jit")  # fmt: skip
+
+    map_tensors(ret, visit)
+    return found
+
+
+def _output_rule(x: Any, call: _Call) -> Any:
+    """A returned tensor as the replay returns it: the tensor itself (its memory is rewritten by every replay), or a
+    `FromInput` when it is an input or reads an input's memory (a replay rebuilds it from the new input)."""
+    if not _is_tensor(x):
+        return x
+    for k, t in enumerate(call.tensors):
+        if x is t:
+            return FromInput(k, None, type(x), x.requires_grad)
+    lb: LazyBuffer = x.lazydata
+    for k, buf in enumerate(call.buffers):
+        if lb.base.buffer is buf:
+            return FromInput(k, lb.st, type(x), x.requires_grad)
+    return x
+
+
+def _prune(items: list[ExecItem], inputs: list[Buffer]) -> tuple[list[ExecItem], list[ExecItem]]:
+    """Split `items` into those a replay must run and those that ran once at capture, for good: an item is rerun when
+    it reads or writes memory whose value changes from call to call (an input's, or what a rerun item writes)."""
+
+    def memory(buf: Buffer) -> int:
+        return id(buf.base if buf.base is not None else buf)
+
+    changing = {memory(b) for b in inputs}
+    rerun: set[int] = set()
+    while True:  # to a fixed point: an item that reads what a later rerun item writes is rerun too
+        new = {i for i, ei in enumerate(items) if i not in rerun and any(memory(b) in changing for b in ei.bufs)}
+        if not new:
+            break
+        rerun |= new
+        changing |= {memory(items[i].bufs[0]) for i in new}
+    return [ei for i, ei in enumerate(items) if i in rerun], [ei for i, ei in enumerate(items) if i not in rerun]
 
 
 def plan_memory(items: list[ExecItem], internal: dict[int, Buffer]) -> int:
@@ -192,6 +312,48 @@ def plan_memory(items: list[ExecItem], internal: dict[int, Buffer]) -> int:
     return len(replace)
 
 
-def jit(fxn: Callable[..., R]) -> TinyJit[R]:
-    """Capture and replay the kernels of `fxn` (LAZY_JIT=0 turns it off)."""
-    return TinyJit(fxn)
+# -- replay checks -----------------------------------------------------------------------------------------------------
+
+
+def _check(captured: CapturedJit, call: _Call) -> None:
+    """Raise `JitError` naming the first way this call differs from the captured one."""
+    names = [info.name for info in captured.inputs]
+    if call.names != names or [n for n, _ in call.constants] != [n for n, _ in captured.constants]:
+        names, call_names = names + [n for n, _ in captured.constants], call.names + [n for n, _ in call.constants]
+        raise JitError(f"jit: called with arguments {call_names}, captured with {names}; pass the same "
+                       "arguments every call, or .reset() to capture again")  # fmt: skip
+    _check_variables(captured.variables, tuple(call.var_vals))
+    for (name, old), (_, new) in zip(captured.constants, call.constants):
+        if repr(new) != repr(old):  # by repr: 1 and True differ, nan equals nan
+            raise JitError(f"jit: argument {name} is {new!r}, captured with {old!r}; a replay runs the captured "
+                           "kernels, which hold the captured value: pass what changes as a tensor or a bound "
+                           "Variable, or .reset() to capture again")  # fmt: skip
+    for new, old in zip(call.infos, captured.inputs):
+        if new == old:
+            continue
+        what = ("shape", new.st.shape, old.st.shape) if new.st.shape != old.st.shape else \
+            ("dtype", new.dtype, old.dtype) if new.dtype != old.dtype else \
+            ("device", new.device, old.device) if new.device != old.device else \
+            ("a view of its memory", _view_text(new.st), _view_text(old.st))  # fmt: skip
+        raise JitError(f"jit: input {new.name} has {what[0]} {what[1]}, captured with {what[2]}; a replay runs the "
+                       "captured kernels, made for the captured inputs (only a symbolic dimension, a bound Variable, "
+                       "may change, within its range): pass inputs like the captured ones, or .reset() to capture "
+                       "again")  # fmt: skip
+
+
+def _view_text(st: ShapeTracker) -> str:
+    return " then ".join(f"(strides {v.strides}, offset {v.offset}, mask {v.mask})" for v in st.views)
+
+
+def _check_variables(captured: tuple[Variable, ...], now: tuple[Variable, ...]) -> None:
+    had = {v.expr: v for v in captured}
+    has = {v.expr: v for v in now}
+    for name in sorted(had.keys() | has.keys()):
+        old, new = had.get(name), has.get(name)
+        if old is None or new is None:
+            state = "was not bound when captured" if old is None else "was bound when captured but is not now"
+            raise JitError(f"jit: variable {name} {state}; bind the same variables on every call")
+        if (old.min, old.max) != (new.min, new.max):
+            raise JitError(f"jit: variable {name} has range [{new.min}, {new.max}], captured with [{old.min}, "
+                           f"{old.max}]: the captured buffers and kernels hold values up to {old.max}; keep the "
+                           "range, or .reset() to capture again")  # fmt: skip

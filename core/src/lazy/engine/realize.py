@@ -4,21 +4,22 @@ the second time the same kernel shape is seen costs a dict lookup, then launch i
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lazy.codegen.kernel import Opt
 from lazy.codegen.program import get_program
 from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, get_device
 from lazy.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored
-from lazy.lazy import forget_graph
+from lazy.lazy import LazyBuffer, forget_graph
 from lazy.ops import LazyOp, Ops
 from lazy.symbolic import Variable, sym_infer
 
-from .schedule import ScheduleItem
+from .schedule import ScheduleItem, create_schedule
 
 
 class Runner:
@@ -36,12 +37,16 @@ class Runner:
 class CompiledRunner(Runner):
     """A kernel compiled for one device, launched through the device's compute queue."""
 
-    def __init__(self, spec: ProgramSpec, dev: Compiled):
+    def __init__(self, spec: ProgramSpec, dev: Compiled, lib: bytes | None = None):
         self.spec, self.dev, self.name, self.device = spec, dev, spec.name, spec.device
         self.op_estimate, self.mem_estimate = spec.op_estimate, spec.mem_estimate
-        self.lib = dev.compiler.compile_cached(spec.src)
+        self.lib = dev.compiler.compile_cached(spec.src) if lib is None else lib
         self.program = dev.runtime(spec.name, self.lib, spec)
         self.static_dims = spec.launch_dims({}) if not spec.vars else None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a pickled jit keeps the compiled binary (no compiler needed to load it); the lowered UOps are not needed
+        return _load_compiled_runner, (replace(self.spec, uops=None), self.lib)
 
     def launch_args(self, bufs: list[Buffer], var_vals: dict[Variable, int]) -> tuple[Any, ...]:
         vals = tuple(var_vals[v] for v in self.spec.vars)
@@ -90,10 +95,31 @@ class BufferCopy(Runner):
         return time.perf_counter() - start if wait else None
 
 
+def _load_compiled_runner(spec: ProgramSpec, lib: bytes) -> CompiledRunner:
+    return CompiledRunner(spec, get_device(spec.device), lib)
+
+
 class EmptyRunner(Runner):
     name = "empty"
 
     def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
+        return None
+
+
+class ViewRunner(Runner):
+    """A BUFFER_VIEW: nothing to compute, but its buffer (`bufs[0]`) must point `offset` bytes into its source's
+    memory (`bufs[1]`). Eagerly it already does; a jit replay swaps a new input in as the source, and this moves the
+    view (and so every kernel and tensor that reads it) onto the new memory."""
+
+    def __init__(self, offset: int, device: str):
+        self.offset, self.device, self.name = offset, device, f"view at byte {offset}"
+
+    def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
+        view, src = bufs[0], bufs[1]
+        root, offset = (src.base or src), src.offset + self.offset
+        if view.base is not root or view.offset != offset:
+            view.deallocate()  # a view only forgets its pointer into the base
+            view.base, view.offset = root, offset
         return None
 
 
@@ -131,11 +157,27 @@ def get_runner(device: str, ast: LazyOp, opts: list[Opt] | None = None) -> Compi
     return runner
 
 
+def count_run(runner: Runner, var_vals: dict[Variable, int]) -> tuple[int, int]:
+    """Add one run of `runner` to `GlobalCounters` (a kernel launch, its operations and memory traffic); returns
+    (ops, bytes). Eager runs and jit replays (graph batches too) count alike."""
+    ops = sym_infer(runner.op_estimate, var_vals) if runner.op_estimate is not None else 0
+    mem = sym_infer(runner.mem_estimate, var_vals) if runner.mem_estimate is not None else 0
+    GlobalCounters.kernel_count += isinstance(runner, CompiledRunner)
+    GlobalCounters.global_ops += ops
+    GlobalCounters.global_mem += mem
+    return ops, mem
+
+
 @dataclass
 class ExecItem:
     runner: Runner
     bufs: list[Buffer]
     var_vals: dict[Variable, int] = field(default_factory=dict)
+
+    @property
+    def prg(self) -> Runner:
+        """The runner, under tinygrad's name."""
+        return self.runner
 
     def run(self, var_vals: dict[Variable, int] | None = None, wait: bool = False) -> float | None:
         vals = self.var_vals if var_vals is None else {**self.var_vals, **var_vals}
@@ -143,11 +185,7 @@ class ExecItem:
             buf.ensure_allocated()
         timed = wait or DEBUG >= 2
         elapsed = self.runner(self.bufs, vals, wait=timed)
-        ops = sym_infer(self.runner.op_estimate, vals) if self.runner.op_estimate is not None else 0
-        mem = sym_infer(self.runner.mem_estimate, vals) if self.runner.mem_estimate is not None else 0
-        GlobalCounters.kernel_count += isinstance(self.runner, CompiledRunner)
-        GlobalCounters.global_ops += ops
-        GlobalCounters.global_mem += mem
+        ops, _ = count_run(self.runner, vals)
         if elapsed is not None:
             GlobalCounters.time_sum_s += elapsed
         if DEBUG >= 2:
@@ -164,6 +202,8 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
         return ExecItem(get_runner(si.bufs[0].device, si.ast), list(si.bufs), dict(si.var_vals))
     if si.ast.op is Ops.COPY:
         return ExecItem(BufferCopy(si.bufs[0].nbytes, si.bufs[0].device, si.bufs[1].device), list(si.bufs))
+    if si.ast.op is Ops.BUFFER_VIEW:
+        return ExecItem(ViewRunner(si.ast.arg, si.bufs[0].device), list(si.bufs))
     if si.ast.op is Ops.EMPTY:
         return ExecItem(EmptyRunner(), list(si.bufs))
     raise RuntimeError(f"don't know how to run a {si.ast.op} schedule item")
@@ -186,6 +226,26 @@ def precompile(schedule: list[ScheduleItem]) -> None:
         return
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         list(pool.map(lambda key: get_runner(*key), todo))
+
+
+def copy_now(dest: Buffer, src: Buffer) -> None:
+    """Copy `src` into `dest` (same size) now, as a schedule's copy would: a jit capturing at the time records it
+    (call `BufferCopy` directly and a replay would skip the copy)."""
+    ei = ExecItem(BufferCopy(dest.nbytes, dest.device, src.device), [dest, src])
+    ei.run()
+    for cb in capturing:
+        cb(ei, ())
+
+
+# Scheduling reads and rewrites the shared LazyBuffer graph (realized nodes drop their sources), so two threads must
+# not schedule and run at once: one realize at a time; the devices' queues still overlap the work they were given.
+REALIZE_LOCK = threading.RLock()
+
+
+def realize(outs: list[LazyBuffer]) -> None:
+    """Schedule and run everything `outs` need, one realize at a time across threads."""
+    with REALIZE_LOCK:
+        run_schedule(create_schedule(outs))
 
 
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[Variable, int] | None = None) -> None:

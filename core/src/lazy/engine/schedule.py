@@ -15,10 +15,10 @@ from typing import Any
 
 from lazy.device import Buffer
 from lazy.helpers import DEBUG, prod
-from lazy.lazy import LazyBuffer
+from lazy.lazy import LazyBuffer, snapshots_for
 from lazy.ops import ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
 from lazy.shape import ShapeTracker
-from lazy.symbolic import Node, Variable
+from lazy.symbolic import Node, Variable, merge_bindings
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,8 @@ class ScheduleItem:
 
     @property
     def kind(self) -> str:
-        return {Ops.SINK: "kernel", Ops.COPY: "copy", Ops.EMPTY: "empty"}.get(self.ast.op, self.ast.op.name.lower())
+        kinds = {Ops.SINK: "kernel", Ops.COPY: "copy", Ops.EMPTY: "empty", Ops.BUFFER_VIEW: "view"}
+        return kinds.get(self.ast.op, self.ast.op.name.lower())
 
     def __repr__(self) -> str:
         return f"<ScheduleItem {self.kind} {[b for b in self.bufs]}>"
@@ -179,7 +180,7 @@ class _KernelBuilder:
     def unbind(self, st: ShapeTracker) -> ShapeTracker:
         st = st.simplify()
         unbound, var_vals = st.unbind()
-        self.var_vals.update(var_vals)
+        merge_bindings(self.var_vals, var_vals)  # one kernel, one value per variable
         return unbound
 
     def build(self, lb: LazyBuffer, st: ShapeTracker) -> LazyOp:
@@ -210,10 +211,10 @@ class _KernelBuilder:
             return LazyOp(Ops.CONST, (), ConstBuffer(0, lb.dtype, ShapeTracker.from_shape(st.shape)))
         if lb.op is Ops.CONST and lb.realized is None:
             val = lb.arg
-            if isinstance(val, Node):
-                unbound, bound_val = val.unbind()  # type: ignore[attr-defined]
-                self.var_vals[unbound] = bound_val
-                val = unbound
+            if isinstance(val, Node):  # a bound variable (or an expression of them): its value is a kernel parameter
+                bound = {var: var.unbind() for var in val.vars() if var._val is not None}
+                merge_bindings(self.var_vals, dict(bound.values()))
+                val = val.substitute({var: unbound for var, (unbound, _) in bound.items()})
             return LazyOp(Ops.CONST, (), ConstBuffer(val, lb.dtype, self.unbind(st)))
         if lb is not self.root and (lb.realized is not None or lb in self.realizes):
             idx = self.inputs.setdefault(lb, len(self.inputs) + 1)
@@ -253,7 +254,7 @@ def _schedule_one(
         return ScheduleItem(LazyOp(Ops.EMPTY), (base.buffer,), (base,)), []
     if base.op is Ops.BUFFER_VIEW:  # nothing to run once the source is there: the view shares its memory
         src = base.srcs[0].base
-        return ScheduleItem(LazyOp(Ops.EMPTY), (base.buffer, src.buffer), (base,)), [src]
+        return ScheduleItem(LazyOp(Ops.BUFFER_VIEW, (), base.arg), (base.buffer, src.buffer), (base,)), [src]
     if base.op is Ops.COPY:
         src = base.srcs[0].base
         return ScheduleItem(LazyOp(Ops.COPY, (), base.buffer.nbytes), (base.buffer, src.buffer), (base,)), [src]
@@ -270,20 +271,41 @@ def _schedule_one(
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     """The kernels (and copies) that realizing `outs` runs, in program order: each after the items it reads, the
-    outputs in the order given; the same order in every run (it never depends on object ids or hash seeds)."""
-    graph = _Graph(outs)
-    realizes, fused = _find_realizes(graph, outs)
-    items: dict[LazyBuffer, tuple[ScheduleItem, list[LazyBuffer]]] = {}
-    for base in graph.bases:
-        if base in realizes and base.realized is None:
-            items[base] = _schedule_one(base, realizes, fused.get(base))
-    order = _run_order(items)
+    outputs in the order given; the same order in every run (it never depends on object ids or hash seeds).
+
+    An assign overwrites its target's memory: nodes that read the old value and may be realized after it (a tensor
+    holds them, see `lazy.lazy.outliving_readers`) are re-pointed at a snapshot of that value, copied first."""
+    order, clobbered = _schedule(outs)
+    targets = [out.srcs[1].base for si in order for out in si.outputs if out.op is Ops.ASSIGN]
+    if targets:
+        realized = {id(out) for si in order for out in si.outputs}
+        if snapshots := snapshots_for(targets, realized, {id(target) for target in clobbered}):
+            # a kernel that reads a target both before and after its assign reads the copy; the others read the
+            # target itself (they run first) and the copy only afterwards, so a jit need not replay an unread copy
+            first = [snap for snap in snapshots if snap.target in clobbered]
+            for snap in first:
+                snap.reroute()
+            order, _ = _schedule([*outs, *(snap.copy for snap in snapshots)])
+            for snap in snapshots:
+                if snap not in first:
+                    snap.reroute()
     if DEBUG >= 3:
         for i, si in enumerate(order):
             print(f"schedule {i}: {si.kind} {si.ast.digest.hex()[:12]}")
             if si.kind == "kernel":
                 print("  " + repr(si.ast).replace("\n", "\n  "))
     return order
+
+
+def _schedule(outs: list[LazyBuffer]) -> tuple[list[ScheduleItem], list[LazyBuffer]]:
+    """The schedule, and the assign targets some kernel reads both before and after the assign (see `_run_order`)."""
+    graph = _Graph(outs)
+    realizes, fused = _find_realizes(graph, outs)
+    items: dict[LazyBuffer, tuple[ScheduleItem, list[LazyBuffer]]] = {}
+    for base in graph.bases:
+        if base in realizes and base.realized is None:
+            items[base] = _schedule_one(base, realizes, fused.get(base))
+    return _run_order(items)
 
 
 def _reaches(start: LazyBuffer, goal: LazyBuffer, deps: dict[LazyBuffer, list[LazyBuffer]]) -> bool:
@@ -300,20 +322,27 @@ def _reaches(start: LazyBuffer, goal: LazyBuffer, deps: dict[LazyBuffer, list[La
     return False
 
 
-def _run_order(items: dict[LazyBuffer, tuple[ScheduleItem, list[LazyBuffer]]]) -> list[ScheduleItem]:
+def _run_order(
+    items: dict[LazyBuffer, tuple[ScheduleItem, list[LazyBuffer]]],
+) -> tuple[list[ScheduleItem], list[LazyBuffer]]:
     """`items` (in program order) moved only where a dependency demands it: after the items whose output they read,
     and an ASSIGN after its target's producer and after every other item that still reads the target's old value
-    (it overwrites that memory)."""
+    (it overwrites that memory). Also returns the targets that some item reads both before and after its assign: no
+    order is right for those (`create_schedule` gives such readers a snapshot and schedules again)."""
     deps = {base: list(inputs) for base, (_, inputs) in items.items()}
     readers: dict[LazyBuffer, list[LazyBuffer]] = defaultdict(list)
     for base, (_, inputs) in items.items():
         for src in inputs:
             readers[src].append(base)
+    clobbered: list[LazyBuffer] = []
     for base in items:
         if base.op is Ops.ASSIGN:
             target = base.srcs[1].base
-            # readers of the old value go first, unless they read the assign's result too (then no order is right)
-            deps[base] += [target] + [r for r in readers[target] if r is not base and not _reaches(r, base, deps)]
+            old_readers = [r for r in readers[target] if r is not base]
+            before = [r for r in old_readers if not _reaches(r, base, deps)]  # the rest read the assign's result too
+            deps[base] += [target, *before]
+            if len(before) < len(old_readers):
+                clobbered.append(target)
     order: list[ScheduleItem] = []
     state: dict[LazyBuffer, int] = {}  # 1: being visited, 2: placed
     for root in items:
@@ -329,7 +358,7 @@ def _run_order(items: dict[LazyBuffer, tuple[ScheduleItem, list[LazyBuffer]]]) -
             state[node] = 1
             stack.append((node, True))
             stack.extend((d, False) for d in reversed(deps[node]) if d in items and not state.get(d))
-    return order
+    return order, clobbered
 
 
 def schedule_key(si: ScheduleItem) -> Any:

@@ -11,7 +11,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from lazy.helpers import all_int, prod
-from lazy.symbolic import AndNode, LtNode, MulNode, Node, NumNode, SumNode, Variable, is_sym, sint, to_sint
+from lazy.symbolic import (
+    AndNode,
+    LtNode,
+    MulNode,
+    Node,
+    NumNode,
+    SumNode,
+    Variable,
+    check_variables,
+    is_sym,
+    sint,
+    to_sint,
+)
 
 Mask = tuple[tuple[sint, sint], ...]
 
@@ -111,6 +123,9 @@ class View:
     ) -> View:
         """The canonical view: strides 0 on size-1 axes, full masks dropped, empty masks as `((0, 0), ...)`."""
         shape = tuple(to_sint(s) for s in shape)
+        parts = (*shape, *(strides or ()), offset, *(x for lo_hi in mask or () for x in lo_hi))
+        if not all(type(x) is int for x in parts):  # symbolic: one range and one value per variable name
+            check_variables(parts)
         if any(isinstance(s, int) and s < 0 for s in shape):
             raise ValueError(f"View: negative size in shape {shape}")
         if 0 in shape:

@@ -1,0 +1,283 @@
+"""`CapturedJit`: what a `TinyJit` captured (its kernels and copies as `ExecItem`s, where the inputs go, how the
+returned tensors are rebuilt, the graph batches) and how it replays. It pickles with its compiled binaries and the
+contents of the buffers it reads before writing (weights, state), so a captured jit can be saved and loaded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lazy.device import Buffer, BufferSpec, get_device
+from lazy.dtype import DType
+from lazy.engine.realize import CompiledRunner, ExecItem, ViewRunner, count_run
+from lazy.hcq import HCQGraph
+from lazy.helpers import DEBUG, GlobalCounters, colored
+from lazy.lazy import LazyBuffer
+from lazy.shape import ShapeTracker
+from lazy.symbolic import Variable
+
+
+@dataclass(frozen=True)
+class InputInfo:
+    """What a replay needs of one tensor input: the view its kernels read the memory through (variables unbound),
+    its dtype and device. `name` is the argument's position or keyword (`"1[0]"`: item 0 of a list argument)."""
+
+    name: str
+    st: ShapeTracker
+    dtype: DType
+    device: str
+
+
+@dataclass
+class GraphBatch:
+    """Kernels `start` to `end` (excluded) of a captured jit, all on `device`, submitted on replay as one recorded
+    queue (`HCQGraph`): one submission instead of one per kernel. The graph is recorded on the first replay."""
+
+    device: str
+    start: int
+    end: int
+    graph: HCQGraph | None = None
+    counts: tuple[int, int] | None = None  # (ops, bytes) of one replay, when no variable changes them
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "graph": None}  # a recorded queue holds device pointers: recorded again on load
+
+
+@dataclass(frozen=True)
+class FromInput:
+    """A returned tensor rebuilt on each replay from tensor input `index`: that input itself (`st` None) or a view
+    `st` of its memory (a reshape, slice or permute of it, or the input after an in-place update)."""
+
+    index: int
+    st: ShapeTracker | None
+    cls: type
+    requires_grad: bool | None
+
+
+@dataclass(frozen=True)
+class _SavedTensor:
+    """A returned tensor in a pickle: the view `st` of buffer `buf` (an index into the buffer table), whose base had
+    shape `base_shape`."""
+
+    buf: int
+    base_shape: tuple[Any, ...]
+    st: ShapeTracker
+    cls: type
+    requires_grad: bool | None
+
+
+@dataclass(frozen=True)
+class _SavedBuffer:
+    """A buffer in a pickle: a view of entry `base` at byte `offset`, or memory of its own with `data` (None: written
+    before it is read, or an input, which every call replaces)."""
+
+    device: str
+    size: int
+    dtype: DType
+    spec: BufferSpec
+    base: int | None
+    offset: int
+    data: bytes | None
+
+
+def map_tensors(obj: Any, fn: Any) -> Any:
+    """`obj` (a tensor, or tuples, lists and dicts of them, or None) with every leaf replaced by `fn(leaf)`."""
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple
+        return type(obj)(*(map_tensors(x, fn) for x in obj))
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(map_tensors(x, fn) for x in obj)
+    if isinstance(obj, dict):
+        return {k: map_tensors(v, fn) for k, v in obj.items()}
+    return fn(obj)
+
+
+class CapturedJit:
+    """A captured program: `jit_cache` (the kernels, copies and views, in order), `input_replace` ((item, buffer
+    position) -> tensor input index), `inputs`, `variables` and `constants` (what a replay must be called with: the
+    tensors, the variables bound, the plain-value arguments), `graph_batches`, `replays` (how many times it ran) and
+    the returned value (tensors the replays write into, or `FromInput`s)."""
+
+    def __init__(self, ret: Any, jit_cache: list[ExecItem], input_replace: dict[tuple[int, int], int],
+                 inputs: list[InputInfo], variables: tuple[Variable, ...],
+                 constants: list[tuple[str, Any]]):  # fmt: skip
+        self.ret, self.jit_cache, self.input_replace = ret, jit_cache, input_replace
+        self.inputs, self.variables, self.constants = inputs, variables, constants
+        self.replays = 0
+        self.graph_batches = graph_batches(jit_cache)
+        self._init_replay()
+
+    def _init_replay(self) -> None:
+        self._batch_at = {batch.start: batch for batch in self.graph_batches}
+        # launches whose arguments change between replays: they read an input, or a view that a replay moves
+        self._dynamic = {i for i, _ in self.input_replace} | {
+            i for i, ei in enumerate(self.jit_cache) if any(b.base is not None for b in ei.bufs)
+        }
+        self._rebuilds = any(isinstance(x, FromInput) for x in _leaves(self.ret))
+
+    def __call__(self, input_buffers: list[Buffer], var_vals: dict[Variable, int], input_tensors: list[Any]) -> Any:
+        """Run the captured program on new input buffers; returns what the function returned."""
+        for (i, j), k in self.input_replace.items():
+            self.jit_cache[i].bufs[j] = input_buffers[k]
+        i = 0
+        while i < len(self.jit_cache):
+            if (batch := self._batch_at.get(i)) is not None:
+                self._run_batch(batch, var_vals)
+                i = batch.end
+            else:
+                self.jit_cache[i].run(var_vals)
+                i += 1
+        self.replays += 1
+        if not self._rebuilds:
+            return self.ret
+        return map_tensors(self.ret, lambda x: _rebuild(x, input_tensors) if isinstance(x, FromInput) else x)
+
+    def _run_batch(self, batch: GraphBatch, var_vals: dict[Variable, int]) -> None:
+        items = self.jit_cache[batch.start : batch.end]
+        runners: list[CompiledRunner] = [ei.runner for ei in items]  # type: ignore[misc]
+        if batch.graph is None:
+            launches = [r.launch_args(ei.bufs, {**ei.var_vals, **var_vals}) for r, ei in zip(runners, items)]
+            batch.graph = HCQGraph(get_device(batch.device), launches)
+        updates = {}
+        for n, (runner, ei) in enumerate(zip(runners, items)):
+            if var_vals or batch.start + n in self._dynamic:
+                _, bufs, vals, _, _ = runner.launch_args(ei.bufs, {**ei.var_vals, **var_vals})
+                updates[n] = (bufs, vals)
+        batch.graph.replay(updates)
+        if batch.counts is not None:  # the same every replay: added in one step
+            GlobalCounters.kernel_count += len(batch)
+            GlobalCounters.global_ops += batch.counts[0]
+            GlobalCounters.global_mem += batch.counts[1]
+        else:
+            counts = [count_run(runner, {**ei.var_vals, **var_vals}) for runner, ei in zip(runners, items)]
+            if not var_vals and not any(ei.var_vals for ei in items):
+                batch.counts = (sum(ops for ops, _ in counts), sum(mem for _, mem in counts))
+        if DEBUG >= 2:
+            print(f"{colored(batch.device, 'cyan'):>16s} graph of {len(batch)} kernels")
+
+    def free_intermediates(self) -> None:
+        """Give back the memory of the buffers every replay writes before it reads them (intermediates, outputs not
+        returned); the next replay allocates them again (and records its graphs again)."""
+        returned = {id(x.lazydata.base.buffer) for x in _leaves(self.ret) if hasattr(x, "lazydata")}
+        inputs = {id(self.jit_cache[i].bufs[j]) for i, j in self.input_replace}
+        scratch = _written_before_read(self.jit_cache) - returned - inputs
+        for ei in self.jit_cache:
+            for buf in ei.bufs:
+                if id(buf) in scratch or (buf.base is not None and id(buf.base) in scratch):
+                    buf.deallocate()  # a view only forgets its pointer into the base
+        for batch in self.graph_batches:
+            batch.graph = None
+
+    # -- pickling ------------------------------------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        table: dict[int, int] = {}  # id(buffer) -> its index in `saved`
+        buffers: list[Buffer] = []
+
+        def index(buf: Buffer) -> int:
+            if id(buf) not in table:
+                if buf.base is not None:
+                    index(buf.base)
+                table[id(buf)] = len(buffers)
+                buffers.append(buf)
+            return table[id(buf)]
+
+        items = [(ei.runner, [index(b) for b in ei.bufs], ei.var_vals) for ei in self.jit_cache]
+        ret = map_tensors(self.ret, lambda x: _save_tensor(x, index))
+        inputs = {id(self.jit_cache[i].bufs[j]) for i, j in self.input_replace}
+        written_first = _written_before_read(self.jit_cache)
+        saved = [
+            _SavedBuffer(
+                b.device,
+                b.size,
+                b.dtype,
+                b.spec,
+                table[id(b.base)] if b.base is not None else None,
+                b.offset,
+                None
+                if b.base is not None or id(b) in inputs or id(b) in written_first or not b.is_allocated
+                else bytes(b.as_buffer(allow_zero_copy=False)),
+            )  # fmt: skip
+            for b in buffers
+        ]
+        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+        return {**state, "jit_cache": items, "ret": ret, "buffers": saved}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        buffers: list[Buffer] = []
+        for saved in state.pop("buffers"):
+            if saved.base is not None:
+                buffers.append(buffers[saved.base].view(saved.size, saved.dtype, saved.offset))
+                continue
+            buf = Buffer(saved.device, saved.size, saved.dtype, spec=saved.spec)
+            if saved.data is not None:
+                buf.allocate().copyin(saved.data)
+            buffers.append(buf)
+        state["jit_cache"] = [ExecItem(r, [buffers[i] for i in bufs], vals) for r, bufs, vals in state["jit_cache"]]
+        state["ret"] = map_tensors(state["ret"], lambda x: _load_tensor(x, buffers))
+        self.__dict__.update(state)
+        self._init_replay()
+
+
+def graph_batches(jit_cache: list[ExecItem]) -> list[GraphBatch]:
+    """The runs of two or more consecutive compiled kernels on one device (copies and views run on their own)."""
+
+    def device(ei: ExecItem) -> str | None:
+        return ei.runner.device if isinstance(ei.runner, CompiledRunner) else None
+
+    batches: list[GraphBatch] = []
+    start = 0
+    for i in range(1, len(jit_cache) + 1):
+        here = device(jit_cache[start])
+        if i == len(jit_cache) or device(jit_cache[i]) != here:
+            if here is not None and i - start >= 2:
+                batches.append(GraphBatch(here, start, i))
+            start = i
+    return batches
+
+
+def _written_before_read(jit_cache: list[ExecItem]) -> set[int]:
+    """ids of the buffers whose first use in a replay is being written as a kernel's or copy's output: their
+    contents need not be saved. Reads through a view count as reads of its base."""
+    seen: set[int] = set()
+    written: set[int] = set()
+    for ei in jit_cache:
+        roots = [id(b.base if b.base is not None else b) for b in ei.bufs]
+        for root in roots[1:]:
+            seen.add(root)
+        if isinstance(ei.runner, ViewRunner):  # places a view: writes nothing
+            continue
+        if ei.bufs[0].base is None and roots[0] not in seen:
+            written.add(roots[0])
+        seen.add(roots[0])
+    return written
+
+
+def _leaves(obj: Any) -> list[Any]:
+    found: list[Any] = []
+    map_tensors(obj, found.append)
+    return found
+
+
+def _rebuild(rule: FromInput, input_tensors: list[Any]) -> Any:
+    tensor = input_tensors[rule.index]
+    if rule.st is None:
+        return tensor
+    lb: LazyBuffer = tensor.lazydata.base
+    return rule.cls(lb._view(rule.st), device=lb.device, requires_grad=rule.requires_grad)
+
+
+def _save_tensor(x: Any, index: Any) -> Any:
+    if not isinstance(getattr(x, "lazydata", None), LazyBuffer):
+        return x
+    lb: LazyBuffer = x.lazydata
+    return _SavedTensor(index(lb.base.buffer), lb.base.shape, lb.st, type(x), x.requires_grad)
+
+
+def _load_tensor(x: Any, buffers: list[Buffer]) -> Any:
+    if not isinstance(x, _SavedTensor):
+        return x
+    base = LazyBuffer.from_buffer(buffers[x.buf], x.base_shape)
+    return x.cls(base._view(x.st), device=base.device, requires_grad=x.requires_grad)
