@@ -76,7 +76,10 @@ JIT = Setting("JIT", 1, "0: `jit` functions run eagerly; 1: capture and replay k
 DEVICE = Setting("DEVICE", "", "default device, e.g. CPU, LLVM, PYTHON, CL (default: highest-priority usable plugin)")
 PLUGINS = Setting("PLUGINS", "", "comma-separated allow-list of plugin names (entry-point names); empty: all")
 CACHE_DIR = Setting("CACHE_DIR", "", "directory for the compile cache (default: ~/.cache/lazy); 'off' disables it")
-THREADS = Setting("THREADS", 0, "CPU worker threads for one kernel (0: one per core)")
+THREADS = Setting("THREADS", 0, "CPU threads for one kernel (0: one per core; capped at 4 per core)")
+TRAINING = Setting(
+    "TRAINING", False, "1: training mode (dropout drops, batchnorm uses batch statistics), like Tensor.train()"
+)
 CHECK_INDEX = Setting(
     "CHECK_INDEX", 0, "1: IndexError for out-of-range index tensors (reads them on the host, a sync); 0: they pick 0"
 )
@@ -86,6 +89,12 @@ class ShapeError(RuntimeError, ValueError, AssertionError):
     """Shapes that do not fit an op (broadcasting, reshape, matmul, einsum, permute, ...). Each of the types code
     written for other libraries catches: a RuntimeError (PyTorch, current tinygrad), a ValueError (what Python code
     expects of a bad argument) and an AssertionError (older tinygrad checked shapes with `assert`)."""
+
+
+class ArgumentError(ValueError, TypeError, RuntimeError, AssertionError):
+    """An argument an op does not accept (an unknown mode or reduction, a probability outside [0, 1], a float index).
+    Each of the types code written for other libraries catches for it: a ValueError (what Python code expects), and
+    the RuntimeError, AssertionError or TypeError that tinygrad 0.14 raises, depending on the op."""
 
 
 # tinygrad's names for code and tests that read the environment directly (lazy's own knobs are the Settings above)

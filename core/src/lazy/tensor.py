@@ -22,13 +22,13 @@ from lazy.dtype import (
     to_dtype,
     to_np_dtype,
 )
-from lazy.engine.realize import run_schedule
+from lazy.engine.realize import realize
 from lazy.engine.schedule import ScheduleItem, create_schedule
-from lazy.helpers import ShapeError, all_int, argfix, broadcast_shape, prod
+from lazy.helpers import ArgumentError, ShapeError, all_int, argfix, broadcast_shape, prod
 from lazy.lazy import LazyBuffer
 from lazy.ops import GroupOp, Ops
 from lazy.plugins import Device
-from lazy.symbolic import Node, Variable, sint
+from lazy.symbolic import ConcreteValueError, Node, Variable, describe, sint
 from lazy.tensor_create import CreationMixin, _check_sizes
 from lazy.tensor_index import IndexingMixin
 from lazy.tensor_math import MathMixin
@@ -54,6 +54,33 @@ def _from_np(data: np.ndarray, device: str) -> LazyBuffer:
         lb.buffer.allocate()
     lb.done = True
     return lb
+
+
+class ModeError(ArgumentError, NotImplementedError):
+    """A mode an op does not have (`pad`'s): the NotImplementedError tinygrad and PyTorch raise, besides the types of
+    `ArgumentError`."""
+
+
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
+def _list_to_np(data: list | tuple, dtype: DType) -> np.ndarray:
+    """Python values as `dtype`, converted the way tinygrad converts them: bools are 0 and 1, floats truncate toward
+    zero for integer dtypes, and integers wrap modulo 2^bits into integer dtypes (-1 as uint8 is 255, 2^40 as int32
+    is 0) rather than being refused."""
+    target = to_np_dtype(dtype)
+    if not dtypes.is_int(dtype):
+        return np.array(data, dtype=target)
+    natural = np.array(data)
+    if natural.dtype.kind == "f" and np.isfinite(natural).all() and (np.abs(natural) < 2.0**63).all():
+        natural = np.trunc(natural).astype(np.int64)
+    if natural.dtype.kind in "biu":
+        return natural.astype(target)  # (numpy's integer casts wrap)
+    # beyond int64 and uint64, or not finite: Python's int() (which raises for NaN and inf) and exact wrapping
+    bits = 8 * dtype.itemsize
+    half = 1 << (bits - 1) if not dtypes.is_unsigned(dtype) else 0
+    values = [(int(v) + half) % (1 << bits) - half for v in np.asarray(data, dtype=object).flat]
+    return np.array(values, dtype=target).reshape(natural.shape)
 
 
 def _check_operand(y: Any, op: str) -> None:
@@ -91,7 +118,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
             device = lb.device if requested is None else device
         elif isinstance(data, (list, tuple)):
             target = dtype or dtypes.from_py(data)
-            arr = np.array(data, dtype=to_np_dtype(target) if target != dtypes.bfloat16 else np.float32)
+            arr = _list_to_np(data, target if target != dtypes.bfloat16 else dtypes.float32)
             lb = _from_np(arr, device) if target != dtypes.bfloat16 else _from_np(arr, device).cast(target)
         elif isinstance(data, (np.ndarray, np.generic)):
             arr = np.asarray(data)
@@ -186,7 +213,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return create_schedule([t.lazydata for t in (self,) + others])
 
     def realize(self, *others: Tensor, do_update_stats: bool = True) -> Tensor:
-        run_schedule(self.schedule(*others))
+        realize([t.lazydata for t in (self,) + others])
         return self
 
     def replace(self, x: Tensor) -> Tensor:
@@ -223,7 +250,8 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (copies them to the host)."""
         if not all_int(self.shape):
-            raise ValueError(f"numpy() needs a concrete shape, not {self.shape}")
+            symbolic = "; ".join(describe(d) for d in self.shape if isinstance(d, Node))
+            raise ConcreteValueError(f"numpy() needs a concrete shape, not {self.shape}: {symbolic}")
         if prod(self.shape) == 0:
             return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)  # type: ignore[arg-type]
         t = self if self.dtype != dtypes.bfloat16 else self.cast(dtypes.float32)
@@ -272,6 +300,23 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         self.requires_grad = requires_grad
         return self
 
+    @property
+    def is_param(self) -> PyBool:
+        """Whether optimizers train this tensor (tinygrad's name): every tensor is a parameter unless marked as not
+        one, by `is_param_(False)` or `requires_grad=False` (the same flag). `clone()` and `to()` keep it."""
+        return self.requires_grad is not False
+
+    @is_param.setter
+    def is_param(self, value: PyBool) -> None:
+        if not value:
+            self.requires_grad = False
+        elif self.requires_grad is False:
+            self.requires_grad = None  # a parameter again, gradient undecided (the default)
+
+    def is_param_(self, is_param: PyBool = True) -> Tensor:
+        self.is_param = is_param
+        return self
+
     # -- autograd ------------------------------------------------------------------------------------------------------
 
     def _deepwalk(self) -> list[Tensor]:
@@ -292,45 +337,52 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
             stack.extend((p, False) for p in node._ctx.parents if id(p) not in visited)
         return order
 
-    def _backprop(self, gradient: Tensor | None) -> dict[int, tuple[Tensor, Tensor]]:
-        """d(self)/d(t) for every tensor t in the recorded graph that requires a gradient: {id(t): (t, grad)}."""
+    def _backprop(self, gradient: Tensor | None, create_graph: PyBool) -> dict[int, tuple[Tensor, Tensor]]:
+        """d(self)/d(t) for every tensor t in the recorded graph that requires a gradient: {id(t): (t, grad)}. With
+        `create_graph` the gradients are built from recorded ops, so they can be differentiated in turn."""
         if gradient is None:
             if self.shape != () and prod(self.shape) != 1:
                 raise ValueError(f"backward() without a gradient needs a scalar output, not shape {self.shape}")
             gradient = Tensor(1.0, device=self.device, dtype=self.dtype, requires_grad=False).reshape(self.shape)
         if gradient.shape != self.shape:
             raise ShapeError(f"backward: gradient shape {gradient.shape} does not match output shape {self.shape}")
+        record = create_graph and not Tensor.no_grad
         grads: dict[int, tuple[Tensor, Tensor]] = {id(self): (self, gradient)}
         for t0 in reversed(self._deepwalk()):
             if id(t0) not in grads:
                 continue
             assert t0._ctx is not None
-            out = t0._ctx.backward(grads[id(t0)][1].lazydata)
-            for parent, g in zip(t0._ctx.parents, out if isinstance(out, tuple) else (out,)):
+            out = t0._ctx.input_gradients(grads[id(t0)][1], t0, record)
+            for parent, g in zip(t0._ctx.parents, out):
                 if g is None or (parent.requires_grad is False and parent._ctx is None):
                     continue  # (a recorded op that is not differentiable still passes its zeros on)
                 assert g.shape == parent.shape, f"grad shape {g.shape} != {parent.shape} in {type(t0._ctx).__name__}"
-                g_t = Tensor(g, device=self.device, requires_grad=False)
-                grads[id(parent)] = (parent, g_t if id(parent) not in grads else grads[id(parent)][1] + g_t)
+                grads[id(parent)] = (parent, g if id(parent) not in grads else grads[id(parent)][1] + g)
         return grads
 
-    def backward(self, gradient: Tensor | None = None) -> Tensor:
-        """Accumulate d(self)/d(t) into `.grad` of every tensor t with `requires_grad` that self depends on. The
-        graph is kept, so calling it twice accumulates twice (as tinygrad does)."""
+    def backward(self, gradient: Tensor | None = None, create_graph: PyBool = False) -> Tensor:
+        """Accumulate d(self)/d(t) into `.grad` of every tensor t of the graph whose `requires_grad` is not False:
+        True, or None (the default) for a float tensor, as tinygrad fills every float tensor's. The graph is kept,
+        so calling it twice accumulates twice (as tinygrad does). `create_graph=True` records the gradients' own
+        ops, so a `.grad` can be differentiated again (each `.grad` then refers back to its tensor: a reference
+        cycle, as in PyTorch, freed by the garbage collector rather than at once)."""
         if self.requires_grad is False or (self._ctx is None and self.requires_grad is not True):
             raise RuntimeError(
                 "backward: this tensor does not require a gradient: no tensor with requires_grad=True reaches it "
                 "through differentiable ops (comparisons, bitwise ops and detach() cut the graph)"
             )
-        for t, g in self._backprop(gradient).values():
-            if t.requires_grad:
+        for t, g in self._backprop(gradient, create_graph).values():
+            if t.requires_grad or (t.requires_grad is None and dtypes.is_float(t.dtype)):
                 t.grad = g if t.grad is None else t.grad + g
         return self
 
-    def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
-        """d(self)/d(target) for each target, without touching any `.grad`. Targets must have had `requires_grad`
-        when the graph was built (ops on tensors that don't require a gradient are not recorded)."""
-        grads = self._backprop(gradient)
+    def gradient(self, *targets: Tensor, gradient: Tensor | None = None, create_graph: PyBool = True) -> list[Tensor]:
+        """d(self)/d(target) for each target (zeros for a target self does not depend on), without touching any
+        `.grad`. The gradients are recorded ops themselves (unless `create_graph=False`), so a gradient of a gradient,
+        a Jacobian row or a Hessian-vector product is again `gradient` (as in tinygrad). Targets must have had
+        `requires_grad` True or None when the graph was built (ops on tensors with requires_grad=False are not
+        recorded)."""
+        grads = self._backprop(gradient, create_graph)
         return [grads[id(t)][1] if id(t) in grads else t.zeros_like() for t in targets]
 
     # -- movement ------------------------------------------------------------------------------------------------------
@@ -416,7 +468,9 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
 
     def pad(self, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
         """`padding`: ((before, after), ...) per axis, or a flat torch-style tuple for the last axes, last axis
-        first. `mode`: "constant" (with `value`), "reflect", "replicate" or "circular"."""
+        first; a negative amount crops. `mode`: "constant" (with `value`), "reflect", "replicate" or "circular"."""
+        if mode not in PAD_MODES:
+            raise ModeError(f"pad: mode must be one of {', '.join(map(repr, PAD_MODES))}, got {mode!r}")
         if padding and not isinstance(padding[0], (tuple, list)) and padding[0] is not None:
             flat = list(padding)
             if len(flat) % 2:
@@ -427,31 +481,38 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
             arg = [(0, 0) if p is None else tuple(p) for p in padding]
         if len(arg) != self.ndim:
             raise ShapeError(f"pad: padding {padding} does not match the {self.ndim} axes of {self.shape}")
+        if not any(b < 0 or a < 0 for b, a in arg):
+            return self._pad_grown(tuple(arg), mode, value)  # type: ignore[arg-type]
+        grow = tuple((max(b, 0), max(a, 0)) for b, a in arg)
+        # constant and circular padding crop first (the wrap reads what is left); reflect and replicate mirror or
+        # repeat the whole axis, then crop (the order of PyTorch and tinygrad)
+        if mode in ("constant", "circular"):
+            return self._crop(tuple(arg))._pad_grown(grow, mode, value)  # type: ignore[arg-type]
+        return self._pad_grown(grow, mode, value)._crop(tuple(arg))  # type: ignore[arg-type]
+
+    def _crop(self, arg: tuple[tuple[sint, sint], ...]) -> Tensor:
+        """Drop -before and -after elements where they are negative."""
+        return self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(arg, self.shape)))  # type: ignore[type-var, operator]
+
+    def _pad_grown(self, arg: tuple[tuple[sint, sint], ...], mode: str, value: float) -> Tensor:
+        """`pad` by amounts >= 0."""
         if mode != "constant":
-            return self._pad_mode(tuple(arg), mode)  # type: ignore[arg-type]
-        if any(b < 0 or a < 0 for b, a in arg):
-            shrink_arg = tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(arg, self.shape))
-            x = self.shrink(shrink_arg)
-            return x.pad(tuple((max(b, 0), max(a, 0)) for b, a in arg), value=value)
+            return self._pad_mode(arg, mode)  # type: ignore[arg-type]
         if all(b == 0 and a == 0 for b, a in arg):
             return self
-        out = F.Pad.apply(self, arg=tuple(arg))
+        out = F.Pad.apply(self, arg=arg)
         if value != 0:
-            mask = F.Pad.apply(Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device), arg=tuple(arg))
+            mask = F.Pad.apply(Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device), arg=arg)
             out = mask.where(out, value)
         return out
 
     def _pad_mode(self, arg: tuple[tuple[int, int], ...], mode: str) -> Tensor:
         """Padding filled from the tensor itself, one axis at a time: mirrored ("reflect", edge not repeated), the
         edge value ("replicate") or wrapped around ("circular")."""
-        if mode not in ("reflect", "replicate", "circular"):
-            raise ValueError(f'pad: mode must be "constant", "reflect", "replicate" or "circular", got {mode!r}')
         x = self
         for axis, (before, after) in enumerate(arg):
             n = x.shape[axis]
             assert isinstance(n, int), "pad modes need concrete sizes"
-            if before < 0 or after < 0:
-                raise ValueError(f"pad: {mode} padding must not be negative, got {arg}")
             if before == after == 0:
                 continue
             limit = n - 1 if mode == "reflect" else n if mode == "circular" else math.inf
@@ -474,9 +535,9 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return x
 
     def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
-        full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
-        if len(full) != self.ndim:
+        if len(arg) != self.ndim:
             raise ShapeError(f"shrink: {arg} does not match the {self.ndim} axes of {self.shape}")
+        full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
         for (b, e), s in zip(full, self.shape):
             if isinstance(b, int) and isinstance(e, int) and isinstance(s, int) and not 0 <= b <= e <= s:
                 raise ShapeError(f"shrink: range {(b, e)} is outside an axis of size {s} (shape {self.shape})")
@@ -534,6 +595,8 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
 
     def repeat(self, repeats: Any, *args: Any) -> Tensor:
         reps = argfix(repeats, *args)
+        if len(reps) < self.ndim:
+            raise ShapeError(f"repeat: {reps} gives fewer repeats than the {self.ndim} axes of {self.shape}")
         base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
         expanded = base.reshape(tuple(x for s in base.shape for x in (1, s)))
         expanded = expanded.expand(tuple(x for r, s in zip(reps, base.shape) for x in (r, s)))
@@ -583,11 +646,14 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         axes = tuple(self._resolve_axis(d) for d in ((dims,) if isinstance(dims, int) else dims))
         amounts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
         if len(axes) != len(amounts):
-            raise ValueError(f"roll: {len(amounts)} shifts for {len(axes)} dims")
+            raise ArgumentError(f"roll: {len(amounts)} shifts for {len(axes)} dims; give one shift per dim")
         if 0 in self.shape:
             return self
-        window: list[tuple[sint, sint] | None] = [None] * self.ndim
+        total: dict[int, int] = {}  # a dim named twice is rolled by the sum of its shifts (PyTorch's)
         for axis, shift in zip(axes, amounts):
+            total[axis] = total.get(axis, 0) + shift
+        window: list[tuple[sint, sint] | None] = [None] * self.ndim
+        for axis, shift in total.items():
             size = self.shape[axis]
             start = size - shift % size
             window[axis] = (start, start + size)
@@ -597,7 +663,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     def meshgrid(self, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
         """Coordinate grids from 1-D (or scalar) tensors; `indexing` "ij" (matrix) or "xy" (Cartesian)."""
         if indexing not in ("ij", "xy"):
-            raise ValueError(f'meshgrid: indexing must be "ij" or "xy", got {indexing!r}')
+            raise ArgumentError(f'meshgrid: indexing must be "ij" or "xy", got {indexing!r}')
         tensors = (self, *args)
         if len(tensors) == 1:
             return tensors
@@ -672,7 +738,10 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
 
     def shrink_to(self, shape: Any, *args: Any) -> Tensor:
         """Keep the first `shape` elements of each axis (None keeps an axis)."""
-        return self.shrink(tuple(None if t is None else (0, t) for t in argfix(shape, *args)))
+        target = argfix(shape, *args)
+        if len(target) != self.ndim:
+            raise ShapeError(f"shrink_to: {target} does not match the {self.ndim} axes of {self.shape}")
+        return self.shrink(tuple(None if t is None else (0, t) for t in target))
 
     def unfold(self, dim: int, size: int, step: int) -> Tensor:
         """Windows of `size` every `step` along `dim`: that axis becomes (n_windows, ...) and a new last axis `size`."""
@@ -876,13 +945,13 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return self._transcendental(F.Exp.apply)
 
     def exp2(self) -> Tensor:
-        return self._transcendental(lambda x: F.Exp.apply(x * math.log(2)))
+        return self._transcendental(F.Exp2.apply)
 
     def log(self) -> Tensor:
         return self._transcendental(F.Log.apply)
 
     def log2(self) -> Tensor:
-        return self._transcendental(lambda x: F.Log.apply(x) / math.log(2))
+        return self._transcendental(F.Log2.apply)
 
     def sin(self) -> Tensor:
         return self._transcendental(F.Sin.apply)
@@ -943,10 +1012,18 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return self * self
 
     def clip(self, min_: TensorLike | None = None, max_: TensorLike | None = None) -> Tensor:
+        """min(max(self, min_), max_) as PyTorch's clamp: a NaN in self or a bound gives NaN; the gradient goes to
+        self where it is within the bounds (at them too), to the bound it is clipped to, and nowhere for NaN."""
         if min_ is None and max_ is None:
-            raise ValueError("clip needs at least one of min_ or max_")
-        x = self.maximum(min_) if min_ is not None else self
-        return x.minimum(max_) if max_ is not None else x
+            raise RuntimeError("clip needs at least one of min_ or max_")  # (tinygrad's and PyTorch's type)
+        x = self._clip_side(min_, lower=True) if min_ is not None else self
+        return x._clip_side(max_, lower=False) if max_ is not None else x
+
+    def _clip_side(self, bound: TensorLike, lower: PyBool) -> Tensor:
+        x, b = self._broadcasted(bound, op="clip")
+        inside, outside = (x >= b, x < b) if lower else (x <= b, x > b)
+        out = inside.where(x, outside.where(b, x.detach()))  # (neither: x is NaN, which passes no gradient)
+        return b.isnan().where(b.detach(), out) if dtypes.is_float(b.dtype) else out
 
     clamp = clip
 
@@ -963,6 +1040,8 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return F.Mul.apply(*self._broadcasted(y, reverse, "mul"))
 
     def div(self, y: TensorLike, reverse: PyBool = False, rounding_mode: str | None = None) -> Tensor:
+        if rounding_mode not in (None, "trunc", "floor"):
+            raise ArgumentError(f'div: rounding_mode must be None, "trunc" or "floor", got {rounding_mode!r}')
         x, y2 = self._broadcasted(y, reverse, "div")
         if rounding_mode == "trunc":
             return x.idiv(y2) if dtypes.is_int(x.dtype) else (x / y2).trunc()
@@ -998,27 +1077,21 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return fix.where(r + y2, r)
 
     def pow(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
-        if not reverse and isinstance(y, int) and not isinstance(y, bool) and 0 <= y <= 64:
-            return self._int_power(y)  # exact, and keeps the dtype (ints stay ints)
-        if not reverse and isinstance(y, float) and y == 0.5:
-            return self.sqrt()
+        """self ** y. Float powers follow C's pow (and PyTorch) at every edge, values and gradients: 0**0 = 1,
+        0**-1 = inf, (-8)**(1/3) is NaN, (-2)**3.0 = -8, (-inf)**1.5 = inf. Integers stay integers (exact, wrapping
+        like C); an integer tensor to a negative integer constant raises, as in tinygrad and PyTorch."""
+        if not reverse and isinstance(y, int) and not isinstance(y, bool) and not dtypes.is_float(self.dtype):
+            if y < 0:
+                raise RuntimeError(f"pow: an integer tensor ({self.dtype}) to the negative power {y} is not an "
+                                   "integer; cast the tensor to a float dtype first")  # fmt: skip
+            if y <= 64:
+                return self._int_power(y)  # exact, and keeps the dtype
         base, exponent = self._broadcasted(y, reverse, "pow")
-        out_dtype = base.dtype
-        if dtypes.is_int(out_dtype):
+        if not dtypes.is_float(base.dtype):
             return base._int_tensor_power(exponent)
-        base, exponent = base._float(), exponent._float()
-        magnitude = (base.abs().log() * exponent).exp()
-        # negative base: real only for integer exponents; the sign flips for odd ones; x**0 is 1 (0**0 too)
-        is_int = exponent == exponent.trunc()
-        odd = (exponent.abs() % 2) == 1
-        negative = base < 0
-        signed = negative.where(odd.where(-magnitude, magnitude), magnitude)
-        # a negative base with a fractional exponent is NaN, and so is its gradient (as PyTorch): take the log of the
-        # base itself there (1 elsewhere, so the unused branch stays finite and passes back zeros, not NaN)
-        undefined = negative & is_int.logical_not()
-        nan_branch = (undefined.where(base, 1.0).log() * exponent).exp()
-        out = (exponent == 0).where(1.0, undefined.where(nan_branch, signed))
-        return out.round().cast(out_dtype) if not dtypes.is_float(out_dtype) else out
+        if base.dtype in (dtypes.float16, dtypes.bfloat16):  # computed in float32, rounded once (as PyTorch)
+            return F.Pow.apply(base.float(), exponent.float()).cast(base.dtype)
+        return F.Pow.apply(base, exponent)
 
     def _int_tensor_power(self, exponent: Tensor) -> Tensor:
         """Integer base ** integer exponent, exact (wrapping like C on overflow) by squaring once per exponent bit.
@@ -1067,9 +1140,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     def trunc(self) -> Tensor:
         if not dtypes.is_float(self.dtype):
             return self
-        # floats this large are integers already (and inf/nan stay themselves); the rest round-trip through int64
-        exact = {dtypes.float16: 2**10, dtypes.bfloat16: 2**7, dtypes.float32: 2**23}.get(self.dtype, 2**52)
-        return F.Trunc.apply(self, exact=float(exact))
+        return F.Trunc.apply(self)
 
     def floor(self) -> Tensor:
         t = self.trunc()
@@ -1121,7 +1192,9 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     def _bitwise(self, y: TensorLike, op: Ops, reverse: PyBool = False) -> Tensor:
         x, y2 = self._broadcasted(y, reverse, op.name.lower())
         if dtypes.is_float(x.dtype):
-            raise TypeError(f"{op.name.lower()} needs integer or bool tensors, not {x.dtype}")
+            other = f"a {y.dtype} tensor" if isinstance(y, Tensor) else f"{type(y).__name__} {y!r}"
+            raise ArgumentError(f"{op.name.lower()} needs integer or bool operands, got a {self.dtype} tensor and "
+                                f"{other}; cast them to an integer dtype")  # fmt: skip
         return F.BitwiseBinary.apply(x, y2, op=op)
 
     def bitwise_and(self, y: TensorLike, reverse: PyBool = False) -> Tensor:

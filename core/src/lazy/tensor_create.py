@@ -1,19 +1,22 @@
-"""`Tensor` creation: constants, ramps (`arange`, `eye`, `linspace`) and the counter-based random numbers. A mixin
-of `Tensor`; every creator builds its result from constants and movement ops, so nothing is copied from the host
-(except `Tensor(data)` itself) and every device makes the same numbers."""
+"""`Tensor` creation: constants, ramps (`arange`, `eye`, `linspace`), host memory (`from_blob`) and tinygrad's
+counter-based random numbers. A mixin of `Tensor`; every creator builds its result from constants and movement ops,
+so nothing is copied from the host (except `Tensor(data)`, `from_blob` and a seed) and every device makes the same
+numbers."""
 
 # mypy: disable-error-code="misc"
 # (methods annotate `self: Tensor` / `cls: type[Tensor]`, the class they are mixed into; see lazy.tensor_nn)
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
 import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from lazy.dtype import ConstType, DType, dtypes, to_dtype
-from lazy.helpers import ShapeError, argfix, prod
+from lazy.helpers import ArgumentError, ShapeError, argfix, prod
 from lazy.lazy import LazyBuffer
 from lazy.ops import Ops
 from lazy.plugins import Device
@@ -21,6 +24,11 @@ from lazy.symbolic import Node, sint
 
 if TYPE_CHECKING:
     from lazy.tensor import Tensor
+
+
+class ValueRangeError(OverflowError, ValueError):
+    """Values a dtype cannot hold (an `arange` whose values overflow the dtype asked for): an OverflowError, what
+    tinygrad raises, and a ValueError, what Python code expects of a bad argument."""
 
 
 def _check_sizes(shape: tuple[Any, ...], what: str, keep: tuple[Any, ...] = ()) -> tuple[Any, ...]:
@@ -33,12 +41,76 @@ def _check_sizes(shape: tuple[Any, ...], what: str, keep: tuple[Any, ...] = ()) 
             out.append(size)
             continue
         if type(size) is not int:
-            raise TypeError(f"{what}: size {size!r} (position {i} of {shape}) is a {type(size).__name__}; "
-                            "sizes are ints")  # fmt: skip
+            raise ArgumentError(f"{what}: size {size!r} (position {i} of {shape}) is a {type(size).__name__}; "
+                                "sizes are ints")  # fmt: skip
         if size < 0:
             raise ShapeError(f"{what}: size {size} (position {i} of {shape}) is negative; sizes are >= 0")
         out.append(size)
     return tuple(out)
+
+
+_CHUNK = 2**32 - 1  # the most words one Threefry key serves (the counter within a draw is a uint32)
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_MANTISSA_BITS = {dtypes.float16: 10, dtypes.bfloat16: 7, dtypes.float32: 23, dtypes.float64: 52}
+
+
+def _threefry2x32(x0: Tensor, x1: Tensor, k0: Tensor, k1: Tensor) -> tuple[Tensor, Tensor]:
+    """Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"): the two output
+    words for the counter (x0, x1) under the key (k0, k1); uint32 tensors of one shape."""
+    ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)
+    x0, x1 = x0 + ks[0], x1 + ks[1]
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            x0 = x0 + x1
+            x1 = ((x1 << r) | (x1 >> (32 - r))) ^ x0
+        x0 = x0 + ks[(i + 1) % 3]
+        x1 = x1 + ks[(i + 2) % 3] + (i + 1)
+    return x0, x1
+
+
+def _threefry_select(key: Tensor, x0: Tensor, x1: Tensor, first: Tensor) -> Tensor:
+    """Per element, the first output word of Threefry-2x32 of (x0, x1) under `key` (two uint32 words) where `first`,
+    else the second; 1-d tensors of one size. Each key word is broadcast from its buffer before any arithmetic, so
+    all of it fuses into one kernel."""
+    n = x0.shape[0]
+    k0, k1 = (key.cast(dtypes.uint32).shrink(((i, i + 1),)).expand(n) for i in (0, 1))
+    out0, out1 = _threefry2x32(x0, x1, k0, k1)
+    return first.where(out0, out1)
+
+
+def _add64(low: Tensor, high: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    """(low, high) + n for a 64-bit number kept as two uint32 words: the low word wraps and carries."""
+    new_low = low + (n & 0xFFFFFFFF)
+    return new_low, high + (n >> 32) + (new_low < low).cast(dtypes.uint32)
+
+
+def _bits_to_unit_float(bits: Tensor, n: int, dtype: DType) -> Tensor:
+    """The first `n` floats in [0, 1) of `dtype` from random uint32 words, as tinygrad makes them: the words' bytes
+    read as unsigned ints of the float's size (little-endian), their top bits as the mantissa under exponent 0 (a
+    float in [1, 2)), minus 1."""
+    if dtype not in _MANTISSA_BITS:
+        raise ValueError(f"rand cannot make {dtype}; make float32 and cast")
+    size = dtype.itemsize
+    uint = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[size]
+    words = bits.shape[0]
+    assert isinstance(words, int)
+    if size < 4:  # each word holds 4 // size values, the lowest bytes first
+        parts = 4 // size
+        wide = bits.reshape(words, 1).expand(words, parts)
+        position = type(bits)._index_ramp(parts, bits.device).reshape(1, parts).expand(words, parts)
+        pieces = wide & (256**size - 1)
+        for p in range(1, parts):
+            pieces = (position == p).where((wide >> (8 * size * p)) & (256**size - 1), pieces)
+        raw = pieces.reshape(words * parts).cast(uint)
+    elif size == 8:  # two words per value, the low one first
+        pairs = bits.reshape(words // 2, 2).cast(dtypes.uint64)
+        raw = pairs[:, 0] | (pairs[:, 1] << 32)
+    else:
+        raw = bits
+    mantissa_bits = _MANTISSA_BITS[dtype]
+    exponent_bits = 8 * size - 1 - mantissa_bits
+    one_bits = (2 ** (exponent_bits - 1) - 1) << mantissa_bits  # 1.0: the exponent bias, a zero mantissa
+    return ((raw >> (exponent_bits + 1)) | one_bits).bitcast(dtype).shrink(((0, n),)) - 1
 
 
 class CreationMixin:
@@ -46,7 +118,11 @@ class CreationMixin:
 
     __slots__ = ()
     _seed: ClassVar[int] = 0
-    _rng_state: ClassVar[dict[str, Tensor]] = {}  # device -> its generator's (seed, counter) as a uint32 buffer
+    # tinygrad's generator state, per device: the key (device key, seed) and the 64-bit counter, uint32 pairs
+    _device_seeds: ClassVar[dict[str, Tensor]] = {}
+    _device_rng_counters: ClassVar[dict[str, Tensor]] = {}
+    _rng_order: ClassVar[list[str]] = []  # the devices that drew since the last seed, in order: their key index
+    _rng_index: ClassVar[dict[str, int]] = {}  # the key index each device's state holds now
 
     @classmethod
     def empty(
@@ -75,6 +151,24 @@ class CreationMixin:
         return cls.full(
             _check_sizes(argfix(*shape), "ones"), 1.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs
         )
+
+    @classmethod
+    def from_blob(cls: type[Tensor], ptr: int, shape: Any, dtype: DType | str | None = None,
+                  device: str | None = None, requires_grad: bool | None = None) -> Tensor:  # fmt: skip
+        """A tensor of `shape` and `dtype` (default: the default float) from the bytes at host address `ptr` (an
+        `ndarray.ctypes.data`, a ctypes buffer's address), on `device`. tinygrad wraps that memory without copying,
+        so the caller must keep it alive and unchanged for the tensor's life; lazy copies the bytes now instead: the
+        memory may be freed or reused as soon as this returns, and later writes to it do not reach the tensor."""
+        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+        shape = _check_sizes(argfix(shape), "from_blob")
+        nbytes = prod(shape) * dt.itemsize
+        if isinstance(ptr, bool) or not isinstance(ptr, int) or ptr < 0 or (ptr == 0 and nbytes):
+            raise ValueError(f"from_blob: ptr={ptr!r} is not the address of host memory (an int > 0, such as "
+                             "ndarray.ctypes.data)")  # fmt: skip
+        if nbytes == 0:
+            return cls.zeros(*shape, dtype=dt, device=device, requires_grad=requires_grad)
+        raw = cls(ctypes.string_at(ptr, nbytes), device=device, requires_grad=False)  # (nbytes,) uint8, a copy
+        return raw.bitcast(dt).reshape(shape).requires_grad_(requires_grad)
 
     def full_like(self: Tensor, fill_value: ConstType, **kwargs: Any) -> Tensor:
         return self.full(
@@ -106,12 +200,16 @@ class CreationMixin:
         return self.full_like(b, dtype=dtype or self.dtype)
 
     @classmethod
-    def arange(
-        cls: type[Tensor], start: int | float, stop: int | float | None = None, step: int | float = 1, **kwargs: Any
-    ) -> Tensor:
+    def arange(cls: type[Tensor], start: int | float, stop: int | float | None = None, step: int | float = 1,
+               dtype: DType | str | None = None, device: str | None = None,
+               requires_grad: bool | None = None) -> Tensor:  # fmt: skip
+        """start, start + step, ... up to `stop` (excluded). The default dtype is the default float when any argument
+        is a float, else the default int, or int64 when the values need it (tinygrad's rule, taken on the values
+        themselves: a long step past 2**31 gets int64 too, where tinygrad would wrap)."""
         if stop is None:
             start, stop = 0, start
         start, stop, step = (v.item() if isinstance(v, np.generic) else v for v in (start, stop, step))
+        start, stop, step = (int(v) if type(v) is bool else v for v in (start, stop, step))
         for name, v in (("start", start), ("stop", stop), ("step", step)):
             if type(v) not in (int, float) or not math.isfinite(v):
                 raise TypeError(f"arange: {name}={v!r} is not a finite int or float")
@@ -123,14 +221,16 @@ class CreationMixin:
         def holds(dt: DType) -> bool:
             return not dtypes.is_int(dt) or dtypes.min(dt) <= low and high <= dtypes.max(dt)
 
-        if any(isinstance(v, float) for v in (start, stop, step)):
-            dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
-        else:  # the default int, or int64 when the values need it (PyTorch's arange is int64)
-            dtype = to_dtype(kwargs.pop("dtype", dtypes.default_int if holds(dtypes.default_int) else dtypes.int64))
-        if not holds(dtype):
-            raise ValueError(f"arange({start}, {stop}, {step}) does not fit in {dtype}; pick a wider dtype")
-        idx = cls._index_ramp(count, kwargs.pop("device", None))
-        return (idx.cast(dtype) * step + start).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
+        if dtype is not None:
+            dt = to_dtype(dtype)
+        elif any(isinstance(v, float) for v in (start, stop, step)):
+            dt = dtypes.default_float
+        else:
+            dt = dtypes.default_int if holds(dtypes.default_int) else dtypes.int64
+        if not holds(dt):
+            raise ValueRangeError(f"arange({start}, {stop}, {step}) does not fit in {dt}; pick a wider dtype")
+        idx = cls._index_ramp(count, device)
+        return (idx.cast(dt) * step + start).cast(dt).requires_grad_(requires_grad)
 
     @classmethod
     def _index_ramp(cls: type[Tensor], count: int, device: str | None) -> Tensor:
@@ -151,85 +251,136 @@ class CreationMixin:
         return total.reshape(1 << bits).shrink(((0, count),))
 
     @classmethod
-    def eye(cls: type[Tensor], n: int, m: int | None = None, **kwargs: Any) -> Tensor:
+    def eye(cls: type[Tensor], n: int, m: int | None = None, dtype: DType | str | None = None,
+            device: str | None = None, requires_grad: bool | None = None) -> Tensor:  # fmt: skip
         n, m = _check_sizes((n, n if m is None else m), f"eye(n={n!r}, m={m!r})")
-        dtype = kwargs.pop("dtype", dtypes.default_float)
-        device = kwargs.pop("device", None)
         rows = cls._index_ramp(n, device).reshape(n, 1)
         cols = cls._index_ramp(m, device).reshape(1, m)
-        return (rows == cols).cast(dtype).requires_grad_(kwargs.get("requires_grad"))
+        return (rows == cols).cast(dtype or dtypes.default_float).requires_grad_(requires_grad)
 
     @classmethod
     def manual_seed(cls: type[Tensor], seed: int = 0) -> None:
-        """Restart the random numbers from `seed` on every device (each device then draws the same numbers)."""
+        """Restart the random numbers from `seed` (tinygrad's generator: the same seed gives tinygrad 0.14's numbers).
+        Each device's key mixes the seed with the order in which devices first draw after this call, as in tinygrad;
+        the state of a device that drew before is reset in place, so a `jit` that captured it restarts too."""
         CreationMixin._seed = seed
-        for device, state in CreationMixin._rng_state.items():
-            state.assign(cls._rng_start(device)).realize()  # in place: a jit that captured the state sees it too
+        CreationMixin._rng_order.clear()
+        for device, index in CreationMixin._rng_index.items():  # until a device draws again, guess its old position
+            cls._rng_reset(device, index)
+
+    @staticmethod
+    def _device_key(index: int) -> int:
+        """The key word of the index-th device to draw after a seed: the low 32 bits of sha256(index) (tinygrad's)."""
+        return int.from_bytes(hashlib.sha256(index.to_bytes(4, "big")).digest(), "big") & 0xFFFFFFFF
 
     @classmethod
-    def _rng_start(cls: type[Tensor], device: str) -> Tensor:
-        return cls([CreationMixin._seed & 0xFFFFFFFF, 0], device=device, dtype=dtypes.uint32, requires_grad=False)
+    def _rng_reset(cls: type[Tensor], device: str, index: int) -> None:
+        """Start `device`'s generator: key (device key, seed) and a 64-bit counter of 0 (two uint32 words, low first),
+        each a uint32 buffer that later draws read and advance in place."""
+        key = [cls._device_key(index), CreationMixin._seed & 0xFFFFFFFF]
+        for states, words in ((CreationMixin._device_seeds, key), (CreationMixin._device_rng_counters, [0, 0])):
+            value = cls(words, device=device, dtype=dtypes.uint32, requires_grad=False)
+            if device in states:
+                states[device].assign(value).realize()
+            else:
+                states[device] = value.realize()
+        CreationMixin._rng_index[device] = index
 
     @classmethod
-    def _rng_key(cls: type[Tensor], device: str | None) -> Tensor:
-        """This call's Threefry key (seed, counter) as a realized uint32 pair. Each device keeps (seed, counter) in a
-        buffer that every call advances in place (an `assign` kernel), so the counter is a kernel input: one shape of
-        random call compiles once, and a `jit` replays the advance and so draws new numbers each time. The key is
-        copied out at creation, so a random tensor realized after a later one still gets the numbers of its call."""
+    def _rng_keys(cls: type[Tensor], device: str | None, count: int) -> Tensor:
+        """The Threefry keys of a draw of `count` uint32 words on `device` (two words per chunk of up to 2**32 - 1
+        words: the hash of the counter at the chunk's start under the device's key), as a realized buffer; the
+        counter advances by `count`. The counter is a kernel input, so one shape of draw compiles once and a `jit`
+        replays the advance (new numbers each time). The keys are copied out now: a random tensor realized after a
+        later one still gets the numbers of its own call."""
         dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
-        if (state := CreationMixin._rng_state.get(dev)) is None:
-            state = CreationMixin._rng_state[dev] = cls._rng_start(dev)
-        step = cls.full((1,), 1, dtype=dtypes.uint32, device=dev, requires_grad=False).pad(((1, 0),))  # [0, 1]
-        key = (state + step).contiguous()
-        state.assign(key)
-        return key.realize(state)
+        if dev not in CreationMixin._rng_order:  # the device's first draw since the seed: its position picks its key
+            CreationMixin._rng_order.append(dev)
+            if CreationMixin._rng_index.get(dev) != (index := len(CreationMixin._rng_order) - 1):
+                cls._rng_reset(dev, index)
+        chunks = max(1, -(-count // _CHUNK))
+        key, counter = CreationMixin._device_seeds[dev], CreationMixin._device_rng_counters[dev]
+        k0, k1, low, high = (t.shrink(((i, i + 1),)) for t in (key, counter) for i in (0, 1))
+        # one kernel computes every word from the old state: the chunks' keys, then the advanced counter
+        words: list[Tensor] = []
+        for chunk in range(chunks):
+            chunk_low, chunk_high = _add64(low, high, chunk * _CHUNK)
+            words.extend(_threefry2x32(chunk_low, chunk_high, k0, k1))
+        words.extend(_add64(low, high, count))
+        position = cls._index_ramp(len(words), dev)
+        state = words[-1].expand(len(words))
+        for i, word in reversed(list(enumerate(words[:-1]))):
+            state = (position == i).where(word.expand(len(words)), state)
+        state = state.contiguous()
+        counter.assign(state.shrink(((2 * chunks, 2 * chunks + 2),)))
+        keys = state.shrink(((0, 2 * chunks),))
+        return keys.realize(counter)
+
+    @staticmethod
+    def _threefry_random_bits(key: Tensor, counts0: Tensor, counts1: Tensor) -> Tensor:
+        """Threefry-2x32 of the counters (counts0[i], counts1[i]) under `key` (two uint32 words): all first output
+        words, then all second ones (tinygrad's layout and name)."""
+        n = counts0.shape[0]
+        assert isinstance(n, int) and counts1.shape == (n,), "counts0 and counts1 are 1-d and of the same size"
+        x0, x1 = (c.cast(dtypes.uint32).reshape(1, n).expand(2, n).reshape(2 * n) for c in (counts0, counts1))
+        first = type(key).full((1, 1), True, device=key.device).pad(((0, 1), None)).expand(2, n).reshape(2 * n)
+        return _threefry_select(key, x0, x1, first)
 
     @classmethod
-    def _threefry_bits(cls: type[Tensor], count: int, device: str | None) -> Tensor:
-        """`count` random uint32 from Threefry-2x32 (20 rounds) over a counter: the same bits on every device. No op
-        is recorded for autograd (no input requires a gradient), so a random tensor does not keep this graph alive."""
-        key = cls._rng_key(device)
-        ctr = cls._index_ramp(count, key.device).cast(dtypes.uint32).detach()
-        # each key word is broadcast to the counter's shape before any arithmetic, so all of it fuses in one kernel
-        k0, k1 = (key.shrink(((i, i + 1),)).expand(count) for i in (0, 1))
-        ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)
-        x0, x1 = ctr + ks[0], ks[1]
-        rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
-        for i in range(5):
-            for r in rotations[i % 2]:
-                x0 = x0 + x1
-                x1 = (x1 << r) | (x1 >> (32 - r))
-                x1 = x1 ^ x0
-            x0 = x0 + ks[(i + 1) % 3]
-            x1 = x1 + ks[(i + 2) % 3] + (i + 1)
-        return x0
+    def _random_bits(cls: type[Tensor], count: int, device: str | None) -> Tensor:
+        """`count` random uint32 words from the device's generator: the same words as tinygrad 0.14 on every device.
+        Chunk c (of up to 2**32 - 1 words, m of them) is `_threefry_random_bits` of the counters j and j + ceil(m/2)
+        under the chunk's key, built here from one ramp so that the whole chunk is one kernel. No op is recorded for
+        autograd, so a random tensor does not keep this graph alive."""
+        keys = cls._rng_keys(device, count)
+        parts = []
+        for start in range(0, count, _CHUNK):
+            size, chunk = min(count - start, _CHUNK), start // _CHUNK
+            half = -(-size // 2)
+            position = cls._index_ramp(2 * half, keys.device).cast(dtypes.uint32)
+            first = position < half
+            x0 = first.where(position, position - half)  # the counter pair (j, j + half) of word j and of word j + half
+            key = keys.shrink(((2 * chunk, 2 * chunk + 2),))
+            parts.append(_threefry_select(key, x0, x0 + half, first).shrink(((0, size),)))
+        if not parts:
+            return cls.empty(0, dtype=dtypes.uint32, device=keys.device)
+        return parts[0].cat(*parts[1:]).detach() if len(parts) > 1 else parts[0].detach()
 
     @classmethod
-    def rand(
-        cls: type[Tensor], *shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any
-    ) -> Tensor:
-        """Uniform in [0, 1)."""
-        shape = _check_sizes(argfix(*shape), "rand")
+    def rand(cls: type[Tensor], *shape: Any, device: str | None = None, dtype: DType | str | None = None,
+             requires_grad: bool | None = None, contiguous: bool = False) -> Tensor:  # fmt: skip
+        """Uniform in [0, 1), a float dtype (default: the default float). The mantissa of each element comes from
+        the generator's words (one word per float32, half a word per half, two per double: tinygrad's numbers).
+        `contiguous=True` realizes them in a buffer of their own (tinygrad's default); without it they fuse into the
+        kernel that uses them: the same numbers either way."""
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-        bits = cls._threefry_bits(prod(shape), device)
-        # 23 random mantissa bits under exponent 0 give a float in [1, 2)
-        one_to_two = ((bits >> 9) | 0x3F800000).bitcast(dtypes.float32)
-        return (one_to_two - 1.0).cast(dt).reshape(shape).requires_grad_(kwargs.get("requires_grad"))
+        if not dtypes.is_float(dt):
+            raise ValueError(f"rand makes floats in [0, 1), not {dt}; use randint for integers, or cast the result")
+        shape = _check_sizes(argfix(*shape), "rand")
+        n = prod(shape)
+        bits = cls._random_bits(-(-n * dt.itemsize // 4), device)
+        out = _bits_to_unit_float(bits, n, dt).reshape(shape)
+        return (out.contiguous() if contiguous else out).requires_grad_(requires_grad)
 
     @classmethod
-    def randn(cls: type[Tensor], *shape: Any, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
-        """Standard normal (Box-Muller)."""
+    def randn(cls: type[Tensor], *shape: Any, device: str | None = None, dtype: DType | str | None = None,
+              requires_grad: bool | None = None) -> Tensor:  # fmt: skip
+        """Standard normal (Box-Muller over two float32 uniform draws, as tinygrad)."""
         shape = _check_sizes(argfix(*shape), "randn")
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-        src = cls.rand((2, *shape), **{k: v for k, v in kwargs.items() if k != "requires_grad"})
+        src = cls.rand((2, *shape), device=device, dtype=dtypes.float32)
         out = src[0].mul(2 * math.pi).cos().mul((1 - src[1]).log().mul(-2).sqrt())
-        return out.cast(dt).requires_grad_(kwargs.get("requires_grad"))
+        return out.cast(dt).requires_grad_(requires_grad)
 
     @classmethod
-    def uniform(cls: type[Tensor], *shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
-        dtype = kwargs.pop("dtype", dtypes.default_float)
-        rg = kwargs.pop("requires_grad", None)
-        return ((high - low) * cls.rand(*shape, **kwargs) + low).cast(dtype).requires_grad_(rg)
+    def uniform(cls: type[Tensor], *shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
+                **kwargs: Any) -> Tensor:  # fmt: skip
+        """Uniform in [low, high); `kwargs` are rand's (device, requires_grad)."""
+        if not low < high:
+            raise ValueError(f"uniform needs low < high, got low={low} high={high}")
+        requires_grad = kwargs.pop("requires_grad", None)
+        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+        return (((high - low) * cls.rand(*shape, **kwargs)).cast(dt) + low).requires_grad_(requires_grad)
 
     @classmethod
     def scaled_uniform(cls: type[Tensor], *shape: Any, **kwargs: Any) -> Tensor:
@@ -244,27 +395,27 @@ class CreationMixin:
     @classmethod
     def kaiming_uniform(cls: type[Tensor], *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
         shape = argfix(*shape)
-        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
+        bound = (6 / (1 + a**2) / prod(shape[1:])) ** 0.5  # (written as tinygrad does, so the last bit agrees)
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @classmethod
     def kaiming_normal(cls: type[Tensor], *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
         shape = argfix(*shape)
-        std = math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
+        std = (2 / (1 + a**2) / prod(shape[1:])) ** 0.5
         return cls.normal(*shape, mean=0.0, std=std, **kwargs)
 
     @classmethod
     def normal(cls: type[Tensor], *shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+        """Normal with `mean` and `std`; `kwargs` are randn's (device, dtype, requires_grad)."""
         if std < 0:
             raise ValueError(f"normal needs std >= 0, got {std}")
-        rg = kwargs.pop("requires_grad", None)
-        return (std * cls.randn(*shape, **kwargs) + mean).requires_grad_(rg)
+        requires_grad = kwargs.pop("requires_grad", None)
+        return (std * cls.randn(*shape, **kwargs) + mean).requires_grad_(requires_grad)
 
     @classmethod
-    def randint(
-        cls: type[Tensor], *shape: Any, low: int = 0, high: int = 10, dtype: DType | str = dtypes.int32, **kwargs: Any
-    ) -> Tensor:
-        """Uniform integers in [low, high)."""
+    def randint(cls: type[Tensor], *shape: Any, low: int = 0, high: int = 10, dtype: DType | str = dtypes.int32,
+                **kwargs: Any) -> Tensor:  # fmt: skip
+        """Uniform integers in [low, high): floor((high - low) * rand) + low, as tinygrad; `kwargs` are rand's."""
         dt = to_dtype(dtype)
         if not isinstance(low, int) or not isinstance(high, int):
             raise TypeError(f"randint needs integer bounds, got low={low!r} high={high!r}")
@@ -272,51 +423,50 @@ class CreationMixin:
             raise TypeError(f"randint needs an integer dtype, not {dt}")
         if low >= high:
             raise ValueError(f"randint needs low < high, got low={low} high={high}")
-        rg = kwargs.pop("requires_grad", None)
-        # scale first and add low after the cast, so truncation never rounds a negative value toward zero
-        offset = ((high - low) * cls.rand(*shape, dtype=dtypes.float32, **kwargs)).cast(dt)
-        return (offset.minimum(high - low - 1) + low).cast(dt).requires_grad_(rg)
+        requires_grad = kwargs.pop("requires_grad", None)
+        # scale first and add low after the cast, so truncation never rounds a negative value toward zero; the
+        # minimum keeps a float product that rounded up to high - low inside the range
+        offset = ((high - low) * cls.rand(*shape, **kwargs)).cast(dt)
+        return (offset.minimum(high - low - 1) + low).cast(dt).requires_grad_(requires_grad)
 
     @classmethod
     def linspace(cls: type[Tensor], start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None,
-                 **kwargs: Any) -> Tensor:  # fmt: skip
+                 device: str | None = None, requires_grad: bool | None = None) -> Tensor:  # fmt: skip
         """`steps` evenly spaced values from `start` to `stop`, both included."""
         (steps,) = _check_sizes((steps,), "linspace")
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
         if dt == dtypes.bool:
             raise ValueError("linspace cannot make a bool tensor; pick a numeric dtype")
-        device = kwargs.pop("device", None)
         if steps == 1:
-            return cls.full((1,), start, device=device, dtype=dt, **kwargs)
+            return cls.full((1,), start, device=device, dtype=dt, requires_grad=requires_grad)
         ramp = cls.arange(steps, device=device, dtype=dtypes.default_float)
-        return (start + ramp * ((stop - start) / (steps - 1))).cast(dt).requires_grad_(kwargs.get("requires_grad"))
+        return (start + ramp * ((stop - start) / (steps - 1))).cast(dt).requires_grad_(requires_grad)
 
     @classmethod
-    def randperm(
-        cls: type[Tensor], n: int, device: str | None = None, dtype: DType | str = dtypes.int32, **kwargs: Any
-    ) -> Tensor:
+    def randperm(cls: type[Tensor], n: int, device: str | None = None, dtype: DType | str = dtypes.int32,
+                 requires_grad: bool | None = None) -> Tensor:  # fmt: skip
         """A random permutation of 0..n-1 (the order that sorts n uniform draws)."""
-        return cls.rand(n, device=device).argsort().cast(dtype).requires_grad_(kwargs.get("requires_grad"))
+        return cls.rand(n, device=device).argsort().cast(dtype).requires_grad_(requires_grad)
 
     def multinomial(self: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
         """`num_samples` indices per row drawn with probability proportional to the (non-negative) weights in self."""
         if not 1 <= self.ndim <= 2 or num_samples < 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"multinomial needs 1 or 2 dimensions and num_samples >= 1, got {self.shape}, {num_samples}"
             )
         weight = (self.unsqueeze(0) if self.ndim == 1 else self).detach().float()  # (rows, n)
         rows, n = weight.shape
         assert isinstance(n, int), "multinomial needs a concrete number of categories"
         if not replacement and num_samples > n:
-            raise ValueError(f"multinomial without replacement cannot draw {num_samples} of {n} categories")
+            raise ArgumentError(f"multinomial without replacement cannot draw {num_samples} of {n} categories")
         if replacement or num_samples == 1:
             cdf = weight.cumsum(1)
             cdf = cdf / cdf[:, -1:]  # (rows, n)
             draws = self.rand(num_samples, rows, 1, device=self.device)
             indices = (draws >= cdf).sum(2).minimum(n - 1).permute(1, 0)  # (rows, num_samples)
         else:
-            # Efraimidis-Spirakis: the largest keys log(u)/w, picked one at a time
-            keys = self.rand(rows, n, device=self.device).log() / weight
+            # Efraimidis-Spirakis: the largest keys log2(u)/w, picked one at a time
+            keys = self.rand(rows, n, device=self.device).log2() / weight  # (log2 as tinygrad: the same ties)
             picks = []
             for _ in range(num_samples):
                 pick = keys.argmax(1, keepdim=True)  # (rows, 1)

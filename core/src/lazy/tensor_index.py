@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lazy.dtype import ConstType, dtypes
-from lazy.helpers import CHECK_INDEX, ShapeError, all_int, broadcast_shape, prod
+from lazy.helpers import CHECK_INDEX, ArgumentError, ShapeError, all_int, broadcast_shape, prod
 from lazy.symbolic import Node, concrete, sint
 
 if TYPE_CHECKING:
@@ -357,7 +357,7 @@ class IndexingMixin:
     def _setitem_by_copy(self: Tensor, indices: Any, value: TensorLike) -> None:
         """Setitem on a device that only copies (DISK): the value is computed where it lives and copied into the
         consecutive range of memory the index selects."""
-        from lazy.engine.realize import BufferCopy
+        from lazy.engine.realize import copy_now
         from lazy.plugins import Device
         from lazy.tensor import Tensor
 
@@ -377,7 +377,7 @@ class IndexingMixin:
         dest = Tensor(view, device=self.device).realize().lazydata.base.realized
         data = src.lazydata.base.realized
         assert dest is not None and data is not None
-        BufferCopy(dest.nbytes, self.device, src.device)([dest, data], {})
+        copy_now(dest, data)  # through the engine, so a jit capturing now records it
 
     def _broadcast_value(self: Tensor, v: Tensor, shape: tuple[sint, ...]) -> Tensor:
         try:
@@ -398,7 +398,7 @@ class IndexingMixin:
         from lazy.tensor import Tensor
 
         if mask.dtype != dtypes.bool:
-            raise TypeError(f"masked_select: the mask must be a bool tensor, not {mask.dtype}")
+            raise ArgumentError(f"masked_select: the mask must be a bool tensor, not {mask.dtype}")
         shape = broadcast_shape("masked_select", self.shape, mask.shape)
         x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
         if size is None:
@@ -431,7 +431,8 @@ class IndexingMixin:
         index outside [0, size) gives 0 (an IndexError with LAZY_CHECK_INDEX=1)."""
         dim = self._resolve_axis(dim)
         n = self.shape[dim]
-        index._check_index("gather", 0, n, f"dimension {dim} with size {n} (shape {self.shape})")
+        if dtypes.is_int(index.dtype):  # (a float index is refused by _gather, before its values are read)
+            index._check_index("gather", 0, n, f"dimension {dim} with size {n} (shape {self.shape})")
         return self._gather(dim, index)
 
     def _gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -440,6 +441,8 @@ class IndexingMixin:
 
         if index.ndim != self.ndim:
             raise ShapeError(f"gather: index has {index.ndim} dimensions, self has {self.ndim} ({self.shape})")
+        if not dtypes.is_int(index.dtype):
+            raise ArgumentError(f"gather: index must have an integer dtype, not {index.dtype}")
         dim = self._resolve_axis(dim)
         if any(i > s for d, (s, i) in enumerate(zip(self.shape, index.shape)) if d != dim):
             raise ShapeError(f"gather: index shape {index.shape} is larger than {self.shape} outside dim {dim}")
@@ -461,7 +464,7 @@ class IndexingMixin:
         if index.ndim != self.ndim:
             raise ShapeError(f"{op}: index has {index.ndim} dimensions, self has {self.ndim} ({self.shape})")
         if not dtypes.is_int(index.dtype):
-            raise ValueError(f"{op}: index must have an integer dtype, not {index.dtype}")
+            raise ArgumentError(f"{op}: index must have an integer dtype, not {index.dtype}")
         dim = self._resolve_axis(dim)
         if not isinstance(src, Tensor):
             src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
@@ -486,7 +489,7 @@ class IndexingMixin:
         `reduce` "add" or "multiply", combined with what is there instead. Of repeated indices, the last wins."""
         if reduce is not None:
             if reduce not in ("add", "multiply"):
-                raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
+                raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
             return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")  # type: ignore[arg-type]
         from lazy.tensor import Tensor
 
@@ -504,7 +507,9 @@ class IndexingMixin:
         """Combine src into self along `dim` at `index` with "sum", "prod", "mean", "amax" or "amin" (PyTorch's
         semantics; `include_self=False` leaves out the original value wherever something lands)."""
         if reduce not in ("sum", "prod", "mean", "amax", "amin"):
-            raise ValueError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', not {reduce!r}")
+            raise ArgumentError(
+                f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', not {reduce!r}"
+            )
         dim, hit, values = self._scatter_hits("scatter_reduce", dim, index, src)
         landed = hit.any(-1)
         keep = self if include_self else None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lazy.dtype import dtypes, to_np_dtype
+from lazy.helpers import ArgumentError
 
 if TYPE_CHECKING:
     from lazy.tensor import PyBool, PyFloat, Tensor, TensorLike
@@ -163,7 +164,7 @@ class MathMixin:
 
     def bitwise_not(self: Tensor) -> Tensor:
         if dtypes.is_float(self.dtype):
-            raise TypeError(f"bitwise_not needs an integer or bool tensor, not {self.dtype}")
+            raise ArgumentError(f"bitwise_not needs an integer or bool tensor, not {self.dtype}")
         return ~self
 
     # -- more binary math ----------------------------------------------------------------------------------------------
@@ -179,11 +180,17 @@ class MathMixin:
         return ((a - top).exp() + (b - top).exp()).log() + top
 
     def copysign(self: Tensor, other: TensorLike) -> Tensor:
-        """|self| with the sign of `other` (-0.0 counts as negative)."""
+        """|self| with the sign of `other`: its sign bit for floats (-0.0 and -NaN count as negative), exactly and
+        with PyTorch's gradient (`function.CopySign`). Integers keep their dtype (tinygrad's rule)."""
+        from lazy import function as F
+
+        if isinstance(other, float):  # only its sign counts (and a constant -0.0 would not survive as such)
+            other = math.copysign(1.0, other)
         a, b = self._broadcasted(other, op="copysign")
-        negative = (b < 0) | ((b == 0) & (b.cast(dtypes.default_float).reciprocal() < 0))
+        if dtypes.is_float(a.dtype):
+            return F.CopySign.apply(a, b)
         magnitude = a.abs()
-        return negative.where(-magnitude, magnitude)
+        return (b < 0).where(-magnitude, magnitude)
 
     def fmod(self: Tensor, other: TensorLike) -> Tensor:
         """C's remainder: the sign follows the dividend (truncating division), unlike `%` (floor, Python's)."""

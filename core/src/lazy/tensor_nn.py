@@ -13,11 +13,27 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
-from lazy.helpers import ShapeError, all_int, broadcast_shape, prod
+from lazy.helpers import TRAINING, ArgumentError, ShapeError, all_int, broadcast_shape, prod
 from lazy.symbolic import concrete, sint
 
 if TYPE_CHECKING:
     from lazy.tensor import PyBool, PyFloat, PyInt, Tensor
+
+
+def _lerp_uint8(at_low: Tensor, at_high: Tensor, frac: list[PyFloat], view: tuple[PyInt, ...]) -> Tensor:
+    """at_low + frac * (at_high - at_low) for uint8 values (held as int32), as PyTorch resamples uint8 images: the
+    weights as integers with the most fraction bits (at most 15) that keep the largest below 2**15 (an int16), then
+    the sum rounded to nearest and clamped to [0, 255]. `frac` has one weight per output position along the axis
+    that `view` (1 elsewhere) reshapes it to."""
+    largest = max([*frac, *(1 - f for f in frac)], default=1.0)
+    bits = next(b for b in range(15, 0, -1) if math.floor(0.5 + largest * 2**b) < 2**15)
+
+    def weights(ws: list[PyFloat]) -> Tensor:
+        fixed = [math.floor(0.5 + w * 2**bits) for w in ws]
+        return type(at_low)(fixed, dtype=dtypes.int32, device=at_low.device).reshape(view)
+
+    total = at_low * weights([1 - f for f in frac]) + at_high * weights(frac)
+    return ((total + (1 << (bits - 1))) >> bits).maximum(0).minimum(255)
 
 
 class NNOpsMixin:
@@ -43,7 +59,10 @@ class NNOpsMixin:
         w2 = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2) :])
         w2 = w2.transpose(-1, -min(w.ndim, 2))
         out_dtype = least_upper_dtype(x.dtype, w2.dtype) if dtype is None else to_dtype(dtype)
-        return (x * w2).sum(-1, acc_dtype=sum_acc_dtype(out_dtype)).cast(out_dtype)
+        acc = sum_acc_dtype(out_dtype)
+        if dtypes.is_float(acc):  # products in the accumulator's precision (exact for half): as PyTorch, one rounding
+            x, w2 = x.cast(acc), w2.cast(acc)
+        return (x * w2).sum(-1, acc_dtype=acc).cast(out_dtype)
 
     def matmul(self: Tensor, w: Tensor, reverse: PyBool = False, dtype: Any = None) -> Tensor:
         return w.dot(self, dtype) if reverse else self.dot(w, dtype)
@@ -218,7 +237,7 @@ class NNOpsMixin:
             raise ShapeError(f"conv2d: the {cout} output channels of weight {weight.shape} do not split into {groups} "
                              "groups; C_out must be a multiple of groups")  # fmt: skip
         n = self.shape[0]
-        x = self.pad(((0, 0), (0, 0)) + self._conv_pads(padding, nd))
+        x = self.pad(((0, 0), (0, 0)) + self._conv_pads(padding, nd, kernel, stride_, dilation_))
         win = x._windows(kernel, stride_, dilation_)  # (N, C_in, *out, *kernel)
         outs = win.shape[2 : 2 + nd]
         # (N, G, 1, C_in/G, *out, *k) * (1, G, C_out/G, C_in/G, 1.., *k), summed over C_in/G and the kernel
@@ -238,7 +257,7 @@ class NNOpsMixin:
         except TypeError:
             ints = ()
         if len(ints) != nd or any(isinstance(v, bool) or v < minimum for v in ints):
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: {name} must be an int >= {minimum} or a sequence of {nd} of them (one per spatial axis), "
                 f"got {value!r}"
             )
@@ -249,7 +268,7 @@ class NNOpsMixin:
         """(number of spatial axes, kernel sizes) of a convolution weight (C, C', *kernel), checking the weight and
         `groups`."""
         if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
-            raise ValueError(f"{op}: groups must be an int >= 1, got {groups!r}")
+            raise ArgumentError(f"{op}: groups must be an int >= 1, got {groups!r}")
         kernel = weight.shape[2:]
         if weight.ndim < 3 or not all_int(kernel) or any(k < 1 for k in kernel):  # type: ignore[operator]
             raise ShapeError(
@@ -259,9 +278,29 @@ class NNOpsMixin:
         return len(kernel), tuple(int(k) for k in kernel)  # type: ignore[arg-type]
 
     @staticmethod
-    def _conv_pads(padding: Any, nd: PyInt) -> tuple[tuple[PyInt, PyInt], ...]:
-        """Per spatial axis (before, after) from an int, one value per axis, or a flat torch-style tuple of 2 * nd
-        values (last axis first, as `pad` takes them). Negative values crop."""
+    def _conv_pads(
+        padding: Any,
+        nd: PyInt,
+        kernel: tuple[PyInt, ...] | None = None,
+        stride: tuple[PyInt, ...] | None = None,
+        dilation: tuple[PyInt, ...] | None = None,
+    ) -> tuple[tuple[PyInt, PyInt], ...]:
+        """Per spatial axis (before, after) from an int, one value per axis, a flat torch-style tuple of 2 * nd
+        values (last axis first, as `pad` takes them), or (given the kernel, stride and dilation) "valid" (none) or
+        "same" (the output as large as the input: dilation * (kernel - 1) in all, the odd one after, as PyTorch).
+        Negative values crop."""
+        if isinstance(padding, str):
+            mode = padding.lower()  # any case, as tinygrad ("SAME")
+            if kernel is None or mode not in ("same", "valid"):
+                allowed = '"same" or "valid"' if kernel is not None else "an int or a sequence of ints here"
+                raise ValueError(f"conv: padding={padding!r} is not valid; padding is {allowed}")
+            if mode == "valid":
+                return ((0, 0),) * nd
+            if stride is not None and any(s != 1 for s in stride):
+                raise ValueError(f'conv: padding="same" needs stride 1 (the output is as large as the input), got '
+                                 f"stride {stride}; pad with ints for a strided convolution")  # fmt: skip
+            totals = [d * (k - 1) for k, d in zip(kernel, dilation or (1,) * nd)]
+            return tuple((t // 2, t - t // 2) for t in totals)
         if isinstance(padding, int):
             return ((padding, padding),) * nd
         padding = tuple(padding)
@@ -310,12 +349,11 @@ class NNOpsMixin:
             n = x.shape[axis]
             assert isinstance(n, int)
             pre, post = x.shape[:axis], x.shape[axis + 1 :]
-            x = x.reshape(*pre, n, 1, *post).pad(
-                tuple((0, s - 1) if a == axis + 1 else (0, 0) for a in range(x.ndim + 1))
-            )
-            x = x.reshape(*pre, n * s, *post).shrink(
-                tuple((0, (n - 1) * s + 1) if a == axis else None for a in range(x.ndim))
-            )
+            # (each index tuple is built from the x it applies to: a shrink names every axis, no more)
+            x = x.reshape(*pre, n, 1, *post)
+            x = x.pad(tuple((0, s - 1) if a == axis + 1 else (0, 0) for a in range(x.ndim)))
+            x = x.reshape(*pre, n * s, *post)
+            x = x.shrink(tuple((0, (n - 1) * s + 1) if a == axis else None for a in range(x.ndim)))
         full = tuple(
             (d * (k - 1) - b, d * (k - 1) - a + op) for (b, a), k, d, op in zip(pads, kernel, dilation_, out_pad)
         )
@@ -348,7 +386,9 @@ class NNOpsMixin:
             assert isinstance(size, int), "pooling needs concrete sizes"
             span, total = d * (k - 1) + 1, size + before + after
             if total < span:
-                raise ValueError(f"pool: kernel {kernel} (dilation {dilation}) does not fit the padded input")
+                raise ShapeError(
+                    f"pool: kernel {kernel} (dilation {dilation}) does not fit the padded input {self.shape}"
+                )
             if ceil_mode:
                 out = -(-(total - span) // s) + 1
                 if s * (out - 1) >= size + before:  # the last window would start in the padding after the input
@@ -478,7 +518,7 @@ class NNOpsMixin:
         qk = q.matmul(key._float().transpose(-2, -1)) / math.sqrt(e)
         if is_causal:
             if attn_mask is not None:
-                raise ValueError("scaled_dot_product_attention: attn_mask cannot be given with is_causal=True")
+                raise ArgumentError("scaled_dot_product_attention: attn_mask cannot be given with is_causal=True")
             rows, cols = qk.shape[-2], qk.shape[-1]
             assert isinstance(rows, int) and isinstance(cols, int)
             qk = type(self)._tri(rows, cols, 1, self.device).where(-math.inf, qk)
@@ -542,14 +582,17 @@ class NNOpsMixin:
     def interpolate(self: Tensor, size: Sequence[PyInt], mode: str = "linear", align_corners: PyBool = False) -> Tensor:
         """Resamples the last len(size) axes to `size` (any batch axes before them). mode: "linear" (bilinear,
         trilinear, ... by the length of size), "nearest" (floor(o * in / out)) or "nearest-exact" (pixel centres)."""
-        if not isinstance(size, (tuple, list)) or not all_int(size) or not 0 < len(size) <= self.ndim:
-            raise ValueError(f"interpolate: invalid size {size} for a tensor of shape {self.shape}")
+        if not isinstance(size, (tuple, list)) or not all_int(size) or not 0 < len(size) <= self.ndim or min(size) < 0:
+            raise ArgumentError(f"interpolate: invalid size {size} for a tensor of shape {self.shape}; one size >= 0 "
+                                "per resampled axis (the last ones)")  # fmt: skip
         if mode not in ("linear", "nearest", "nearest-exact"):
-            raise ValueError(f'interpolate: mode must be "linear", "nearest" or "nearest-exact", got {mode!r}')
+            raise ArgumentError(f'interpolate: mode must be "linear", "nearest" or "nearest-exact", got {mode!r}')
         if align_corners and mode != "linear":
-            raise ValueError("interpolate: align_corners only goes with mode='linear'")
-        x = self._float() if mode == "linear" else self
-        for axis in range(self.ndim - len(size), self.ndim):
+            raise ArgumentError("interpolate: align_corners only goes with mode='linear'")
+        # uint8 images resample as PyTorch's: integer weights with 14 or 15 fraction bits, rounded after each axis
+        fixed_point = mode == "linear" and self.dtype == dtypes.uint8
+        x = self.cast(dtypes.int32) if fixed_point else self._float() if mode == "linear" else self
+        for axis in reversed(range(self.ndim - len(size), self.ndim)):  # the last axis first (it matters for uint8)
             n_in, n_out = self.shape[axis], size[axis - self.ndim + len(size)]
             assert isinstance(n_in, int)
             if mode == "linear":
@@ -570,11 +613,14 @@ class NNOpsMixin:
             def index(values: list[PyInt], shape: tuple[sint, ...] = shape, view: tuple[PyInt, ...] = view) -> Tensor:
                 return type(self)(values, dtype=dtypes.int32, device=self.device).reshape(view).expand(shape)
 
-            if mode == "linear":
-                weight = type(self)(frac, dtype=x.dtype, device=self.device).reshape(view)
-                x = x.gather(axis, index(low)).lerp(x.gather(axis, index(high)), weight)
-            else:
+            if mode != "linear":
                 x = x.gather(axis, index(low))
+                continue
+            at_low, at_high = x.gather(axis, index(low)), x.gather(axis, index(high))
+            if fixed_point:
+                x = _lerp_uint8(at_low, at_high, frac, view)
+            else:
+                x = at_low.lerp(at_high, type(self)(frac, dtype=x.dtype, device=self.device).reshape(view))
         return x.cast(self.dtype)
 
     def sequential(self: Tensor, layers: list[Any]) -> Tensor:
@@ -587,15 +633,31 @@ class NNOpsMixin:
         y = self - self.mean(axis, keepdim=True)
         return y.mul((y * y).mean(axis, keepdim=True).add(eps).rsqrt())
 
+    @classmethod
+    def _training_mode(cls: type[Tensor]) -> PyBool:
+        """Training mode, in which dropout drops and batchnorm uses batch statistics: `Tensor.training` (what
+        `Tensor.train()` sets) or the TRAINING setting (`Context(TRAINING=1)`, tinygrad's switch)."""
+        return bool(cls.training or TRAINING)
+
     def dropout(self: Tensor, p: PyFloat = 0.5) -> Tensor:
-        if not type(self).training or p == 0:
+        """Zero each element with probability p and scale the rest by 1 / (1 - p), in training mode only (see
+        `_training_mode`); the same draws as tinygrad's after the same `manual_seed`."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout: p={p} is not a probability in [0, 1]")
+        if not type(self)._training_mode() or p == 0:
             return self
+        if p == 1:
+            return self.zeros_like()
         keep = type(self).rand(*self.shape, device=self.device) >= p
-        return keep.where(self, 0) * (1 / (1 - p))
+        return keep.where(self, 0) / (1.0 - p)
 
     def one_hot(self: Tensor, num_classes: PyInt) -> Tensor:
-        """(...) -> (..., num_classes) int32; a class outside [0, num_classes) gives a row of zeros (an IndexError
-        with LAZY_CHECK_INDEX=1)."""
+        """(...) -> (..., num_classes) int32 from integer class indices; a class outside [0, num_classes) gives a row
+        of zeros (an IndexError with LAZY_CHECK_INDEX=1)."""
+        if not dtypes.is_int(self.dtype):  # (a RuntimeError in tinygrad and PyTorch alike)
+            raise RuntimeError(f"one_hot needs integer class indices, not {self.dtype}; cast them with .cast('int')")
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
+            raise ShapeError(f"one_hot: num_classes must be an int >= 0, got {num_classes!r}")
         self._check_index("one_hot", 0, num_classes, f"{num_classes} classes")
         return (self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int32)
 
@@ -610,7 +672,7 @@ class NNOpsMixin:
         """Cross entropy of logits (..., classes) against integer labels Y (...); labels equal to ignore_index
         count for nothing (the mean divides by the labels that count)."""
         if not 0.0 <= label_smoothing <= 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+            raise ArgumentError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         log_probs = self.log_softmax()
         n_classes = self.shape[-1]
         assert isinstance(n_classes, int)
@@ -627,10 +689,14 @@ class NNOpsMixin:
         """Cross entropy of logits with classes on axis 1 (PyTorch's layout: (N, C) or (N, C, d1, ...)) against
         class indices (N, d1, ...) or class probabilities shaped like the logits."""
         if not 0.0 <= label_smoothing <= 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+            raise ArgumentError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         axis = 1 if self.ndim > 1 else 0
         n = self.shape[axis]
         assert isinstance(n, int)
+        indices_shape = self.shape[:axis] + self.shape[axis + 1 :]
+        if Y.shape not in (self.shape, indices_shape):
+            raise ShapeError(f"cross_entropy: targets of shape {Y.shape} fit logits of shape {self.shape} neither as "
+                             f"class indices {indices_shape} nor as class probabilities {self.shape}")  # fmt: skip
         if Y.ndim < self.ndim:  # class indices: one-hot along the class axis
             y = Y.one_hot(n).cast(self.dtype)
             y = y if y.ndim <= 2 else y.permute((0, y.ndim - 1, *range(1, y.ndim - 1)))

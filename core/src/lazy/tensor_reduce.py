@@ -115,15 +115,43 @@ class ReduceMixin:
         positive = var > 0
         return positive.where(positive.where(var, 1).sqrt(), var.sqrt().detach())
 
+    def _exp_sum(self: Tensor, axis: int | None, shift: Tensor, broadcast: bool) -> tuple[Tensor, Tensor]:
+        """(exp(self - shift), its sum over `axis`), for a shift that is the max along `axis` (or equals it where it
+        is finite); the sum kept (size 1) along `axis`, or broadcast to self's shape. The elements at the max (each
+        exp(0) = 1) and the rest are summed apart and added last: summed together, each small term added to the
+        running 1 could round away (1 + 5e-8 is 1 in float32), and a softmax of widely spread values lost them all.
+        Both sums are one reduce over a new axis of two (row 0 the elements at the max, row 1 the rest); it
+        broadcasts self, which a realized input does for free, and the two are added where they are used, so that
+        no kernel of its own adds them."""
+        e = (self - shift).exp()
+        if self.ndim == 0:
+            return e, e
+        axes = self._reduce_axes(axis)
+        kept = tuple(i for i in range(self.ndim) if i not in axes)
+        kept_shape, n = tuple(self.shape[i] for i in kept), prod(self.shape[i] for i in axes)
+        x = self.permute(kept + axes).reshape(*kept_shape, 1, n)._broadcast_to((*kept_shape, 2, n))
+        top = shift.permute(kept + axes).reshape(*kept_shape, 1, 1)  # (size 1 along the reduced axes)
+        row0 = type(self).full((1, 1), True, device=self.device).pad(((0, 1), None))  # (2, 1): [[True], [False]]
+        parts = ((x == top) == row0).where((x - top).exp(), 0).sum(-1)  # (*kept, 2)
+        # back to self's axes, size 1 along the reduced ones
+        back = [0] * self.ndim
+        for pos, i in enumerate(kept + axes):
+            back[i] = pos
+        target = self.shape if broadcast else tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+        at_max, rest = (
+            parts[..., k].reshape(*kept_shape, *(1,) * len(axes)).permute(back)._broadcast_to(target) for k in (0, 1)
+        )
+        return e, at_max + rest
+
     def softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         x = self.cast(dtype) if dtype is not None else self._float()
-        e = (x - x._max(axis, keepdim=True)).exp()
-        return e.div(e.sum(axis, keepdim=True))
+        e, total = x._exp_sum(axis, x._max(axis, keepdim=True), broadcast=True)
+        return e.div(total)
 
     def log_softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         x = self.cast(dtype) if dtype is not None else self._float()
-        m = x - x._max(axis, keepdim=True)
-        return m - m.exp().sum(axis, keepdim=True).log()
+        top = x._max(axis, keepdim=True)
+        return x - top - x._exp_sum(axis, top, broadcast=True)[1].log()
 
     def softmin(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         return (-self).softmax(axis, dtype)
@@ -132,7 +160,7 @@ class ReduceMixin:
         x = self._float()  # (ints would wrap in x - max)
         m = x._max(axis, keepdim=True).detach()
         m = m.isinf().where(0, m)  # all -inf (or an inf): shift by nothing, the log gives -inf (or inf)
-        return (x - m).exp().sum(axis, keepdim=True).log().add(m).squeeze_axes(axis, keepdim, self.ndim)
+        return x._exp_sum(axis, m, broadcast=False)[1].log().add(m).squeeze_axes(axis, keepdim, self.ndim)
 
     def squeeze_axes(self: Tensor, axis: Axis, keepdim: bool, ndim: int) -> Tensor:
         if keepdim:
@@ -235,11 +263,20 @@ class ReduceMixin:
         windows = prefix.where(identity, x.unsqueeze(-2))  # (..., n_out, n_in)
         return getattr(windows, reduce)(-1).transpose(-1, axis)
 
-    def cumsum(self: Tensor, axis: int = 0) -> Tensor:
-        return self._cumulative(axis, "sum", 0)
+    def cumsum(self: Tensor, axis: int = 0, dtype: DType | str | None = None) -> Tensor:
+        """Running sums along `axis`: in `dtype` when given (a DType or its name; the input is cast first, as
+        PyTorch), else in the sum's accumulation dtype (small ints sum to int32, as tinygrad)."""
+        return self._cumulative_in(axis, "sum", 0, dtype)
 
-    def cumprod(self: Tensor, axis: int) -> Tensor:
-        return self._cumulative(axis, "prod", 1)
+    def cumprod(self: Tensor, axis: int, dtype: DType | str | None = None) -> Tensor:
+        """Running products along `axis`, in `dtype` when given (the input is cast first)."""
+        return self._cumulative_in(axis, "prod", 1, dtype)
+
+    def _cumulative_in(self: Tensor, axis: int, reduce: str, identity: ConstType, dtype: DType | str | None) -> Tensor:
+        if dtype is None:
+            return self._cumulative(axis, reduce, identity)
+        dt = to_dtype(dtype)
+        return self.cast(dt)._cumulative(axis, reduce, identity).cast(dt)
 
     def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
         """The running maximum along `axis` and the index where it was first reached."""

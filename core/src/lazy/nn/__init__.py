@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from lazy.dtype import dtypes
+from lazy.helpers import ArgumentError, ShapeError
 from lazy.nn import optim, state  # noqa: F401
 from lazy.tensor import Tensor
 
@@ -36,7 +38,7 @@ class BatchNorm:
         self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
         self.weight: Tensor | None = Tensor.ones(sz) if affine else None
         self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
-        self.num_batches_tracked = Tensor.zeros(1, dtype="int", requires_grad=False)
+        self.num_batches_tracked = Tensor.zeros((), dtype=dtypes.int64, requires_grad=False)  # as PyTorch and tinygrad
         if track_running_stats:
             self.running_mean = Tensor.zeros(sz, requires_grad=False)
             self.running_var = Tensor.ones(sz, requires_grad=False)
@@ -44,10 +46,11 @@ class BatchNorm:
     def __call__(self, x: Tensor) -> Tensor:  # (N, C, *spatial) -> same
         shape = (1, -1) + (1,) * (x.ndim - 2)
         axes = tuple(i for i in range(x.ndim) if i != 1)
-        if Tensor.training or not self.track_running_stats:
+        training = Tensor._training_mode()
+        if training or not self.track_running_stats:
             mean = x.mean(axes)
             var = (x - mean.reshape(shape)).square().mean(axes)
-            if Tensor.training and self.track_running_stats:
+            if training and self.track_running_stats:
                 n = int(x.numel()) // int(x.shape[1])  # type: ignore[arg-type]
                 unbiased = var.detach() * (n / max(n - 1, 1))
                 self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
@@ -73,7 +76,7 @@ class LayerNorm:
 
     def __call__(self, x: Tensor) -> Tensor:
         if tuple(x.shape[-len(self.shape) :]) != self.shape:
-            raise ValueError(f"LayerNorm: input shape {x.shape} does not end in the normalized shape {self.shape}")
+            raise ShapeError(f"LayerNorm: input shape {x.shape} does not end in the normalized shape {self.shape}")
         axes = tuple(range(-len(self.shape), 0))
         y = x - x.mean(axes, keepdim=True)
         y = y * (y.square().mean(axes, keepdim=True) + self.eps).rsqrt()
@@ -125,6 +128,8 @@ class Embedding:
 
     def __call__(self, idx: Tensor) -> Tensor:
         """A row of zeros for an index outside [0, vocab_size) (an IndexError with LAZY_CHECK_INDEX=1)."""
+        if not dtypes.is_int(idx.dtype):
+            raise ArgumentError(f"Embedding: indices must have an integer dtype, not {idx.dtype}")
         idx._check_index("Embedding", 0, self.vocab_size, f"a vocabulary of {self.vocab_size}")
         # one-hot rows times the table: a matmul, so the gradient reaches exactly the rows that were used
         hot = (idx.unsqueeze(-1) == Tensor.arange(self.vocab_size, device=idx.device)).cast(self.weight.dtype)
@@ -142,27 +147,34 @@ class Dropout:
 
 
 class Conv2d:
-    """2-d convolution over (N, C_in, H, W) -> (N, C_out, H', W'), initialised like PyTorch."""
+    """2-d convolution over (N, C_in, H, W) -> (N, C_out, H', W'), initialised like PyTorch. padding: an int, one
+    per spatial axis, a flat (left, right, top, bottom) tuple, "valid" (none) or "same" (stride 1 only)."""
 
     dims = 2
+    string_padding = True  # "same" and "valid" (a transposed convolution has no such padding)
 
     def __init__(
         self,
         in_channels: int,
         out_channels: int,
         kernel_size: int | tuple[int, ...],
-        stride: int = 1,
-        padding: int | tuple[int, ...] = 0,
-        dilation: int = 1,
+        stride: int | tuple[int, ...] = 1,
+        padding: int | tuple[int, ...] | str = 0,
+        dilation: int | tuple[int, ...] = 1,
         groups: int = 1,
         bias: bool = True,
     ):
-        self.kernel_size = Tensor._spatial_arg(type(self).__name__, "kernel_size", kernel_size, self.dims)
+        name = type(self).__name__
+        self.kernel_size = Tensor._spatial_arg(name, "kernel_size", kernel_size, self.dims)
+        # bad padding (an unknown string, "same" with a stride) is refused here, not at the first call
+        strides = Tensor._spatial_arg(name, "stride", stride, self.dims)
+        dilations = Tensor._spatial_arg(name, "dilation", dilation, self.dims)
+        Tensor._conv_pads(padding, self.dims, self.kernel_size if self.string_padding else None, strides, dilations)
         if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
-            raise ValueError(f"{type(self).__name__}: groups must be an int >= 1, got {groups!r}")
+            raise ArgumentError(f"{name}: groups must be an int >= 1, got {groups!r}")
         if in_channels % groups or out_channels % groups:
             raise ValueError(
-                f"{type(self).__name__}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
+                f"{name}: in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
                 f"multiples of groups ({groups})"
             )
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
@@ -185,6 +197,8 @@ class Conv1d(Conv2d):
 class ConvTranspose2d(Conv2d):
     """Transposed 2-d convolution (the gradient of Conv2d with respect to its input), initialised like PyTorch:
     weight (C_in, C_out/groups, *kernel)."""
+
+    string_padding = False
 
     def __init__(
         self,

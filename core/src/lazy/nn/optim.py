@@ -31,8 +31,9 @@ class Optimizer:
         Tensor.realize(*self.schedule_step())
 
     def schedule_step(self) -> list[Tensor]:
-        if not Tensor.training:
-            raise RuntimeError("optimizer step outside training mode: wrap the loop in `with Tensor.train():`")
+        if not Tensor._training_mode():
+            raise RuntimeError("optimizer step outside training mode: wrap the loop in `with Tensor.train():` or "
+                               "`with Context(TRAINING=1):`")  # fmt: skip
         missing = [i for i, p in enumerate(self.params) if p.grad is None]
         if missing:
             raise RuntimeError(f"parameters {missing} have no gradient: call loss.backward() before step()")

@@ -1,6 +1,6 @@
-"""Model state: find a model's tensors by attribute path, load them back with shape and dtype checks, read and write
-safetensors files through the `DISK` device (loads are zero-copy views of the file; saves are atomic), and read
-PyTorch checkpoints without torch. Files are untrusted: every number in them is checked before it is used."""
+"""Model state: find a model's tensors by attribute path, load them back (shapes checked, cast to the model's dtypes),
+read and write safetensors files through the `DISK` device (loads are zero-copy views of the file; saves are atomic),
+and read PyTorch checkpoints without torch. Files are untrusted: every number in them is checked before it is used."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from lazy.device import Buffer
 from lazy.dtype import DType, dtypes, to_np_dtype
-from lazy.helpers import all_int, prod
+from lazy.helpers import DEBUG, ShapeError, all_int, prod
 from lazy.tensor import Tensor
 
 if sys.platform != "win32":
@@ -54,22 +54,40 @@ def get_parameters(obj: Any) -> list[Tensor]:
     return list(get_state_dict(obj).values())
 
 
-def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True) -> None:
-    """Copy `state_dict` into the model's tensors; refuses missing, extra or mis-shaped entries when `strict`."""
+def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = True,
+                    consume: bool = False, realize: bool = True) -> list[Tensor]:  # fmt: skip
+    """Replace the model's tensors by the entries of `state_dict` with the same dotted path, cast to the model's dtype
+    and moved to its device (PyTorch's copy; tinygrad takes the loaded dtype: a float `num_batches_tracked` into an
+    int buffer loads either way). Shapes must match, except () against (1,) (tinygrad's rule). Missing entries raise
+    a KeyError when `strict` (as tinygrad, which also ignores entries the model lacks; LAZY_DEBUG>=1 lists both);
+    `consume` deletes the loaded entries from `state_dict`, `realize=False` leaves the loads lazy. Returns the
+    loaded tensors. (`verbose` is accepted for tinygrad's signature: lazy prints no progress bar.)"""
     model_state = get_state_dict(model)
-    missing = sorted(set(model_state) - set(state_dict))
-    extra = sorted(set(state_dict) - set(model_state))
-    if strict and (missing or extra):
-        raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {extra}")
+    if DEBUG >= 1 and (unused := sorted(set(state_dict) - set(model_state))):
+        print("WARNING: unused weights in state_dict", unused)  # (tinygrad's words)
+    missing = [key for key in model_state if key not in state_dict]
+    if strict and missing:
+        raise KeyError(f"load_state_dict: the state dict has no {', '.join(repr(k) for k in missing)} (the model's "
+                       "tensors of those names); pass strict=False to leave them as they are")  # fmt: skip
+    loaded = []
     for key, target in model_state.items():
         if key not in state_dict:
+            if DEBUG >= 1:
+                print(f"WARNING: not loading {key}")
             continue
         value = state_dict[key]
         if value.shape != target.shape:
-            raise ValueError(f"load_state_dict: {key} has shape {value.shape}, the model expects {target.shape}")
-        if value.dtype != target.dtype:
-            raise TypeError(f"load_state_dict: {key} has dtype {value.dtype}, the model expects {target.dtype}")
-        target.replace(value.to(target.device)).realize()
+            if {value.shape, target.shape} != {(), (1,)}:
+                raise ShapeError(f"Shape mismatch in layer `{key}`: Expected shape {target.shape}, but found "
+                                 f"{value.shape} in state dict.")  # fmt: skip
+            value = value.reshape(target.shape)
+        target.replace(value.to(target.device).cast(target.dtype))
+        if realize:
+            target.realize()
+        if consume:
+            del state_dict[key]
+        loaded.append(target)
+    return loaded
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -233,7 +251,7 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike[str], metadata
     temporary file in the same directory, which is fsynced and then renamed over `path` (and the directory fsynced).
     A failure part way leaves the old file as it was and no temporary file behind; the temporary files of a save
     that was killed (no cleanup ran) are removed by the next save of the same path."""
-    from lazy.engine.realize import BufferCopy
+    from lazy.engine.realize import copy_now
     from lazy.plugins import Device
 
     path = pathlib.Path(path)
@@ -252,7 +270,7 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike[str], metadata
         offset = len(header)
         for src in sources:
             dest = file_buf.view(src.nbytes, dtypes.uint8, offset).ensure_allocated()
-            BufferCopy(src.nbytes, disk_name, src.device)([dest, src], {})
+            copy_now(dest, src)
             offset += src.nbytes
         Device[disk_name].synchronize()  # DISK: msync + fsync, the data is on stable storage
         file_buf.deallocate()

@@ -1,0 +1,101 @@
+"""Reductions of issue 9 (items 3 and 5): `dtype=` on sum, prod and cumsum (a DType or its name), and softmax,
+softmin, log_softmax and logsumexp exact to float32 rounding for widely spread inputs (against float64 references
+and PyTorch). PYTHON device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazy import Context, Tensor, dtypes
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.fixture(autouse=True)
+def python_device():
+    with Context(DEVICE="PYTHON"):
+        yield
+
+
+# -- dtype= ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [dtypes.int64, "int64", "long", dtypes.float16, "float32"])
+def test_sum_prod_cumsum_take_a_dtype_or_its_name(dtype):
+    x = np.array([[1, 2, 3], [4, 100, 6]], np.int8)
+    t = Tensor(x)
+    np_dtype = {"int64": np.int64, "long": np.int64, "float32": np.float32, dtypes.int64: np.int64,
+                dtypes.float16: np.float16}[dtype]  # fmt: skip
+    ref = x.astype(np_dtype)
+    for got, want in [(t.sum(1, dtype=dtype), ref.sum(1)), (t.prod(0, dtype=dtype), ref.prod(0)),
+                      (t.cumsum(1, dtype=dtype), ref.cumsum(1))]:  # fmt: skip
+        assert got.numpy().dtype == np_dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_cumsum_dtype_casts_first_and_keeps_that_dtype():
+    t = Tensor([100, 100, 100], dtype=dtypes.int8)
+    assert t.cumsum().dtype == dtypes.int32  # tinygrad's accumulation dtype for small ints
+    np.testing.assert_array_equal(t.cumsum().numpy(), [100, 200, 300])
+    np.testing.assert_array_equal(t.cumsum(dtype=dtypes.int8).numpy(), np.array([100, 200, 300]).astype(np.int8))
+    np.testing.assert_array_equal(Tensor([2, 3, 4]).cumprod(0, dtype="int64").numpy(), [2, 6, 24])
+    with pytest.raises(ValueError, match="unknown dtype"):
+        t.cumsum(dtype="int99")
+
+
+# -- softmax and friends with widely spread values ---------------------------------------------------------------------
+
+
+def _exact_softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+SPREAD = {
+    # one large value and many tiny ones: each tiny term added to a running 1 rounds away in float32
+    "one_big_many_tiny": np.concatenate([[0.0], np.full(999, -16.8)]).astype(np.float32)[None],
+    "wide_normal": (RNG.standard_normal((8, 300)) * 30).astype(np.float32),
+    "moderate": (RNG.standard_normal((8, 64)) * 10).astype(np.float32),
+    "huge": (RNG.standard_normal((4, 50)) * 1e4).astype(np.float32),
+    "ties": np.array([[3.0, 3.0, -20.0, -20.0, -20.0]], np.float32),
+}
+
+
+@pytest.mark.parametrize("name", list(SPREAD))
+def test_softmax_is_exact_to_float32_rounding(name):
+    x = SPREAD[name]
+    exact = _exact_softmax(x)
+    np.testing.assert_allclose(Tensor(x).softmax(-1).numpy(), exact, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(Tensor(-x).softmin(-1).numpy(), exact, rtol=0, atol=1e-7)
+    shifted = x.astype(np.float64) - x.max(-1, keepdims=True)
+    log_sum = np.log(np.exp(shifted).sum(-1))
+    np.testing.assert_allclose(Tensor(x).log_softmax(-1).numpy(), shifted - log_sum[:, None], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(Tensor(x).logsumexp(-1).numpy(), log_sum + x.max(-1), rtol=1e-6, atol=1e-7)
+
+
+def test_softmax_against_pytorch_for_large_spreads():
+    torch = pytest.importorskip("torch", reason="PyTorch is the reference here; CI installs it")
+    for scale in (20, 50, 100, 1000):
+        x = (RNG.standard_normal((10, 10, 10)) * scale).astype(np.float32)
+        for axis in (0, 2):
+            want = torch.tensor(x).softmax(axis).numpy()
+            # PyTorch is itself within an ulp or two of the exact softmax; tinygrad's helper_test_op tolerance
+            np.testing.assert_allclose(Tensor(x).softmax(axis).numpy(), want, rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(Tensor(-x).softmin(axis).numpy(), want, rtol=1e-6, atol=1e-7)
+
+
+def test_softmax_edge_values_and_gradient():
+    x = np.array([[0.0, -np.inf, 1.0], [-np.inf, -np.inf, -np.inf], [0.0, np.nan, 1.0]], np.float32)
+    with np.errstate(invalid="ignore"):
+        want = np.array([[0.26894142, 0.0, 0.7310586], [np.nan] * 3, [np.nan] * 3], np.float32)
+    np.testing.assert_allclose(Tensor(x).softmax(-1).numpy(), want, rtol=1e-6)
+    assert Tensor(3.0).softmax().item() == 1.0 and Tensor(3.0).logsumexp().item() == 3.0
+    assert Tensor.ones(0, 3).softmax(-1).shape == (0, 3)  # (an empty batch: the sums' shape has a 0 in it)
+    np.testing.assert_array_equal(Tensor.ones(3, 0).logsumexp(-1).numpy(), [-np.inf] * 3)
+    # d softmax(x)_0 / dx = p_0 (onehot_0 - p): shift invariant, whatever the reduction split
+    v = np.array([2.0, 2.0, -1.0, 0.5], np.float32)
+    t = Tensor(v, requires_grad=True)
+    t.softmax()[0].backward()
+    p = _exact_softmax(v[None])[0]
+    np.testing.assert_allclose(t.grad.numpy(), p[0] * (np.eye(4)[0] - p), rtol=1e-5, atol=1e-7)
