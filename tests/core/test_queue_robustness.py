@@ -19,7 +19,6 @@ import lazy.hcq
 from lazy import Tensor
 from lazy.device import Compiled, DeviceError
 from lazy.hcq import HostSignal, SyncQueue, SyncSignal, adapt_simple_tier
-from lazy.plugins import Device
 from lazy.pydevice import PythonProgram, open_python_device
 
 
@@ -46,34 +45,6 @@ def test_timeline_never_goes_back_when_values_are_submitted_out_of_order(dev):
     assert dev.timeline_signal.value > second  # the late one got a fresh value instead of setting `first`
     dev.synchronize()  # used to wait 60 s for `second` after the signal went back to `first`, then raise
     assert not dev.pending
-
-
-@pytest.mark.timeout(60, method="thread")
-def test_four_threads_share_the_python_device():
-    """Independent tensors in four threads (the hang this guards against struck about one run in four)."""
-    errors: list[str] = []
-
-    def work(k: int) -> None:
-        try:
-            for i in range(100):
-                a = Tensor(np.full(8, float(k), np.float32), device="PYTHON")
-                b = Tensor(np.full(8, float(i), np.float32), device="PYTHON")
-                np.testing.assert_array_equal(((a + b) * 2).numpy(), np.full(8, (k + i) * 2.0))  # one kernel
-        except Exception as e:
-            errors.append(f"thread {k}: {e!r}")
-
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(old)
-    assert not errors, errors
-    assert not Device["PYTHON"].pending
 
 
 # --- failures --------------------------------------------------------------------------------------------------------

@@ -84,3 +84,38 @@ def test_softmax(device_name):
 def test_integer_tensor(device_name):
     t = Tensor([1, 2, 3], device=device_name, dtype=dtypes.int32)
     np.testing.assert_array_equal((t * 3 + 1).numpy(), [4, 7, 10])
+
+
+def test_threads_share_the_device(device_name):
+    """Four threads, each realizing its own small graphs (and one graph they all share) on the device, with results
+    checked. Guards the queue's timeline (values claimed by several threads must never move a signal back), the
+    engine's one-realize-at-a-time lock, and waits that must neither hang nor return early. A hang fails the test
+    after 120 s instead of blocking the suite (the threads are daemons)."""
+    import sys
+    import threading
+
+    shared = Tensor(np.arange(8, dtype=np.float32), device=device_name)
+    errors: list[str] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(40):
+                a = Tensor(np.full(8, float(k), np.float32), device=device_name)
+                close(((a + i) * 2).numpy(), np.full(8, (k + i) * 2.0))  # one kernel, its own inputs
+                close((shared * 2 + (i % 3)).sum().numpy(), 56.0 + 8 * (i % 3))  # graphs the threads share
+        except Exception as e:  # reported by the main thread
+            errors.append(f"thread {k}: {e!r}")
+
+    work(-1)  # compile once, so the threads race on the queues rather than the compiler
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch often: the races need interleavings
+    try:
+        threads = [threading.Thread(target=work, args=(k,), daemon=True) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        sys.setswitchinterval(old)
+    assert not any(t.is_alive() for t in threads), "threads using the device hung (a wait that never returns)"
+    assert not errors, errors
