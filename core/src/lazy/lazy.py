@@ -13,7 +13,7 @@ from lazy.dtype import ConstType, DType, dtypes
 from lazy.helpers import all_int, dedup, prod
 from lazy.ops import GroupOp, Ops, exec_alu, identity_element
 from lazy.shape import ShapeTracker
-from lazy.symbolic import Node, sint
+from lazy.symbolic import Node, Variable, sint
 
 _cache: weakref.WeakValueDictionary[tuple[Any, ...], LazyBuffer] = weakref.WeakValueDictionary()
 
@@ -437,6 +437,17 @@ class LazyBuffer:
         return stage1.r(op, (ax, ax + 2)).reshape(new_shape)
 
     # -- movement (views) ---------------------------------------------------------------------------------------------
+
+    def bind(self, var_vals: dict[Variable, int]) -> LazyBuffer:
+        """This realized node with its variables bound to `var_vals` (keyed by the unbound variable), reading the same
+        memory: how a jit replay returns a tensor of symbolic shape with this call's values, not the capture's."""
+        if not self.st.vars():
+            return self
+        base = self.base
+        if base.st.vars():
+            assert base.realized is not None, "only a realized node is rebound"
+            base = LazyBuffer.from_buffer(base.realized, base.st.bind(var_vals).shape)
+        return base if self.base is self else base._view(self.st.bind(var_vals))
 
     def _view(self, st: ShapeTracker) -> LazyBuffer:
         if st.size == 0 or (st.views[-1].mask is not None and any(b - a == 0 for a, b in st.views[-1].mask)):

@@ -640,3 +640,12 @@ def is_sym(x: Any) -> bool:
 def to_sint(x: sint) -> sint:
     """A `NumNode` as a plain int; anything else unchanged (sizes, strides and offsets are stored this way)."""
     return x.b if isinstance(x, NumNode) else x
+
+
+def bound_value(x: sint) -> int | None:
+    """`x` with every variable at its bound value, or None when one of them is unbound."""
+    if not isinstance(x, Node):
+        return x
+    if any(v._val is None for v in x.variables()):
+        return None
+    return sym_infer(x, {})

@@ -28,7 +28,7 @@ from lazy.helpers import ArgumentError, ShapeError, all_int, argfix, broadcast_s
 from lazy.lazy import LazyBuffer
 from lazy.ops import GroupOp, Ops
 from lazy.plugins import Device
-from lazy.symbolic import ConcreteValueError, Node, Variable, describe, sint
+from lazy.symbolic import ConcreteValueError, Node, bound_value, describe, sint
 from lazy.tensor_create import CreationMixin, _check_sizes
 from lazy.tensor_index import IndexingMixin
 from lazy.tensor_math import MathMixin
@@ -108,7 +108,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
             lb = data if dtype is None or dtype == data.dtype else data.cast(dtype)
         elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
             lb = LazyBuffer.const_like(data, dtype or dtypes.from_py(data), device, ())
-        elif isinstance(data, Variable):
+        elif isinstance(data, Node):
             lb = LazyBuffer.const_like(data, dtype or dtypes.int32, device, ())
         elif isinstance(data, bytes):
             lb = _from_np(np.frombuffer(data, dtype=np.uint8), device)
@@ -250,8 +250,17 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (copies them to the host)."""
         if not all_int(self.shape):
-            symbolic = "; ".join(describe(d) for d in self.shape if isinstance(d, Node))
-            raise ConcreteValueError(f"numpy() needs a concrete shape, not {self.shape}: {symbolic}")
+            shape = tuple(bound_value(d) for d in self.shape)
+            if None in shape:
+                symbolic = "; ".join(describe(d) for d in self.shape if isinstance(d, Node) and bound_value(d) is None)
+                raise ConcreteValueError(f"numpy() needs a concrete shape, not {self.shape}: {symbolic}; bind the "
+                                         "variable (Variable(...).bind(value)) to read the values")  # fmt: skip
+            # a symbolic tensor is computed for its bound values into a buffer sized for the variables' maximum;
+            # the values are its first elements, in order
+            src = self if self.dtype != dtypes.bfloat16 else self.cast(dtypes.float32)
+            buf = src.contiguous().realize().lazydata.base.realized
+            assert buf is not None
+            return buf.numpy()[: prod(shape)].reshape(shape).copy()  # type: ignore[arg-type]
         if prod(self.shape) == 0:
             return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)  # type: ignore[arg-type]
         t = self if self.dtype != dtypes.bfloat16 else self.cast(dtypes.float32)

@@ -6,7 +6,9 @@ Plain indices (ints, slices, None) are movement ops: no kernel of their own. Ind
 (`index == arange(size)`) that select with `where` and a sum over the indexed axes, so everything decomposes into
 the primitive ops and has gradients. Boolean masks have a data-dependent shape, so they are read on the host
 (`nonzero`) and turned into integer indices, as in PyTorch. An index tensor's values are not read: one outside its
-axis selects nothing (zeros), unless `LAZY_CHECK_INDEX=1` reads it on the host and raises (`_check_index`)."""
+axis selects nothing (zeros), unless `LAZY_CHECK_INDEX=1` reads it on the host and raises (`_check_index`).
+A slice may have bound-variable bounds (`a[:, :vi]`, `a[vi : vi + 2]`): step 1, a shrink of symbolic size checked
+against the variables' bound values."""
 
 # mypy: disable-error-code="misc"
 # (methods annotate `self: Tensor`, the class they are mixed into; see lazy.tensor_nn)
@@ -20,7 +22,7 @@ import numpy as np
 
 from lazy.dtype import ConstType, dtypes
 from lazy.helpers import CHECK_INDEX, ArgumentError, ShapeError, all_int, broadcast_shape, prod
-from lazy.symbolic import Node, concrete, sint
+from lazy.symbolic import Node, bound_value, concrete, sint, to_sint
 
 if TYPE_CHECKING:
     from lazy.tensor import PyInt, Tensor, TensorLike
@@ -35,6 +37,22 @@ def _copy_only(device: str) -> bool:
 
 def _is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer, Node)) and not isinstance(x, (bool, np.bool_))
+
+
+def _symbolic_slice(idx: slice, size: sint, axis: int, shape: tuple[sint, ...]) -> tuple[sint, sint]:
+    """(start, count) of a step-1 slice whose bounds or axis are symbolic. Negative int bounds count from the end;
+    the bounds must hold for the variables' bound values (like a shrink), since a symbolic slice is not clipped."""
+    if idx.step not in (None, 1):
+        raise IndexError(f"a slice with symbolic bounds or axis must have step 1, got {idx} on axis {axis} (shape "
+                         f"{shape}); slice with step 1, then stride the result")  # fmt: skip
+    start: sint = 0 if idx.start is None else idx.start
+    stop: sint = size if idx.stop is None else idx.stop
+    start, stop = (x + size if isinstance(x, int) and x < 0 else x for x in (start, stop))
+    lo, hi, whole = bound_value(start), bound_value(stop), bound_value(size)
+    if None not in (lo, hi, whole) and not 0 <= lo <= hi <= whole:  # type: ignore[operator]
+        raise IndexError(f"slice {start}:{stop} is out of range for axis {axis} of size {size} (shape {shape}) with "
+                         f"the bound values ({lo}:{hi} of {whole}); need 0 <= start <= stop <= size")  # fmt: skip
+    return to_sint(start), to_sint(stop - start)
 
 
 @dataclass
@@ -157,11 +175,10 @@ class IndexingMixin:
             elif isinstance(idx, slice):
                 if idx.step == 0:
                     raise ValueError(f"slice step cannot be zero: {idx}")
-                if not isinstance(size, int):
-                    if idx.step not in (None, 1) or not (idx.start is None and idx.stop is None):
-                        raise IndexError(f"only ':' can slice a symbolic axis ({size}), got {idx}")
-                    plan.axes.append(("slice", 0, size, 1))
-                    plan.shape.append(size)
+                if any(isinstance(x, Node) for x in (size, idx.start, idx.stop)):
+                    start, count = _symbolic_slice(idx, size, axis, self.shape)
+                    plan.axes.append(("slice", start, count, 1))
+                    plan.shape.append(count)
                     axis += 1
                     continue
                 start, stop, step = idx.indices(size)
@@ -196,6 +213,9 @@ class IndexingMixin:
                 x = x.shrink(tuple((step[1], step[1] + 1) if a == axis else None for a in range(x.ndim)))
             elif step[0] == "slice":
                 _, start, count, stride = step
+                if stride == 1:  # also the only step a symbolic start or count can have
+                    x = x.shrink(tuple((start, start + count) if a == axis else None for a in range(x.ndim)))
+                    continue
                 low = start if stride > 0 else start + (count - 1) * stride if count else 0
                 x = x.shrink(tuple((low, low + (count - 1) * abs(stride) + 1 if count else low) if a == axis
                                    else None for a in range(x.ndim)))  # fmt: skip

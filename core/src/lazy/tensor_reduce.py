@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from lazy import function as F
 from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
 from lazy.helpers import prod
+from lazy.symbolic import Node
 
 if TYPE_CHECKING:
     from lazy.tensor import PyFloat, Tensor
@@ -107,6 +108,8 @@ class ReduceMixin:
     def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         squares = (self - self.mean(axis, keepdim=True)).square()
         count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
+        if isinstance(count, Node):  # a symbolic count: clamped at 0 for each value, on the device
+            return squares.sum(axis, keepdim).div(type(self)(count - correction, device=self.device).maximum(0))
         return squares.sum(axis, keepdim).div(max(0, count - correction))
 
     def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:

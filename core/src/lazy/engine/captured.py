@@ -130,9 +130,10 @@ class CapturedJit:
                 self.jit_cache[i].run(var_vals)
                 i += 1
         self.replays += 1
-        if not self._rebuilds:
-            return self.ret
-        return map_tensors(self.ret, lambda x: _rebuild(x, input_tensors) if isinstance(x, FromInput) else x)
+        ret = self.ret
+        if self._rebuilds:
+            ret = map_tensors(ret, lambda x: _rebuild(x, input_tensors) if isinstance(x, FromInput) else x)
+        return map_tensors(ret, lambda x: _bound(x, var_vals))
 
     def _run_batch(self, batch: GraphBatch, var_vals: dict[Variable, int]) -> None:
         items = self.jit_cache[batch.start : batch.end]
@@ -281,3 +282,11 @@ def _load_tensor(x: Any, buffers: list[Buffer]) -> Any:
         return x
     base = LazyBuffer.from_buffer(buffers[x.buf], x.base_shape)
     return x.cls(base._view(x.st), device=base.device, requires_grad=x.requires_grad)
+
+
+def _bound(x: Any, var_vals: dict[Variable, int]) -> Any:
+    """A returned tensor of symbolic shape with this replay's values (the capture's binding would give its sizes)."""
+    lb = getattr(x, "lazydata", None)
+    if not isinstance(lb, LazyBuffer) or not lb.st.vars():
+        return x
+    return type(x)(lb.bind(var_vals), device=lb.device, requires_grad=x.requires_grad)

@@ -86,6 +86,12 @@ class ShapeTracker:
         views, var_vals = zip(*(view.unbind() for view in self.views))
         return ShapeTracker(tuple(views)), {k: v for vals in var_vals for k, v in vals.items()}
 
+    def bind(self, var_vals: dict[Variable, int]) -> ShapeTracker:
+        """This tracker with each of its variables found in `var_vals` (keyed by the unbound variable) bound to that
+        value, replacing an earlier binding."""
+        bound = {v: v.bind(var_vals[v]) for v in self.vars() if v in var_vals}
+        return ShapeTracker(tuple(view.substitute(bound) for view in self.views)) if bound else self
+
     # -- movement ops ------------------------------------------------------------------------------------------------
 
     def _replace_last(self, view: View) -> ShapeTracker:

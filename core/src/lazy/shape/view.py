@@ -19,6 +19,7 @@ from lazy.symbolic import (
     NumNode,
     SumNode,
     Variable,
+    bound_value,
     check_variables,
     is_sym,
     sint,
@@ -55,6 +56,14 @@ def _is_empty(lo: sint, hi: sint) -> bool:
 def _ordered(*xs: sint) -> bool:
     """Whether `xs[0] <= xs[1] <= ...` holds for every value of their variables."""
     return all(_known_ge(b, a) for a, b in zip(xs, xs[1:]))
+
+
+def _ordered_when_bound(*xs: sint) -> bool:
+    """Whether `xs[0] <= xs[1] <= ...` holds for the variables' bound values (False when one is unbound). A slice
+    like `[i : i + 2]` of an axis of 11 with `i` in [1, 10] is valid for the values `i` takes (up to 9) but not for
+    every value in its range; the caller vouches for the values it binds, as tinygrad does."""
+    values = [bound_value(x) for x in xs]
+    return None not in values and all(a <= b for a, b in zip(values, values[1:]))  # type: ignore[operator]
 
 
 def _known_ge(a: sint, b: sint) -> bool:
@@ -208,11 +217,15 @@ class View:
         """Keep `[start, end)` of each axis."""
         _check_len("shrink", self.shape, arg)
         for (start, end), size in zip(arg, self.shape):
-            if not _ordered(0, start, end, size):
+            if not _ordered(0, start, end, size) and not _ordered_when_bound(0, start, end, size):
                 raise ValueError(
-                    f"shrink: {arg} is out of range for shape {self.shape}: "
-                    "need 0 <= start <= end <= size for every value of the variables"
+                    f"shrink: {arg} is out of range for shape {self.shape}: need 0 <= start <= end <= size for "
+                    "every value of the variables, or for their bound values"
                 )
+        if self.mask is None:  # the window lies inside the axis, so all of it stays valid
+            region = tuple((to_sint(start), to_sint(end)) for start, end in arg)
+            offset = to_sint(self.offset + sum(start * st for (start, _), st in zip(region, self.strides)))
+            return View.create(tuple(to_sint(end - start) for start, end in region), self.strides, offset, None)
         return self._resize(arg)
 
     def _resize(self, region: tuple[tuple[sint, sint], ...]) -> View:
@@ -283,11 +296,39 @@ class View:
         """`other` applied on top of this (older) view, as one view; None when that is not one view."""
         if other.contiguous and other.shape == self.shape:
             return self
+        if other.contiguous and other.size == self.size and (reshaped := self.reshape(other.shape)) is not None:
+            return reshaped  # a contiguous view over this one is a reshape of it (also for symbolic shapes)
         if self.contiguous or 0 in other.shape or (other.mask is not None and _is_empty(*other.mask[0])):
             return other
         if self.mask is not None and _is_empty(*self.mask[0]):
             return View.create(other.shape, mask=((0, 0),) * len(other.shape))
-        return _merge_views(self, other) if all_int(self.shape + other.shape) else None
+        if all_int(self.shape + other.shape):
+            return _merge_views(self, other)
+        return _merge_window(self, other)
+
+
+def _merge_window(old: View, new: View) -> View | None:
+    """`new` over `old` as one view when `new` is a window of `old`'s contiguous layout (a pad, or a shrink that
+    starts at 0): same axes, the contiguous strides of `old.shape`, and an offset that the mask's starts account
+    for. `_merge_views` cannot compose symbolic sizes (it would take an index modulo a variable); a window composes
+    without unravelling."""
+    if len(new.shape) != len(old.shape):
+        return None
+    contiguous = strides_for_shape(old.shape)
+    if any(size != 1 and st != want for size, st, want in zip(new.shape, new.strides, contiguous)):
+        return None
+    starts = [-lo for lo, _ in new.mask] if new.mask is not None else [0] * len(new.shape)
+    if to_sint(new.offset - sum(start * st for start, st in zip(starts, contiguous))) != 0:
+        return None
+    try:
+        merged = old._resize(tuple((start, start + size) for start, size in zip(starts, new.shape)))
+        if new.mask is None:
+            return merged
+        mask = merged.mask or tuple((0, size) for size in merged.shape)
+        both = tuple((_smax(a, c), _smin(b, d)) for (a, b), (c, d) in zip(mask, new.mask))
+    except ValueError:  # an order of symbolic bounds that their ranges do not decide
+        return None
+    return View.create(merged.shape, merged.strides, merged.offset, both)
 
 
 def _reshape_strided(view: View, new_shape: tuple[sint, ...]) -> View | None:
@@ -341,6 +382,8 @@ def _reshape_group(old: list[tuple[Any, Any, Any]], new_sizes: list[Any]) -> tup
     if len(old) == 1 and len(new_sizes) == 1:
         return [old[0][1]], [old[0][2]], 0
     sizes, strides, masks = zip(*old)
+    if any(is_sym(x) for x in sizes + tuple(b for m in masks for b in m)):
+        return None  # whether a symbolic mask covers one or many indices is not known for every value: keep the views
     weights = _suffix_products(sizes)
     wide = [k for k, (lo, hi) in enumerate(masks) if hi - lo > 1]
     first = wide[0] if wide else len(old)
