@@ -42,6 +42,8 @@ def _key(device: str, st: ShapeTracker, dtype: DType, op: Ops | None, arg: Any, 
     bound: Any = None if st.static else tuple(sorted((v.expr, val) for v, val in st.var_vals.items()))
     if isinstance(arg, Node):  # a constant whose value is a bound variable (or an expression of them)
         bound = (bound, tuple(sorted((v.expr, v.val) for v in arg.vars() if v._val is not None)))
+    if isinstance(arg, ShapeTracker) and not arg.static:  # an assign through a view with bound variables
+        bound = (bound, tuple(sorted((v.expr, val) for v, val in arg.var_vals.items())))
     # 0.0 == -0.0 == False and 1 == 1.0 == True: the repr (floats) or type keeps such constants apart
     return (device, st, bound, dtype, op, arg, repr(arg) if isinstance(arg, float) else type(arg), srcs, base)
 
@@ -188,6 +190,17 @@ def snapshots_for(targets: list[LazyBuffer], realized: set[int], clobbered: Coll
     return [Snapshot(target, readers) for target, readers in outliving_readers(targets, realized, clobbered).items()]
 
 
+def storable_view(st: ShapeTracker) -> bool:
+    """Whether a kernel can write through `st`: one view, no padding, and no element reached twice (no expanded axis),
+    so every element of the view is one distinct element of memory."""
+    view = st.views[-1] if len(st.views) == 1 else None
+    return (
+        view is not None
+        and view.mask is None
+        and all(stride != 0 or size == 1 for size, stride in zip(view.shape, view.strides))
+    )
+
+
 def _view_of(base: LazyBuffer, like: LazyBuffer) -> LazyBuffer:
     """`like` (a view of some base, or that base) read from `base` instead: same shape, same view."""
     return base if like.base is like else base._view(like.st)
@@ -317,11 +330,14 @@ class LazyBuffer:
             return LazyBuffer.const_like(0, self.dtype, self.device, self.shape)
         return LazyBuffer(self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.CONTIGUOUS, None, (self,))
 
-    def assign(self, value: LazyBuffer) -> LazyBuffer:
-        """Write `value` into this buffer's memory (which must be a realized, contiguous base)."""
+    def assign(self, value: LazyBuffer, view: ShapeTracker | None = None) -> LazyBuffer:
+        """Write `value` into this buffer's memory (which must be a realized, contiguous base): all of it, or only the
+        elements `view` (a view of this buffer, `value`'s shape, a `storable_view`) selects. The result is this
+        buffer after the write; the kernel runs over `value`'s elements only."""
         assert self.base is self and self.st.contiguous, "assign target must be a contiguous base"
+        assert view is None or storable_view(view), f"cannot store through {view}"
         return create_lazybuffer(
-            self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, None, (value, self)
+            self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, view, (value, self)
         )
 
     def copy_to_device(self, device: str) -> LazyBuffer:

@@ -25,7 +25,7 @@ from lazy.dtype import (
 from lazy.engine.realize import realize
 from lazy.engine.schedule import ScheduleItem, create_schedule
 from lazy.helpers import ArgumentError, ShapeError, all_int, argfix, broadcast_shape, prod
-from lazy.lazy import LazyBuffer
+from lazy.lazy import LazyBuffer, storable_view
 from lazy.ops import GroupOp, Ops
 from lazy.plugins import Device
 from lazy.symbolic import ConcreteValueError, Node, bound_value, describe, sint
@@ -231,11 +231,18 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         if x.device != self.device:
             x = x.to(self.device)
         x = x.cast(self.dtype) if x.dtype != self.dtype else x
-        base = self.lazydata
-        if base.base is base and base.st.contiguous and base.realized is not None and base.op is not Ops.CONST:
-            self.lazydata = base.assign(x.lazydata)
+        lb, target = self.lazydata, self.lazydata.base
+        if target.realized is None or not target.st.contiguous or target.op is Ops.CONST:
+            self.lazydata = x.lazydata  # no memory of its own yet: the tensor simply becomes the value
+        elif lb is target:
+            self.lazydata = target.assign(x.lazydata)
+        elif storable_view(lb.st):  # a view of a buffer (a KV cache's slice): write those elements in place
+            # now, not lazily: the tensors holding the whole buffer read its memory and would not see a pending write
+            self.lazydata = target.assign(x.lazydata, lb.st)._view(lb.st)
+            self.realize()
         else:
-            self.lazydata = x.lazydata
+            raise ArgumentError(f"assign: cannot write through this view of a {target.shape} buffer (it pads or "
+                                "repeats elements); assign to the whole tensor, or use __setitem__")  # fmt: skip
         return self
 
     def detach(self) -> Tensor:

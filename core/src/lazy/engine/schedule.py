@@ -262,6 +262,11 @@ def _schedule_one(
     out_st = ShapeTracker.from_shape(base.shape)
     if reduce is not None and reduce.shape != base.shape:
         out_st = out_st.reshape(reduce.shape)  # the kernel works in the reduce's shape; the output is a reshape of it
+    if base.op is Ops.ASSIGN and base.arg is not None:  # a write through a view: the kernel runs over the view only
+        value = builder.build(base, ShapeTracker.from_shape(base.srcs[0].shape))
+        store = LazyOp(Ops.STORE, (value,), MemBuffer(0, base.dtype, builder.unbind(base.arg)))
+        return ScheduleItem(LazyOp(Ops.SINK, (store,)), (base.buffer,) + tuple(x.buffer for x in builder.inputs),
+                            (base,), builder.var_vals), list(builder.inputs)  # fmt: skip
     value = builder.build(base, out_st)
     store = LazyOp(Ops.STORE, (value,), MemBuffer(0, base.dtype, builder.unbind(out_st)))
     ast = LazyOp(Ops.SINK, (store,))

@@ -1,0 +1,67 @@
+"""`assign` into a view of a realized buffer (tinygrad's KV-cache pattern `cache[:, :, i:i+n].assign(x)`) writes the
+view's elements of the buffer in place, eagerly and under `jit`, with a bound start; views that pad or repeat
+elements cannot be written through and are refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazy import Tensor, TinyJit, Variable
+from lazy.helpers import ArgumentError
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_assign_into_a_slice_writes_the_buffer(device):
+    rng = np.random.default_rng(0)
+    cache = Tensor.zeros(2, 3, 8, 4, device=device).contiguous().realize()
+    ref = np.zeros((2, 3, 8, 4), np.float32)
+    for sp in range(5):
+        x = rng.random((2, 3, 1, 4), dtype=np.float32)
+        view = cache[:, :, sp : sp + 1]
+        view.assign(Tensor(x, device=device))
+        ref[:, :, sp : sp + 1] = x
+        np.testing.assert_allclose(cache.numpy(), ref)  # no realize of the view needed: the buffer has it
+        np.testing.assert_allclose(view.numpy(), x)
+
+
+def test_assign_through_a_transposed_view():
+    t = Tensor.zeros(3, 4).contiguous().realize()
+    t.T[1].assign(Tensor([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(t.numpy(), [[0, 1, 0, 0], [0, 2, 0, 0], [0, 3, 0, 0]])
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_kv_cache_step_under_jit_with_a_bound_start(device):
+    rng = np.random.default_rng(1)
+    cache = Tensor.zeros(2, 3, 8, 4, device=device).contiguous().realize()
+    ref = np.zeros((2, 3, 8, 4), np.float32)
+
+    @TinyJit
+    def step(x: Tensor, start: Variable) -> Tensor:
+        cache[:, :, start : start + 1].assign(x).realize()
+        return cache[:, :, : start + 1].sum(2).realize()
+
+    for pos in range(6):
+        x = rng.random((2, 3, 1, 4), dtype=np.float32)
+        out = step(Tensor(x, device=device), Variable("start", 0, 7).bind(pos))
+        ref[:, :, pos : pos + 1] = x
+        np.testing.assert_allclose(out.numpy(), ref[:, :, : pos + 1].sum(2), rtol=1e-6)
+        np.testing.assert_allclose(cache.numpy(), ref)
+
+
+def test_a_reader_of_the_old_value_keeps_it():
+    t = Tensor([1.0, 2.0, 3.0, 4.0]).contiguous().realize()
+    doubled = t * 2  # not realized yet
+    t[1:3].assign(Tensor([10.0, 20.0]))
+    np.testing.assert_array_equal(doubled.numpy(), [2, 4, 6, 8])
+    np.testing.assert_array_equal(t.numpy(), [1, 10, 20, 4])
+
+
+def test_views_that_repeat_or_pad_are_refused():
+    t = Tensor.zeros(3).contiguous().realize()
+    with pytest.raises(ArgumentError, match="cannot write through this view"):
+        t.reshape(3, 1).expand(3, 2).assign(Tensor.ones(3, 2))
+    with pytest.raises(ArgumentError, match="cannot write through this view"):
+        t.pad(((1, 1),)).assign(Tensor.ones(5))
+    np.testing.assert_array_equal(t.numpy(), [0, 0, 0])
