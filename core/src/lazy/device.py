@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from lazy.dtype import DType, dtypes, to_np_dtype
+from lazy.dtype import DType, storage_to_values, to_np_dtype
 from lazy.helpers import DEBUG, GlobalCounters, cache_dir
 
 if TYPE_CHECKING:
@@ -241,9 +241,7 @@ class Buffer:
 
     def numpy(self) -> np.ndarray:
         raw = np.frombuffer(self.as_buffer(allow_zero_copy=False), dtype=to_np_dtype(self.dtype))
-        if self.dtype == dtypes.bfloat16:
-            return (raw.astype(np.uint32) << 16).view(np.float32)
-        return raw
+        return storage_to_values(raw, self.dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
-from lazy.dtype import ConstType, DType, dtypes
+from lazy.dtype import FP8_FORMATS, ConstType, DType, dtypes, float_to_fp8, fp8_to_float, lowest_value
 from lazy.shape import ShapeTracker
 
 
@@ -93,7 +93,10 @@ REDUCE_ALU: dict[Ops, Ops] = {Ops.SUM: Ops.ADD, Ops.RMAX: Ops.MAX}
 
 
 def identity_element(op: Ops, dtype: DType) -> ConstType:
-    return dtypes.as_const({Ops.SUM: 0, Ops.ADD: 0, Ops.RMAX: dtypes.min(dtype), Ops.MAX: dtypes.min(dtype)}[op], dtype)
+    if op in (Ops.RMAX, Ops.MAX):
+        return lowest_value(dtype)  # (not dtypes.min: -inf is NaN in fp8e4m3)
+    assert op in (Ops.SUM, Ops.ADD), f"{op} has no identity element"
+    return dtypes.as_const(0, dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -281,7 +284,8 @@ PYTHON_ALU: dict[Ops, Callable[..., Any]] = {
 
 
 def truncate(value: Any, dtype: DType) -> Any:
-    """`value` as `dtype` holds it: ints wrap, float32/16 round, bool is bool."""
+    """`value` as `dtype` holds it: ints wrap, floats round to nearest even (fp8 saturating: `float_to_fp8`), bool
+    is bool."""
     if dtypes.is_int(dtype):
         if isinstance(value, float):
             value = int(value) if math.isfinite(value) else 0
@@ -299,6 +303,8 @@ def truncate(value: Any, dtype: DType) -> Any:
         if not math.isnan(value):
             bits += 0x7FFF + ((bits >> 16) & 1)  # round to nearest even
         return struct.unpack("f", struct.pack("I", (bits >> 16 << 16) & 0xFFFFFFFF))[0]
+    if dtype in FP8_FORMATS:
+        return fp8_to_float(float_to_fp8(float(value), dtype), dtype)
     return float(value)
 
 

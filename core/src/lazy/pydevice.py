@@ -16,7 +16,7 @@ from typing import Any
 
 from lazy.codegen.uops import UOp, UOps
 from lazy.device import Allocator, BufferSpec, Compiled, CompileError, Compiler, ProgramSpec
-from lazy.dtype import DType, PtrDType, dtypes
+from lazy.dtype import FP8S, DType, PtrDType, dtypes, float_to_fp8, fp8_to_float
 from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, hookimpl
 from lazy.ops import PYTHON_ALU, Ops, truncate
 from lazy.renderer import Capabilities, Renderer
@@ -201,6 +201,9 @@ def element_format(dtype: DType) -> tuple[str, Callable[[Any], Any] | None, Call
     """(memoryview format, decode or None, encode or None) of a scalar dtype held in memory."""
     if dtype in (dtypes.float16, dtypes.bfloat16):  # stored as their 16 bits
         return "H", _half_bits_table(dtype).__getitem__, _half_to_bits(dtype)
+    if dtype in FP8S:  # stored as their 8 bits, converted by the host reference (`lazy.dtype.float_to_fp8`)
+        values = tuple(fp8_to_float(bits, dtype) for bits in range(256))
+        return "B", values.__getitem__, lambda v: float_to_fp8(float(v), dtype)
     assert dtype.fmt is not None, f"{dtype} has no memory format"
     return dtype.fmt, None, None
 

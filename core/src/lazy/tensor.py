@@ -14,6 +14,8 @@ import numpy as np
 from lazy import function as F
 from lazy.device import Buffer
 from lazy.dtype import (
+    HOST_FLOAT32,
+    NARROW_FLOATS,
     ConstType,
     DType,
     dtypes,
@@ -22,6 +24,7 @@ from lazy.dtype import (
     to_dtype,
     to_np_dtype,
 )
+from lazy.dtype import _to_np_dtype as _dtype_to_np
 from lazy.engine.realize import realize
 from lazy.engine.schedule import ScheduleItem, create_schedule
 from lazy.helpers import ArgumentError, ShapeError, all_int, argfix, broadcast_shape, prod
@@ -41,8 +44,8 @@ PyBool: TypeAlias = bool
 PyInt: TypeAlias = int
 PyFloat: TypeAlias = float
 
-
-_to_np_dtype = to_np_dtype  # tinygrad's name, imported by code written for it
+# tinygrad's name, imported by code written for it (float32 for bfloat16 and fp8, which numpy lacks)
+_to_np_dtype = _dtype_to_np
 
 
 def _from_np(data: np.ndarray, device: str) -> LazyBuffer:
@@ -118,8 +121,8 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
             device = lb.device if requested is None else device
         elif isinstance(data, (list, tuple)):
             target = dtype or dtypes.from_py(data)
-            arr = _list_to_np(data, target if target != dtypes.bfloat16 else dtypes.float32)
-            lb = _from_np(arr, device) if target != dtypes.bfloat16 else _from_np(arr, device).cast(target)
+            arr = _list_to_np(data, target if target not in HOST_FLOAT32 else dtypes.float32)
+            lb = _from_np(arr, device) if target not in HOST_FLOAT32 else _from_np(arr, device).cast(target)
         elif isinstance(data, (np.ndarray, np.generic)):
             arr = np.asarray(data)
             lb = _from_np(arr, device)
@@ -264,13 +267,13 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
                                          "variable (Variable(...).bind(value)) to read the values")  # fmt: skip
             # a symbolic tensor is computed for its bound values into a buffer sized for the variables' maximum;
             # the values are its first elements, in order
-            src = self if self.dtype != dtypes.bfloat16 else self.cast(dtypes.float32)
+            src = self if self.dtype not in HOST_FLOAT32 else self.cast(dtypes.float32)
             buf = src.contiguous().realize().lazydata.base.realized
             assert buf is not None
             return buf.numpy()[: prod(shape)].reshape(shape).copy()  # type: ignore[arg-type]
         if prod(self.shape) == 0:
-            return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)  # type: ignore[arg-type]
-        t = self if self.dtype != dtypes.bfloat16 else self.cast(dtypes.float32)
+            return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype not in HOST_FLOAT32 else np.float32)  # type: ignore[arg-type]
+        t = self if self.dtype not in HOST_FLOAT32 else self.cast(dtypes.float32)
         # a plain slice is read straight out of memory (copy-only devices need it), unless its elements are still to
         # be computed: then only they are (a few elements of a huge arange must not compute all of it)
         computed = t.lazydata.base.realized is None and t.lazydata.base.op in GroupOp.Elementwise
@@ -938,7 +941,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         """fn on the float form of self; half and bfloat16 compute in float32 and round once at the end, as PyTorch
         does (exp(x) = exp2(x * log2(e)) in half precision would be a few ulp off)."""
         x = self._float()
-        if x.dtype in (dtypes.float16, dtypes.bfloat16):
+        if x.dtype in NARROW_FLOATS:
             return fn(x.cast(dtypes.float32)).cast(x.dtype)
         return fn(x)
 
@@ -1105,7 +1108,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         base, exponent = self._broadcasted(y, reverse, "pow")
         if not dtypes.is_float(base.dtype):
             return base._int_tensor_power(exponent)
-        if base.dtype in (dtypes.float16, dtypes.bfloat16):  # computed in float32, rounded once (as PyTorch)
+        if base.dtype in NARROW_FLOATS:  # computed in float32, rounded once (as PyTorch)
             return F.Pow.apply(base.float(), exponent.float()).cast(base.dtype)
         return F.Pow.apply(base, exponent)
 

@@ -101,16 +101,17 @@ class ReduceMixin:
 
     def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         out_dtype = least_upper_float(self.dtype)
-        total = self.cast(out_dtype).sum(axis, keepdim)
+        total = self.cast(out_dtype).sum(axis, keepdim, acc_dtype=sum_acc_dtype(out_dtype))  # divided before rounding
         count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
-        return total.div(count) if count != 0 else total * math.nan
+        return (total.div(count) if count != 0 else total * math.nan).cast(out_dtype)
 
     def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         squares = (self - self.mean(axis, keepdim=True)).square()
         count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
+        total = squares.sum(axis, keepdim, acc_dtype=sum_acc_dtype(squares.dtype))  # divided before rounding
         if isinstance(count, Node):  # a symbolic count: clamped at 0 for each value, on the device
-            return squares.sum(axis, keepdim).div(type(self)(count - correction, device=self.device).maximum(0))
-        return squares.sum(axis, keepdim).div(max(0, count - correction))
+            return total.div(type(self)(count - correction, device=self.device).maximum(0)).cast(squares.dtype)
+        return total.div(max(0, count - correction)).cast(squares.dtype)
 
     def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         var = self.var(axis, keepdim, correction)

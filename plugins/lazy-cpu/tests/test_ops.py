@@ -9,7 +9,7 @@ import pytest
 from cpu_testing import buffers, end, loop, run
 
 from lazy.codegen.uops import UOpBuilder, UOps
-from lazy.dtype import ALL_DTYPES, DType, dtypes, to_np_dtype
+from lazy.dtype import ALL_DTYPES, DType, dtypes, storage_to_values, to_np_dtype, values_to_storage
 from lazy.ops import GroupOp, Ops, exec_alu, truncate
 
 FLOAT_VALUES = [0.0, -0.0, 1.0, -1.0, 2.5, -3.75, 0.1, 1e-3, 100.0, -100.0, 1e30, -1e30, math.inf, -math.inf, math.nan]
@@ -21,16 +21,11 @@ INT_OPS = [Ops.NEG, Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops
 
 
 def to_np(values: list, dtype: DType) -> np.ndarray:
-    if dtype == dtypes.bfloat16:
-        as_f32 = np.array([truncate(v, dtype) for v in values], np.float32)
-        return (as_f32.view(np.uint32) >> 16).astype(np.uint16)
-    return np.array([truncate(v, dtype) for v in values], dtype=to_np_dtype(dtype))
+    return values_to_storage([truncate(v, dtype) for v in values], dtype)
 
 
 def from_np(arr: np.ndarray, dtype: DType) -> list:
-    if dtype == dtypes.bfloat16:
-        return (arr.astype(np.uint32) << 16).view(np.float32).astype(float).tolist()
-    return arr.tolist()
+    return storage_to_values(arr, dtype).tolist()
 
 
 def assert_match(got: list, want: list, dtype: DType, rtol: float = 0.0, context: str = "") -> None:

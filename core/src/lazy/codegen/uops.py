@@ -23,7 +23,8 @@ This is the whole contract between core's code generator and a plugin's renderer
 | BARRIER       | None               | ()                                   | None: local-memory barrier            |
 
 Kernel parameters are the DEFINE_GLOBALs by index, then the DEFINE_VARs in list order. A LOAD/STORE of a
-vector dtype through a scalar pointer accesses `count` consecutive elements starting at `idx`.
+vector dtype through a scalar pointer accesses `count` consecutive elements starting at `idx`. Dtypes are any of
+`lazy.dtype`'s, fp8 included: a renderer without fp8 types rewrites those first (`lazy.renderer.emulate.emulate_fp8`).
 
 "index" is the kernel's index dtype: every size, loop counter, thread id, symbolic variable, buffer index and mask
 is computed in it. The lowerer picks int32 (the fast one) unless the symbolic bounds say some such value, or a step

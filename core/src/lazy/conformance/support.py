@@ -9,17 +9,16 @@ import numpy as np
 
 from lazy.codegen.uops import UOp, UOpBuilder, UOps
 from lazy.device import Buffer, Compiled, ProgramSpec
-from lazy.dtype import DType, dtypes, to_np_dtype
+from lazy.dtype import DType, dtypes, to_np_dtype, values_to_storage
 from lazy.ops import Ops
 
 INDEX = dtypes.int32
 
 
 def np_values(values: list[Any], dtype: DType) -> np.ndarray:
-    """Python values (already truncated to `dtype`) as the numpy array holding their bytes (bfloat16: uint16 bits)."""
-    if dtype == dtypes.bfloat16:
-        return (np.array(values, np.float32).view(np.uint32) >> 16).astype(np.uint16)
-    return np.array(values, to_np_dtype(dtype))
+    """Python values (already truncated to `dtype`) as the numpy array holding their bytes (bfloat16: uint16 bits,
+    fp8: uint8 bits)."""
+    return values_to_storage(values, dtype)
 
 
 def buffer_from(device: str, array: np.ndarray, dtype: DType) -> Buffer:

@@ -15,7 +15,7 @@ import pytest
 
 from lazy.codegen.uops import UOps
 from lazy.conformance.support import INDEX, KernelBuilder, buffer_from, empty_buffer, np_values, raw_bytes, values_of
-from lazy.dtype import ALL_DTYPES, DType, dtypes
+from lazy.dtype import ALL_DTYPES, DType, dtypes, fp8_to_float
 from lazy.ops import GroupOp, Ops, exec_alu, truncate
 
 pytestmark = pytest.mark.requires("kernels")  # a copy-only device skips this layer, with its reason
@@ -223,6 +223,8 @@ def finite_bit_patterns(itemsize: int, count: int) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore"):
         if itemsize == 2:
             ok &= np.isfinite(bits.view(np.float16)) & np.isfinite((bits.astype(np.uint32) << 16).view(np.float32))
+        elif itemsize == 1:  # fp8: e5m2 has several NaN patterns
+            ok &= np.isfinite(fp8_to_float(bits, dtypes.fp8e4m3)) & np.isfinite(fp8_to_float(bits, dtypes.fp8e5m2))
         elif itemsize in (4, 8):
             ok &= np.isfinite(bits.view(np.float32 if itemsize == 4 else np.float64))
     return bits[ok][:count]

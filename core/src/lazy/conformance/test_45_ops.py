@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lazy.dtype import dtypes, to_np_dtype
+from lazy.dtype import HOST_FLOAT32, dtypes, storage_to_values, to_np_dtype, values_to_storage
 from lazy.helpers import Context
 from lazy.tensor import Tensor
 
@@ -187,22 +187,30 @@ def _sample(dtype: Any) -> np.ndarray:
         vals = np.trunc(vals)
         if dtypes.is_unsigned(dtype):
             vals = np.abs(vals)
-    return vals.astype(to_np_dtype(dtype) if dtype != dtypes.bfloat16 else np.float32)
+    return _held_as(vals, dtype)
+
+
+def _held_as(vals: np.ndarray, dtype: Any) -> np.ndarray:
+    """`vals` as `dtype` holds them, in the numpy type `.numpy()` gives (float32 for bfloat16 and fp8: rounded)."""
+    if dtype in HOST_FLOAT32:
+        return storage_to_values(values_to_storage(vals, dtype), dtype)
+    return vals.astype(to_np_dtype(dtype))
 
 
 def test_casts_between_every_supported_pair(device_name, caps):
     kinds = [d for d in (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
-                         dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+                         dtypes.int64, dtypes.uint64, dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float16, dtypes.bfloat16,
+                         dtypes.float32, dtypes.float64)
              if caps.supports(d)]  # fmt: skip
     for src in kinds:
         for dst in kinds:
             # a negative float converted to an unsigned type is undefined in C: only magnitudes go there
             vals = np.abs(_sample(src)) if dtypes.is_unsigned(dst) and src != dtypes.bool else _sample(src)
             t = Tensor(vals, device=device_name)
-            if src == dtypes.bfloat16:  # numpy has no bfloat16: start from float32 on the device
-                t = t.cast(dtypes.bfloat16)
+            if src in HOST_FLOAT32:  # numpy has no bfloat16 or fp8: start from float32 on the device
+                t = t.cast(src)
             got = t.cast(dst).numpy()
-            want = vals.astype(to_np_dtype(dst) if dst != dtypes.bfloat16 else np.float32)
+            want = _held_as(vals, dst)
             np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-2,
                                        err_msg=f"cast {src} -> {dst} on {device_name}")  # fmt: skip
 

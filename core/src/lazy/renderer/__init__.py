@@ -23,7 +23,7 @@ class Capabilities:
     local_size_max: int = 0  # most threads in one work group
     shared_max: int = 0  # bytes of local memory per work group
     vector_widths: tuple[int, ...] = ()  # float vector widths the renderer can emit (e.g. (4, 8))
-    dtypes: frozenset[DType] = frozenset(ALL_DTYPES)  # element types the device can compute in
+    dtypes: frozenset[DType] = frozenset(ALL_DTYPES)  # element types the device can compute in (fp8: see Renderer)
     core_split: bool = (
         False  # CPU: the kernel takes [lo, hi) of its outermost loop so a runtime can split it over cores
     )
@@ -35,7 +35,11 @@ class Capabilities:
 
 
 class Renderer:
-    """Base class of every renderer. Subclasses set `device`, `caps` and implement `render`."""
+    """Base class of every renderer. Subclasses set `device`, `caps` and implement `render`.
+
+    fp8 UOps reach `render` like any float dtype. A renderer whose language has no fp8 types (no shipped one has)
+    passes the list through `lazy.renderer.emulate.emulate_fp8` first: fp8 becomes uint8 bits in memory and float32
+    values in registers, with the host reference's rounding (the C-style base class and LLVM do this)."""
 
     device: str = ""
     caps: Capabilities = Capabilities()

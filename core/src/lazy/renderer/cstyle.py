@@ -14,6 +14,7 @@ from lazy.codegen.uops import UOp, UOps
 from lazy.dtype import DType, PtrDType, dtypes
 from lazy.ops import GroupOp, Ops, truncate
 from lazy.renderer import Renderer
+from lazy.renderer.emulate import emulate_fp8
 
 HALF_IN_FLOAT = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.MULACC})
 POSITIVE_INT = re.compile(r"[1-9][0-9]*[uUlL]*")  # a divisor literal that needs no zero check
@@ -276,7 +277,7 @@ class CStyleLanguage(Renderer):
         )
 
     def render(self, name: str, uops: list[UOp]) -> str:
-        return _KernelWriter(self, uops).write(name)
+        return _KernelWriter(self, emulate_fp8(uops)).write(name)  # (no C dialect has fp8 arithmetic)
 
 
 def inlinable(lang: CStyleLanguage, uops: list[UOp]) -> set[int]:

@@ -1,6 +1,7 @@
 """`LLVMRenderer`: the UOp list as LLVM IR text. Accumulators and loop counters live in allocas that the optimizer
 promotes to registers; gated loads and stores branch around the access; bool is i1 in registers and i8 in memory;
-bfloat16 is held as its 16 bits (i16) and computed in float; half transcendentals and fma are computed in float."""
+bfloat16 is held as its 16 bits (i16) and computed in float; half transcendentals and fma are computed in float; fp8 is
+rewritten to uint8 bits and float32 values first (`lazy.renderer.emulate`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from lazy.dtype import DType, dtypes
 from lazy.ops import GroupOp, Ops, truncate
 from lazy.renderer import Capabilities, Renderer
 from lazy.renderer.cstyle import operand_dtype
+from lazy.renderer.emulate import emulate_fp8
 
 SCALAR_TYPES: dict[DType, str] = {
     dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16",
@@ -79,7 +81,7 @@ class LLVMRenderer(Renderer):
     caps = Capabilities(has_threads=False, has_local=False, vector_widths=(4, 8), core_split=True)
 
     def render(self, name: str, uops: list[UOp]) -> str:
-        return _IRWriter(uops).write(name)
+        return _IRWriter(emulate_fp8(uops)).write(name)  # fp8 as bits in memory, float32 in registers
 
 
 class _IRWriter:
