@@ -135,32 +135,45 @@ def _st_text(st: ShapeTracker) -> str:
 
 
 class LazyOp:
-    """A node of a kernel's AST. Nodes are interned by `digest`: building a node equal in structure to a live one
-    returns that object, so equality is identity and hashing is O(1) however much the DAG shares (the method cache
-    is keyed by structure this way).
+    """A node of a kernel's AST. Nodes are interned (hash-consed on their sources' identities and the arg): building
+    a node equal in structure to a live one returns that object, so equality is identity and hashing is O(1) however
+    much the DAG shares (the method cache is keyed by structure this way).
 
-    `digest` is a sha256 over the op, the arg's repr and the sources' digests, computed once when the node is made
-    (its sources already have theirs), so it costs one hash per distinct node. Args must therefore have a repr that
-    determines them and is the same in every process (values and frozen dataclasses of values, no object ids): the
-    digest is also the on-disk key of kernel caches. `repr` lists each distinct node once, in topological order.
+    `digest` is a sha256 over the op, the arg's repr and the sources' digests, computed once per node the first time
+    it is asked for (BEAM's on-disk cache, debug output), so it costs one hash per distinct node and nothing on the
+    path of a cached realize. Args must therefore have a repr that determines them and is the same in every process
+    (values and frozen dataclasses of values, no object ids). `repr` lists each distinct node once, in topological
+    order.
     """
 
-    __slots__ = ("op", "src", "arg", "digest", "__weakref__")
-    _interned: weakref.WeakValueDictionary[bytes, LazyOp] = weakref.WeakValueDictionary()
+    __slots__ = ("op", "src", "arg", "_digest", "__weakref__")
+    _interned: weakref.WeakValueDictionary[tuple[Any, ...], LazyOp] = weakref.WeakValueDictionary()
     op: Ops
     src: tuple[LazyOp, ...]
     arg: Any
-    digest: bytes
+    _digest: bytes | None
 
     def __new__(cls, op: Ops, src: tuple[LazyOp, ...] = (), arg: Any = None) -> LazyOp:
+        # interned by the identity of the (already interned, and kept alive by the node) sources and the arg: a dict
+        # lookup, no hashing of text
         src = tuple(src)
-        digest = _node_digest(op, src, arg)
-        if (hit := cls._interned.get(digest)) is not None:
+        key = (op, tuple(id(s) for s in src), _arg_key(arg))
+        if (hit := cls._interned.get(key)) is not None:
             return hit
         node = super().__new__(cls)
-        node.op, node.src, node.arg, node.digest = op, src, arg, digest
-        cls._interned[digest] = node
+        node.op, node.src, node.arg, node._digest = op, src, arg, None
+        cls._interned[key] = node
         return node
+
+    @property
+    def digest(self) -> bytes:
+        """The structural digest, computed once per node on first use (sources first, iteratively)."""
+        if self._digest is None:
+            for node in self.toposort():
+                if node._digest is None:
+                    node._digest = _node_digest(node.op, node.src, node.arg)
+        assert self._digest is not None
+        return self._digest
 
     def __reduce__(self) -> tuple[Any, ...]:
         # pickle memoizes by object, so a shared source is written once: linear in distinct nodes
@@ -196,6 +209,15 @@ class LazyOp:
         if self.op in GroupOp.Reduce:
             return self.src[0].dtype
         return self.src[-1].dtype
+
+
+def _arg_key(arg: Any) -> Any:
+    """The arg as an interning key: equal exactly for the same constant, though 0.0 == -0.0 == 0 == False compare
+    equal and NaN compares unequal to itself (floats go by repr, other values by value and type)."""
+    if isinstance(arg, ConstBuffer):
+        val = repr(arg.val) if isinstance(arg.val, float) else (arg.val, type(arg.val))
+        return (ConstBuffer, val, arg.dtype, arg.st)
+    return repr(arg) if isinstance(arg, float) else (arg, type(arg))
 
 
 def _node_digest(op: Ops, src: tuple[LazyOp, ...], arg: Any) -> bytes:

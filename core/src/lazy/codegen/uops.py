@@ -85,7 +85,9 @@ class UOp:
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (self.op, self.dtype, tuple(id(s) for s in self.src), self.arg)
+        # 0.0 == -0.0: the sign keeps the two constants apart
+        sign = math.copysign(1.0, self.arg) if isinstance(self.arg, float) else None
+        return (self.op, self.dtype, tuple(id(s) for s in self.src), self.arg, sign)
 
 
 def pretty(uops: list[UOp]) -> str:
