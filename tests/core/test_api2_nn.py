@@ -149,7 +149,7 @@ def test_one_hot_checks_its_classes():
     with pytest.raises(RuntimeError, match="integer class indices"):
         Tensor([True, False]).one_hot(2)
     with pytest.raises(ValueError, match="num_classes must be an int >= 0"):
-        Tensor([0, 1]).one_hot(-1)
+        Tensor([0, 1]).one_hot(-2)  # (-1 is the default: the largest index + 1)
     with pytest.raises(RuntimeError, match="num_classes must be an int >= 0"):
         Tensor([0, 1]).one_hot(2.0)
     with Context(CHECK_INDEX=1), pytest.raises(IndexError, match="one_hot: index 5"):
@@ -232,3 +232,22 @@ def test_cross_entropy_ignores_class_indices_out_of_range_as_tinygrad():
         np.testing.assert_allclose(x.cross_entropy(Tensor([5, 0])).numpy(), 0.3192003667354584, rtol=1e-6)
     with Context(CHECK_INDEX=1), pytest.raises(IndexError, match="index 5"):
         x.cross_entropy(Tensor([5, 0]))
+
+
+def test_found_running_tinygrads_own_tests():
+    """Differences that tinygrad 0.14's test_ops.py found: one_hot's default class count, initialisers with a negative
+    size, an unknown dtype name (tinygrad: AttributeError), scatter's src rules."""
+    np.testing.assert_array_equal(Tensor([0, 2, 1]).one_hot().numpy(), np.eye(3, dtype=np.int32)[[0, 2, 1]])
+    for init in (Tensor.glorot_uniform, Tensor.kaiming_uniform, Tensor.kaiming_normal):
+        with pytest.raises(ValueError, match="negative"):
+            init(-3, 2)
+    with pytest.raises(AttributeError, match="unknown dtype"):
+        Tensor([1, 2]).sum(dtype="")
+    x, index = Tensor.zeros(2, 3), Tensor([[0, 1, 2], [2, 1, 0]])
+    with pytest.raises(TypeError, match="scalar src"):
+        x.scatter(1, index, Tensor.ones(2, 3), reduce="add")
+    with pytest.raises(RuntimeError, match="cast src"):
+        x.half().scatter(1, index, Tensor.ones(2, 3))
+    with pytest.raises(RuntimeError, match="cast src"):
+        x.half().scatter_reduce(1, index, Tensor.ones(2, 3), "sum")
+    np.testing.assert_array_equal(x.scatter(1, index, 2.0, reduce="add").numpy(), np.full((2, 3), 2.0))

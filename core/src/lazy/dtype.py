@@ -326,6 +326,11 @@ def sum_acc_dtype(dtype: DType) -> DType:
     return least_upper_dtype(dtype, dtypes.float32)
 
 
+class UnknownDTypeError(ValueError, AttributeError):
+    """A dtype name that does not exist: a ValueError (a bad argument) and the AttributeError tinygrad raises (it looks
+    the name up on `dtypes`)."""
+
+
 def to_dtype(x: Any) -> DType:
     """A `dtype=` argument as a DType: a DType, its name ("float32", or an alias like "half"), or a numpy dtype,
     numpy scalar type or Python type read as numpy reads it (`np.float32`, `np.dtype("int16")`, `float` is
@@ -335,7 +340,7 @@ def to_dtype(x: Any) -> DType:
     if isinstance(x, str):
         found = DTYPES_DICT.get(x, getattr(dtypes, x, None))
         if not isinstance(found, DType):  # (`dtypes` also holds helpers such as `is_float`)
-            raise ValueError(f"unknown dtype {x!r}; known: {sorted(DTYPES_DICT)}")
+            raise UnknownDTypeError(f"unknown dtype {x!r}; known: {sorted(DTYPES_DICT)}")
         return found
     if isinstance(x, (type, np.dtype)) and (np_dtype := _np_dtype_of(x)) in NP_TO_DTYPE:
         return NP_TO_DTYPE[np_dtype]

@@ -388,19 +388,19 @@ class CreationMixin:
 
     @classmethod
     def glorot_uniform(cls: type[Tensor], *shape: Any, **kwargs: Any) -> Tensor:
-        shape = argfix(*shape)
+        shape = _check_sizes(argfix(*shape), "glorot_uniform")  # before the bound: a negative size made it complex
         bound = (6 / (shape[0] + prod(shape[1:]))) ** 0.5
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @classmethod
     def kaiming_uniform(cls: type[Tensor], *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
-        shape = argfix(*shape)
+        shape = _check_sizes(argfix(*shape), "kaiming_uniform")  # before the bound: a negative size made it complex
         bound = (6 / (1 + a**2) / prod(shape[1:])) ** 0.5  # (written as tinygrad does, so the last bit agrees)
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @classmethod
     def kaiming_normal(cls: type[Tensor], *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
-        shape = argfix(*shape)
+        shape = _check_sizes(argfix(*shape), "kaiming_normal")  # before the bound: a negative size made it complex
         std = (2 / (1 + a**2) / prod(shape[1:])) ** 0.5
         return cls.normal(*shape, mean=0.0, std=std, **kwargs)
 

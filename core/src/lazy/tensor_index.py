@@ -507,11 +507,15 @@ class IndexingMixin:
     def scatter(self: Tensor, dim: int, index: Tensor, src: TensorLike, reduce: str | None = None) -> Tensor:
         """self with src[..., k, ...] written at [..., index[..., k, ...], ...] along `dim` (a new tensor). With
         `reduce` "add" or "multiply", combined with what is there instead. Of repeated indices, the last wins."""
+        from lazy.tensor import Tensor
+
         if reduce is not None:
             if reduce not in ("add", "multiply"):
                 raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
+            if isinstance(src, Tensor):  # (tinygrad's rule; PyTorch would accept it)
+                raise ArgumentError("scatter: reduce= takes a scalar src; for a tensor src use scatter_reduce")
             return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")  # type: ignore[arg-type]
-        from lazy.tensor import Tensor
+        _check_src_dtype("scatter", self, src)
 
         dim, hit, values = self._scatter_hits("scatter", dim, index, src)
         k = hit.shape[-1]
@@ -526,6 +530,7 @@ class IndexingMixin:
                        include_self: bool = True) -> Tensor:  # fmt: skip
         """Combine src into self along `dim` at `index` with "sum", "prod", "mean", "amax" or "amin" (PyTorch's
         semantics; `include_self=False` leaves out the original value wherever something lands)."""
+        _check_src_dtype("scatter_reduce", self, src)
         if reduce not in ("sum", "prod", "mean", "amax", "amin"):
             raise ArgumentError(
                 f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', not {reduce!r}"
@@ -558,3 +563,9 @@ class IndexingMixin:
         if index.ndim != 1:
             raise ValueError(f"index_select: index must be 1-d, got shape {index.shape}")
         return self._getitem((slice(None),) * dim + (index,), "index_select")
+
+
+def _check_src_dtype(op: str, target: Tensor, src: Any) -> None:
+    """A tensor src must have the target's dtype (a RuntimeError in PyTorch and tinygrad): no silent rounding."""
+    if hasattr(src, "lazydata") and src.dtype != target.dtype:
+        raise RuntimeError(f"{op}: src is {src.dtype} but self is {target.dtype}; cast src with .cast({target.dtype})")

@@ -651,11 +651,14 @@ class NNOpsMixin:
         keep = type(self).rand(*self.shape, device=self.device) >= p
         return keep.where(self, 0) / (1.0 - p)
 
-    def one_hot(self: Tensor, num_classes: PyInt) -> Tensor:
+    def one_hot(self: Tensor, num_classes: PyInt = -1) -> Tensor:
         """(...) -> (..., num_classes) int32 from integer class indices; a class outside [0, num_classes) gives a row
-        of zeros (an IndexError with LAZY_CHECK_INDEX=1)."""
+        of zeros (an IndexError with LAZY_CHECK_INDEX=1). num_classes=-1: the largest index + 1 (read on the host, a
+        sync, as in tinygrad and PyTorch)."""
         if not dtypes.is_int(self.dtype):  # (a RuntimeError in tinygrad and PyTorch alike)
             raise RuntimeError(f"one_hot needs integer class indices, not {self.dtype}; cast them with .cast('int')")
+        if num_classes == -1 and not isinstance(num_classes, bool):
+            num_classes = int(self.max().item()) + 1 if self.numel() else 0
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
             raise ShapeError(f"one_hot: num_classes must be an int >= 0, got {num_classes!r}")
         self._check_index("one_hot", 0, num_classes, f"{num_classes} classes")
