@@ -36,6 +36,12 @@ def set_device_opener(opener: Callable[[str], Compiled]) -> None:
     _device_opener = opener
 
 
+# Called with a device's name when that opened device closes, before it does: caches in layers above this one (the
+# engine's compiled kernels, the random generators' state) drop or save what belongs to the closing instance, so a
+# reopened device never runs a kernel bound to the closed one.
+close_callbacks: list[Callable[[str], None]] = []
+
+
 def get_device(name: str) -> Compiled:
     """The opened device called `name` (canonical, e.g. "CPU:0" is "CPU"), opening it on first use."""
     if (dev := opened_devices.get(name)) is not None:
@@ -432,7 +438,10 @@ class Compiled:
             self.synchronize()
 
     def close(self) -> None:
-        """Release device resources (called at exit and by tests that reopen a device)."""
+        """Release device resources (called at exit and by tests that reopen a device). First the layers above that
+        keep things of this device (compiled kernels, generator state) are told, while the device still works."""
+        for callback in list(close_callbacks):
+            callback(self.device)
         self.synchronize()
         if isinstance(self.allocator, LRUAllocator):
             self.allocator.free_cache()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from lazy.device import close_callbacks
 from lazy.dtype import ConstType, DType, dtypes, to_dtype
 from lazy.helpers import ArgumentError, ShapeError, argfix, prod
 from lazy.lazy import LazyBuffer
@@ -123,6 +124,7 @@ class CreationMixin:
     _device_rng_counters: ClassVar[dict[str, Tensor]] = {}
     _rng_order: ClassVar[list[str]] = []  # the devices that drew since the last seed, in order: their key index
     _rng_index: ClassVar[dict[str, int]] = {}  # the key index each device's state holds now
+    _rng_saved: ClassVar[dict[str, tuple[Any, Any]]] = {}  # the state of a closed device, kept on the host
 
     @classmethod
     def empty(
@@ -269,6 +271,16 @@ class CreationMixin:
             cls._rng_reset(device, index)
 
     @staticmethod
+    def _rng_device_closed(device: str) -> None:
+        """`device` is closing: its generator's state moves to the host, and its next draw (on the reopened device)
+        rebuilds the buffers from there, so the stream goes on where it was."""
+        if device in CreationMixin._device_seeds:
+            CreationMixin._rng_saved[device] = (
+                CreationMixin._device_seeds.pop(device).numpy(),
+                CreationMixin._device_rng_counters.pop(device).numpy(),
+            )
+
+    @staticmethod
     def _device_key(index: int) -> int:
         """The key word of the index-th device to draw after a seed: the low 32 bits of sha256(index) (tinygrad's)."""
         return int.from_bytes(hashlib.sha256(index.to_bytes(4, "big")).digest(), "big") & 0xFFFFFFFF
@@ -280,6 +292,7 @@ class CreationMixin:
         key = [cls._device_key(index), CreationMixin._seed & 0xFFFFFFFF]
         for states, words in ((CreationMixin._device_seeds, key), (CreationMixin._device_rng_counters, [0, 0])):
             value = cls(words, device=device, dtype=dtypes.uint32, requires_grad=False)
+            CreationMixin._rng_saved.pop(device, None)
             if device in states:
                 states[device].assign(value).realize()
             else:
@@ -298,6 +311,9 @@ class CreationMixin:
             CreationMixin._rng_order.append(dev)
             if CreationMixin._rng_index.get(dev) != (index := len(CreationMixin._rng_order) - 1):
                 cls._rng_reset(dev, index)
+        if (saved := CreationMixin._rng_saved.pop(dev, None)) is not None:  # the device was closed and reopened
+            for states, host in zip((CreationMixin._device_seeds, CreationMixin._device_rng_counters), saved):
+                states[dev] = cls(host, device=dev, dtype=dtypes.uint32, requires_grad=False).realize()
         chunks = max(1, -(-count // _CHUNK))
         key, counter = CreationMixin._device_seeds[dev], CreationMixin._device_rng_counters[dev]
         k0, k1, low, high = (t.shrink(((i, i + 1),)) for t in (key, counter) for i in (0, 1))
@@ -474,3 +490,6 @@ class CreationMixin:
                 keys = (pick == self.arange(n, device=self.device)).where(-math.inf, keys)
             indices = picks[0].cat(*picks[1:], dim=1)
         return (indices.squeeze(0) if self.ndim == 1 else indices).cast(dtypes.int32)
+
+
+close_callbacks.append(CreationMixin._rng_device_closed)

@@ -13,7 +13,7 @@ from typing import Any
 
 from lazy.codegen.kernel import Opt
 from lazy.codegen.program import get_program
-from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, get_device
+from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device
 from lazy.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored
 from lazy.lazy import LazyBuffer, forget_graph
 from lazy.ops import LazyOp, Ops
@@ -139,6 +139,15 @@ def check_dtypes(ast: LazyOp, dev: Compiled) -> None:
 
 # kernels are cached by (device, ast, optimisation settings): the AST is compared by structure, not object identity
 method_cache: dict[tuple[Any, ...], CompiledRunner] = {}
+
+
+def _forget_device(device: str) -> None:
+    """The device is closing: its compiled kernels are bound to it (a reopened device compiles, or loads, anew)."""
+    for key in [key for key, runner in method_cache.items() if runner.dev.device == device]:
+        del method_cache[key]
+
+
+close_callbacks.append(_forget_device)
 
 
 def get_runner(device: str, ast: LazyOp, opts: list[Opt] | None = None) -> CompiledRunner:
