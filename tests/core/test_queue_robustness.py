@@ -5,10 +5,6 @@ once when nothing will ever set the value and never while someone will, and a re
 from __future__ import annotations
 
 import inspect
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -17,6 +13,7 @@ import pytest
 
 import lazy.hcq
 from lazy import Tensor
+from lazy.conformance.support import run_interrupted
 from lazy.device import Compiled, DeviceError
 from lazy.hcq import HostSignal, SyncQueue, SyncSignal, adapt_simple_tier
 from lazy.pydevice import PythonProgram, open_python_device
@@ -159,24 +156,6 @@ except KeyboardInterrupt:
         raise
     print("after:", a.numpy()[0, :2].tolist(), (small + 1).numpy().tolist(), flush=True)
 """
-
-
-def run_interrupted(script: str, mode: str, limit: float = 20.0) -> tuple[int, str]:
-    """Start `script` in a subprocess, send Ctrl-C (SIGINT) 0.5 s after it prints "launched"; (exit code, output)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAZY_")}
-    proc = subprocess.Popen([sys.executable, "-c", script, mode], env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)  # fmt: skip
-    try:
-        first = proc.stdout.readline()  # type: ignore[union-attr]
-        assert first.startswith("launched"), first + proc.communicate(timeout=limit)[0]
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out = proc.communicate()[0]
-        pytest.fail(f"still running {limit}s after Ctrl-C:\n{out}")
-    return proc.returncode, out
 
 
 @pytest.mark.timeout(60)

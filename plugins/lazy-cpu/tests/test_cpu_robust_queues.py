@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -16,6 +14,7 @@ from cpu_testing import buffers, end, from_device, load_program, loop, to_device
 
 from lazy import Context
 from lazy.codegen.uops import UOpBuilder, UOps
+from lazy.conformance.support import run_interrupted as interrupt
 from lazy.device import DeviceError
 from lazy.dtype import dtypes
 from lazy.ops import Ops
@@ -142,23 +141,11 @@ except KeyboardInterrupt:
 
 
 def run_interrupted(mode: str, limit: float = 20.0) -> tuple[int, str]:
-    """Run SIGINT_SCRIPT in a subprocess, send Ctrl-C 0.5 s after it prints "launched"; (exit code, output)."""
-    env = {k: v for k, v in os.environ.items() if k != "LAZY_DEVICE"}
-    proc = subprocess.Popen([sys.executable, "-c", SIGINT_SCRIPT, mode], env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)  # fmt: skip
-    try:
-        first = proc.stdout.readline()  # type: ignore[union-attr]
-        assert first.startswith("launched"), first + proc.communicate(timeout=120)[0]
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out = proc.communicate()[0]
-        pytest.fail(f"still running {limit}s after Ctrl-C:\n{out}")
+    """SIGINT_SCRIPT in a subprocess, interrupted 0.5 s after its kernel launched; (exit code, output)."""
+    code, out = interrupt(SIGINT_SCRIPT, mode, limit=limit)
     if "finished before the interrupt" in out:
         pytest.skip("the 2048x2048 matmul finished within 0.5 s here: too fast a machine to interrupt it")
-    return proc.returncode, out
+    return code, out
 
 
 @pytest.mark.timeout(180)

@@ -3,15 +3,10 @@ blocks in C until the kernel ends), the device usable after the interrupt, and a
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-
 import pyopencl as cl
 import pytest
 
+from lazy.conformance.support import run_interrupted as interrupt
 from lazy.device import DeviceError
 from lazy_opencl.queues import CLSignal
 
@@ -57,23 +52,11 @@ except KeyboardInterrupt:
 
 
 def run_interrupted(mode: str, limit: float = 20.0) -> tuple[int, str]:
-    """Run SIGINT_SCRIPT in a subprocess, send Ctrl-C 0.5 s after it prints "launched"; (exit code, output)."""
-    env = {k: v for k, v in os.environ.items() if k != "LAZY_DEVICE"}
-    proc = subprocess.Popen([sys.executable, "-c", SIGINT_SCRIPT, mode], env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)  # fmt: skip
-    try:
-        first = proc.stdout.readline()  # type: ignore[union-attr]
-        assert first.startswith("launched"), first + proc.communicate(timeout=120)[0]
-        time.sleep(0.5)
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out = proc.communicate()[0]
-        pytest.fail(f"still running {limit}s after Ctrl-C:\n{out}")
+    """SIGINT_SCRIPT in a subprocess, interrupted 0.5 s after its kernel launched; (exit code, output)."""
+    code, out = interrupt(SIGINT_SCRIPT, mode, limit=limit)
     if "finished before the interrupt" in out:
         pytest.skip("the 2048x2048 matmul finished within 0.5 s here: too fast a device to interrupt it")
-    return proc.returncode, out
+    return code, out
 
 
 @pytest.mark.timeout(180)

@@ -1,11 +1,18 @@
-"""Helpers the suite's layers share: buffers from numpy arrays, and `KernelBuilder`, which writes a test kernel from
-UOps so it is valid both for thread-style devices (`caps.has_threads`: SPECIAL ids) and loop-style ones (RANGE)."""
+"""Helpers the suite's layers share: buffers from numpy arrays, `KernelBuilder`, which writes a test kernel from
+UOps so it is valid both for thread-style devices (`caps.has_threads`: SPECIAL ids) and loop-style ones (RANGE), and
+`run_interrupted`, which sends Ctrl-C to a script running in a subprocess (also for plugins' own tests)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from typing import Any
 
 import numpy as np
+import pytest
 
 from lazy.codegen.uops import UOp, UOpBuilder, UOps
 from lazy.device import Buffer, Compiled, ProgramSpec
@@ -137,3 +144,23 @@ def run_program(device: Compiled, program: Any, bufs: tuple[Buffer, ...], vals: 
     ls = tuple(local_size) if local_size is not None else None
     program(*[b.opaque for b in bufs], global_size=gs, local_size=ls, vals=tuple(vals), wait=True)
     device.synchronize()
+
+
+def run_interrupted(script: str, *args: str, limit: float = 20.0) -> tuple[int, str]:
+    """Run `script` (Python source) with `args` in a subprocess without LAZY_ settings, send it Ctrl-C (SIGINT) 0.5 s
+    after it prints a line starting with "launched", and return (exit code, output). Fails the test when it is still
+    running `limit` seconds after the interrupt."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAZY_")}
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        first = proc.stdout.readline()  # type: ignore[union-attr]
+        assert first.startswith("launched"), first + proc.communicate(timeout=120)[0]
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out = proc.communicate()[0]
+        pytest.fail(f"still running {limit}s after Ctrl-C:\n{out}")
+    return proc.returncode, out
