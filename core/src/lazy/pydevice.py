@@ -69,9 +69,10 @@ class PythonAllocator(Allocator):
 
 # GPU-style by default (SPECIAL thread ids, local memory, barriers) so the reference covers what GPU plugins get;
 # `PythonRenderer(threads=False)` is the loop-style variant (RANGE over the global axes), like a CPU plugin.
+EXACT_MATH = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})  # the reference computes them with Python's math module
 THREAD_CAPS = Capabilities(has_threads=True, has_local=True, local_max=(1024, 1024, 64), local_size_max=1024,
-                           shared_max=1 << 16, vector_widths=(2, 4))  # fmt: skip
-LOOP_CAPS = Capabilities(has_threads=False, has_local=False, vector_widths=(2, 4))
+                           shared_max=1 << 16, vector_widths=(2, 4), native_math=EXACT_MATH)  # fmt: skip
+LOOP_CAPS = Capabilities(has_threads=False, has_local=False, vector_widths=(2, 4), native_math=EXACT_MATH)
 
 
 class PythonRenderer(Renderer):

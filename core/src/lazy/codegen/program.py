@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
+from lazy.codegen.heuristics import reuse_axes, tile_optimizations
+from lazy.codegen.kernel import Kernel, Opt
 from lazy.codegen.lowerer import estimate_ops, lower_kernel
+from lazy.codegen.opt_gpu import gpu_optimizations
+from lazy.codegen.opt_reduce import reduce_optimizations
 from lazy.codegen.uops import pretty
 from lazy.device import ProgramSpec
 from lazy.helpers import DEBUG, NOOPT, prod, to_function_name
@@ -17,91 +20,14 @@ if TYPE_CHECKING:
     from lazy.renderer import Renderer
 
 
-def _local_optimizations(k: Kernel) -> None:
-    """Devices with work groups: few outputs and a long reduce -> a grouped reduce; otherwise group output threads."""
-    out_size = prod(k.full_shape[i] for i in k.axes(Axis.GLOBAL))
-    reduce_axes = k.axes(Axis.REDUCE)
-    if not isinstance(out_size, int):
-        return
-    if k.reduceops and reduce_axes and out_size < 2048:
-        size = k.full_shape[reduce_axes[-1]]
-        for amount in (16, 8, 4):
-            if isinstance(size, int) and size % amount == 0 and size >= 256:
-                try:
-                    k.apply_opt(Opt(OptOps.GROUP, reduce_axes[-1], amount))
-                    return
-                except KernelOptError:
-                    pass
-    globals_ = k.axes(Axis.GLOBAL)
-    if globals_ and out_size >= 1024:  # small launches gain nothing from work groups
-        size = k.full_shape[globals_[-1]]
-        for amount in (32, 16, 8, 4, 2):
-            if isinstance(size, int) and size % amount == 0 and size > amount:
-                try:
-                    k.apply_opt(Opt(OptOps.LOCAL, globals_[-1], amount))
-                    return
-                except KernelOptError:
-                    pass
-
-
 def hand_coded_optimizations(k: Kernel) -> Kernel:
-    """Cheap heuristics: work groups where the device has them, register-tile matmul-like kernels, vector lanes for
-    reductions with a contiguous output, unroll short inner reductions."""
+    """What a kernel gets without BEAM: work-group devices their own path; elsewhere matmul-like kernels (an input
+    broadcast along an output axis) register and cache tiles, other reductions vector lanes and unrolling."""
     if k.caps.has_local:
-        _local_optimizations(k)
+        return gpu_optimizations(k)
     if not k.reduceops:
         return k
-    full = k.full_shape
-    # axes where some input is broadcast (stride 0): upcasting them reuses loaded values (matmul, conv)
-    candidates = []
-    for axis in k.axes(Axis.GLOBAL):
-        if not isinstance(full[axis], int):
-            continue
-        if any(k.st_of(b).real_strides()[axis] == 0 for b in k.membufs[1:]):
-            candidates.append(axis)
-    out_strides = k.st_of(k.ast.src[0].arg).real_strides()
-    for axis in reversed(candidates[-2:]):
-        # the axis contiguous in the output becomes the vector lanes: upcast it by the widest vector the device has
-        widths = sorted(k.caps.vector_widths, reverse=True) if out_strides[axis] == 1 else []
-        for amount in (*widths, 4, 2):
-            if full[axis] % amount == 0:
-                try:
-                    trial = k.copy()
-                    trial.apply_opt(Opt(OptOps.UPCAST, axis, amount))
-                    k = trial
-                    break
-                except KernelOptError:
-                    pass
-    if not candidates:
-        _upcast_contiguous_output(k)
-    reduce_axes = k.axes(Axis.REDUCE)
-    if reduce_axes:
-        axis = reduce_axes[-1]
-        size = k.full_shape[axis]
-        if isinstance(size, int) and size <= 8 and k.upcast_size() * size <= 64:
-            k.apply_opt(Opt(OptOps.UNROLL, axis, 0))  # a short reduction: unroll it entirely
-        elif isinstance(size, int) and size % 4 == 0 and k.upcast_size() <= 16:
-            k.apply_opt(Opt(OptOps.UNROLL, axis, 4))
-    return k
-
-
-def _upcast_contiguous_output(k: Kernel) -> None:
-    """A reduction whose output axis is contiguous in every buffer: make that axis vector lanes (column sums)."""
-    globals_ = k.axes(Axis.GLOBAL)
-    if not globals_ or not k.caps.vector_widths:
-        return
-    axis = globals_[-1]
-    size = k.full_shape[axis]
-    if not isinstance(size, int) or any(k.st_of(b).real_strides()[axis] not in (0, 1) for b in k.membufs):
-        return
-    if k.st_of(k.membufs[0]).real_strides()[axis] != 1:
-        return
-    for width in sorted(k.caps.vector_widths, reverse=True):
-        if size % width == 0 and size // width >= 2:
-            k.apply_opt(Opt(OptOps.UPCAST, axis, width))
-            if size // width <= 4:  # a few vectors left: upcast them too, for independent accumulators
-                k.apply_opt(Opt(OptOps.UPCAST, axis, 0))
-            return
+    return tile_optimizations(k) if reuse_axes(k) else reduce_optimizations(k)
 
 
 def build_kernel(ast: LazyOp, renderer: Renderer, opts: list[Opt] | None = None) -> Kernel:

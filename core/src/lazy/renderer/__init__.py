@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lazy.dtype import ALL_DTYPES, DType
+from lazy.ops import Ops
 
 if TYPE_CHECKING:
     from lazy.codegen.uops import UOp
@@ -28,6 +29,10 @@ class Capabilities:
         False  # CPU: the kernel takes [lo, hi) of its outermost loop so a runtime can split it over cores
     )
     upcast_max: int = 64  # most accumulator registers an upcast may create
+    # transcendental ALU ops (EXP2, LOG2, SIN) the language has a fast, precise version of that works on vectors (a
+    # GPU's exp2, OpenCL's exp2 on PoCL's vector math); the others are lowered to polynomial code
+    # (`lazy.codegen.transcendental`), which vectorizes where a libm call would not
+    native_math: frozenset[Ops] = frozenset()
     unsupported: tuple[tuple[str, str], ...] = ()  # (conformance feature, reason) a device declares it lacks
 
     def supports(self, dtype: DType) -> bool:

@@ -18,6 +18,7 @@ import numpy as np
 
 from lazy.device import BufferSpec, Compiled, CompileError, Compiler, DeviceError, LRUAllocator, ProgramSpec
 from lazy.helpers import DEBUG, THREADS
+from lazy_cpu.hostcpu import vector_widths
 from lazy_cpu.queues import CPUComputeQueue, CPUCopyQueue, CPUSignal, QueueWorker
 from lazy_cpu.renderer import ClangRenderer, LLVMRenderer
 
@@ -252,6 +253,8 @@ class ClangCompiler(Compiler):
         version = subprocess.run([self.cc, "--version"], capture_output=True, text=True, check=False).stdout
         self.version = (version.splitlines() or ["unknown"])[0]
         self.flags = self.FLAGS + ([] if "clang" in version else self.GCC_FLAGS)
+        if max(vector_widths()) == 16:  # both compilers default to 256-bit vectors; kernels ask for 16 lanes on purpose
+            self.flags.append("-mprefer-vector-width=512")
         super().__init__(f"cc {self.cc} {self.version} {' '.join(self.flags)} {os.uname().machine}")
 
     def compile(self, src: str) -> bytes:

@@ -10,11 +10,13 @@ from lazy.dtype import DType, dtypes
 from lazy.ops import Ops
 from lazy.renderer import Capabilities
 from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, checked_div
+from lazy_cpu.hostcpu import vector_widths
 from lazy_cpu.llvmir import LLVMRenderer
 
 __all__ = ["ClangRenderer", "LLVMRenderer", "HOST_CAPS"]
 
-HOST_CAPS = Capabilities(has_threads=False, has_local=False, vector_widths=(4, 8), core_split=True)
+# kernels are compiled for this machine, so the vector widths are what its CPU has (16 float lanes with AVX-512)
+HOST_CAPS = Capabilities(has_threads=False, has_local=False, vector_widths=vector_widths(), core_split=True)
 
 
 def _builtin(name: str) -> Callable[..., str]:
@@ -31,7 +33,10 @@ def _mod(a: str, b: str, dtype: DType) -> str:
 
 def _mulacc(a: str, b: str, c: str, dtype: DType) -> str:
     # float32 (and half, computed in float32): one rounding of a*b+c, which is what the reference's exact-in-double
-    # product followed by one rounding gives; float64 and ints keep the plain multiply-add
+    # product followed by one rounding gives; float64 and ints keep the plain multiply-add. A float32 vector goes
+    # through the prelude's lazy_fma_floatN, one vector FMA instruction
+    if dtype.scalar() == dtypes.float32 and dtype.count > 1:
+        return f"lazy_fma_{dtype.name}({a},{b},{c})"
     return _builtin("fma")(a, b, c, dtype=dtype) if dtype == dtypes.float32 else f"(({a}*{b})+{c})"
 
 
@@ -80,11 +85,6 @@ class ClangRenderer(CStyleLanguage):
     native_vector_dtypes = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64,
                                       dtypes.uint64})  # fmt: skip
 
-    def vector_native(self, op: Ops, dtype: DType, src_dtype: DType) -> bool:
-        if op is Ops.MULACC and src_dtype.scalar() == dtypes.float32:
-            return False  # per-lane fmaf, which the compiler turns back into one vector fma
-        return super().vector_native(op, dtype, src_dtype)
-
     def render_cast(self, x: str, src: DType, dst: DType) -> str:
         if src == dtypes.float64 and dst == dtypes.float16:
             return f"((lazy_half)lazy_odd_float({x}))"
@@ -109,4 +109,10 @@ class ClangRenderer(CStyleLanguage):
                       f"__builtin_memcpy(&v, p, sizeof(v)); return v; }}",
                       f"static inline void lazy_store_{name}({elem}* p, {name} v) {{ "
                       f"__builtin_memcpy(p, &v, sizeof(v)); }}"]  # fmt: skip
+            if vec.scalar() == dtypes.float32:  # a loop of fmaf the compiler turns into one vector FMA
+                lines.append(
+                    f"static inline {name} lazy_fma_{name}({name} a, {name} b, {name} c) {{ {name} r; "
+                    f"for (int i = 0; i < {vec.count}; i++) r[i] = __builtin_fmaf(a[i], b[i], c[i]); "
+                    "return r; }"
+                )
         return lines

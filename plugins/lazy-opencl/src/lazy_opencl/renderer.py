@@ -32,7 +32,8 @@ class DeviceLimits:
         return Capabilities(has_threads=True, has_local=True, local_max=self.local_max,
                             local_size_max=self.local_size_max, shared_max=self.shared_max, vector_widths=(4,),
                             dtypes=frozenset(d for d in ALL_DTYPES if not unsupported.get(d, False)),
-                            core_split=False, unsupported=tuple(missing))  # fmt: skip
+                            core_split=False, unsupported=tuple(missing),
+                            native_math=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN}))  # fmt: skip
 
 
 def _idiv(a: str, b: str, dtype: DType) -> str:
