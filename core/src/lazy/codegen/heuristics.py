@@ -35,6 +35,67 @@ def tile_optimizations(k: Kernel) -> Kernel:
     return unroll_reduce(k)
 
 
+def _divides(size: object, amount: int) -> bool:
+    return isinstance(size, int) and size % amount == 0
+
+
+def cpu_tiles(k: Kernel) -> Kernel | None:
+    """The matmul micro-kernel for a CPU (a device without work groups), or None when the kernel does not fit it.
+
+    The reuse axis contiguous in the output (N) becomes `nv` vectors of the widest width W, the other reuse axis (M)
+    `mr` rows: mr * nv accumulator registers, each reduce step loads nv vectors of the N-operand and broadcasts mr
+    values of the M-operand. mr and nv are the largest tile whose accumulators, operand vectors and broadcast fit the
+    vector registers the device declares, preferring more FMAs per load. The N-tile loop is then moved outside the
+    M-tile loop: one N panel of the reused operand stays in cache while the M rows stream past it (the other order
+    would stream the whole N-operand once per M tile)."""
+    axes = reuse_axes(k)
+    if len(axes) < 2 or not k.caps.vector_widths:
+        return None
+    out_strides = k.st_of(k.ast.src[0].arg).real_strides()
+    n_axes = [a for a in axes if out_strides[a] == 1]
+    if not n_axes:
+        return None
+    n_axis = n_axes[-1]
+    m_axis = [a for a in axes if a != n_axis][-1]
+    full = k.full_shape
+    width, regs = max(k.caps.vector_widths), k.caps.vector_registers
+    best: tuple[int, int, int] | None = None  # (accumulators, -loads per step, mr), nv
+    choice = (0, 0)
+    for nv in (4, 3, 2, 1):
+        for mr in (8, 7, 6, 5, 4, 3, 2):
+            if mr * nv + nv + 1 > regs or not _divides(full[n_axis], width * nv) or not _divides(full[m_axis], mr):
+                continue
+            score = (mr * nv, -(mr + nv), mr)
+            if best is None or score > best:
+                best, choice = score, (mr, nv)
+    if best is None:
+        return None
+    mr, nv = choice
+    trial = k.copy()
+    try:
+        if n_axis > m_axis:  # N outermost first (the axes trade places), then the tiles, later axes first so that an
+            trial.apply_opt(Opt(OptOps.SWAP, m_axis, n_axis))  # axis upcast whole (and so removed) shifts no other
+            m_axis, n_axis = n_axis, m_axis
+        trial.apply_opt(Opt(OptOps.UPCAST, m_axis, mr))
+        trial.apply_opt(Opt(OptOps.UPCAST, n_axis, width))
+        if nv > 1:
+            trial.apply_opt(Opt(OptOps.UPCAST, n_axis, nv))
+    except KernelOptError:
+        return None
+    # an operand reused by an inner output loop (the N-operand, broadcast along M) packed per tile: its rows are far
+    # apart in memory (a power-of-two row length maps them all to a few cache sets); contiguous, the tile streams from
+    # L2 for every M tile. `pack_plan` refuses the others.
+    for buf in trial.membufs[1:]:
+        if trial.pack_plan(buf.idx) is not None:
+            try:
+                packed = trial.copy()
+                packed.apply_opt(Opt(OptOps.PACK, buf.idx, 0))
+                trial = packed
+            except KernelOptError:
+                pass
+    return trial
+
+
 def unroll_reduce(k: Kernel) -> Kernel:
     """Unroll the innermost reduce loop: entirely when it is short, else by 4 while the tile stays small."""
     reduce_axes = k.axes(Axis.REDUCE)

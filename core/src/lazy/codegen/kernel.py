@@ -33,6 +33,24 @@ class OptOps(Enum):
     UNROLL = auto()
     LOCAL = auto()
     GROUP = auto()
+    SWAP = auto()  # exchange two output loops (`axis` and `amount`): which one is outermost decides what stays cached
+    PACK = auto()  # stage input buffer `axis` in a contiguous scratch tile where the output loops reuse it (amount 0)
+
+
+@dataclass(frozen=True)
+class PackPlan:
+    """Where and how an input buffer is staged: after the output loop at `after` (an index into the kernel's loop
+    axes, -1: before them), its elements for every value of `axes` (the other axes it depends on) are copied into a
+    scratch tile laid out row-major over `axes` in that order, which the kernel then reads instead of the buffer."""
+
+    buf: int
+    after: int
+    axes: tuple[int, ...]
+    sizes: tuple[int, ...]
+
+    @property
+    def count(self) -> int:
+        return prod(self.sizes)
 
 
 @dataclass(frozen=True, order=True)
@@ -68,6 +86,7 @@ class Kernel:
             Axis.REDUCE if o != f else Axis.GLOBAL for o, f in zip(self.output_shape, reduce_shape)
         ]
         self.applied_opts: list[Opt] = []
+        self.packs: list[int] = []  # input buffers staged in scratch tiles (`pack_plan`)
         self.local_dims = 0
         self._reorder_reduce_last()
         self._merge_adjacent()
@@ -162,6 +181,10 @@ class Kernel:
     # -- optimisations -----------------------------------------------------------------------------------------------
 
     def apply_opt(self, opt: Opt) -> None:
+        if opt.op is OptOps.SWAP:
+            return self._swap(opt)
+        if opt.op is OptOps.PACK:
+            return self._pack(opt)
         if opt.op is OptOps.UPCAST:
             if self.kinds[opt.axis] is not Axis.GLOBAL:
                 raise KernelOptError(f"{opt}: axis {opt.axis} is {self.kinds[opt.axis].name}, not an output axis")
@@ -196,9 +219,72 @@ class Kernel:
                 self.caps.local_size_max and threads > self.caps.local_size_max
             ):
                 raise KernelOptError(f"{opt}: {threads} threads per group is over the device's limit")
-        if self.upcast_size() > self.caps.upcast_max * 4:
-            raise KernelOptError(f"{opt}: {self.upcast_size()} registers is too many")
+        if self.registers() > self.caps.upcast_max * 4:
+            raise KernelOptError(f"{opt}: {self.registers()} registers is too many")
         self.applied_opts.append(opt)
+
+    def _swap(self, opt: Opt) -> None:
+        a, b = opt.axis, opt.amount
+        if not (0 <= a < self.shape_len and 0 <= b < self.shape_len) or a == b:
+            raise KernelOptError(f"{opt}: needs two different axes of the kernel's {self.shape_len}")
+        if self.kinds[a] is not Axis.GLOBAL or self.kinds[b] is not Axis.GLOBAL:
+            raise KernelOptError(f"{opt}: only output loops (GLOBAL axes) are swapped")
+        order = list(range(self.shape_len))
+        order[a], order[b] = b, a
+        self._permute(order)
+        self.applied_opts.append(opt)
+
+    def _pack(self, opt: Opt) -> None:
+        if opt.axis in self.packs:
+            raise KernelOptError(f"{opt}: buffer {opt.axis} is packed already")
+        self.packs.append(opt.axis)
+        if self.pack_plan(opt.axis) is None:
+            self.packs.pop()
+            raise KernelOptError(f"{opt}: buffer {opt.axis} is not reused by a loop inside its tile, or the tile is "
+                                 f"over the device's {self.caps.pack_max} bytes of scratch memory")  # fmt: skip
+        self.applied_opts.append(opt)
+
+    def loop_axes(self) -> list[int]:
+        """The output axes that are loops of the kernel (on a device with threads: none are)."""
+        return [] if self.caps.has_threads else self.axes(Axis.GLOBAL)
+
+    def pack_plan(self, idx: int) -> PackPlan | None:
+        """How input buffer `idx` is staged with the kernel's current axes, or None when staging it does not apply:
+        a device without scratch memory or with threads, an unknown buffer, symbolic sizes, no output loop inside the
+        tile that reuses it (packing would copy without saving a read), or a tile over `caps.pack_max` bytes."""
+        buf = next((b for b in self.membufs if b.idx == idx and idx != 0), None)
+        if buf is None or not self.caps.pack_max or self.caps.has_threads:
+            return None
+        if not all(isinstance(s, int) for s in self.full_shape):
+            return None
+        strides = self.st_of(buf).real_strides()
+        depends = [i for i in range(self.shape_len) if strides[i] != 0 and self.full_shape[i] != 1]
+        loops = self.loop_axes()
+        dep_loops = [i for i in loops if i in depends]
+        after = loops.index(dep_loops[-1]) if dep_loops else -1
+        if not any(i not in depends for i in loops[after + 1 :]):
+            return None  # no loop inside the pack point reuses the tile
+        axes = [i for i in depends if i not in loops]
+        if not axes:
+            return None
+        # the contiguous output lanes innermost, so vector loads of the tile stay contiguous
+        inner = [i for i in axes if self.kinds[i] is Axis.UPCAST and self.output_stride(i) == 1]
+        axes = [i for i in axes if i not in inner] + inner
+        sizes = tuple(int(self.full_shape[i]) for i in axes)  # type: ignore[call-overload]
+        if prod(sizes) * buf.dtype.itemsize > self.caps.pack_max:
+            return None
+        return PackPlan(idx, after, tuple(axes), sizes)
+
+    def output_stride(self, axis: int) -> sint | None:
+        return self.st_of(self.ast.src[0].arg).real_strides()[axis]
+
+    def registers(self) -> int:
+        """Values the register tile holds: its lanes, counting a full vector of the widest width as one."""
+        lanes = self.upcast_size()
+        widths = [
+            w for w in self.caps.vector_widths if any(self.full_shape[i] % w == 0 for i in self.axes(Axis.UPCAST))
+        ]
+        return lanes // max(widths) if widths else lanes
 
     def _place_locals(self) -> None:
         order = (self.axes(Axis.GLOBAL) + self.axes(Axis.LOCAL) + self.axes(Axis.GROUP) + self.axes(Axis.REDUCE)
@@ -231,6 +317,7 @@ class Kernel:
         new = Kernel.__new__(Kernel)
         new.__dict__.update(self.__dict__)
         new.sts, new.kinds, new.applied_opts = list(self.sts), list(self.kinds), list(self.applied_opts)
+        new.packs = list(self.packs)
         return new
 
     def __repr__(self) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from lazy.codegen.kernel import Axis, Kernel
+from lazy.codegen.kernel import Axis, Kernel, PackPlan
 from lazy.codegen.uops import UOp, UOpBuilder, UOps
 from lazy.dtype import DType, dtypes
 from lazy.helpers import prod
@@ -98,6 +98,7 @@ class Lowerer:
         self.local_size: list[int] | None = None
         self.open_if: UOp | None = None
         self.core_split = 0
+        self.outer_opened = False  # the first output loop is the one split over cores
         self.symbolic_vars: list[Variable] = []
         self.vec_axis, self.vec_width = choose_vector_axis(k)
         self.load_cache: dict[tuple[int, Node, Node, int], UOp] = {}
@@ -154,6 +155,7 @@ class Lowerer:
                 and self.k.caps.core_split
                 and isinstance(size, int)
                 and not ranges
+                and not self.outer_opened
             ):
                 self.core_split = size
                 self.check_index(0, size, size)
@@ -162,6 +164,7 @@ class Lowerer:
                 start, end = lo, hi
             else:
                 start, end = self.index_const(0), self.node(size)
+            self.outer_opened |= prefix == "gidx"
             rng = self.b.add(UOps.RANGE, self.index, (start, end), (i, prefix == "ridx"))
             self.b.open_scope()
             self.var_uops[var] = rng
@@ -224,6 +227,13 @@ class Lowerer:
 
     def index_of(self, buf: MemBuffer | ConstBuffer, lane: Lane) -> tuple[Node, Node]:
         key = (id(buf), lane)
+        if isinstance(buf, MemBuffer) and buf.idx in self.packed and key not in self.index_cache:
+            plan = self.packed[buf.idx][0]
+            idx: Node = NumNode(0)
+            for axis, stride in zip(plan.axes, strides_of(plan.sizes)):
+                pos = NumNode(lane[self.lane_axes.index(axis)]) if axis in self.lane_axes else self.axis_vars[axis]
+                idx = idx + pos * stride
+            self.index_cache[key] = (idx, NumNode(1))
         if key not in self.index_cache:
             st: ShapeTracker = self.k.st_of(buf)
             idxs: list[Node] = []
@@ -254,9 +264,44 @@ class Lowerer:
         if contiguous and isinstance(valid0, NumNode) and valid0.b == 1:
             key = (buf.idx, idx0, valid0, self.vec_width)
             if key not in self.load_cache:
-                self.load_cache[key] = self.b.add(UOps.LOAD, vec, (self.bufs_uop[buf.idx], self.node(idx0)))
+                self.load_cache[key] = self.b.add(UOps.LOAD, vec, (self.source(buf), self.node(idx0)))
             return self.load_cache[key]
         return self.b.add(UOps.VECTORIZE, vec, tuple(self.scalar_load(buf, i, v) for i, v in lanes))
+
+    def source(self, buf: MemBuffer) -> UOp:
+        """What a load of `buf` reads: its scratch tile once packed, else the buffer."""
+        return self.packed[buf.idx][1] if buf.idx in self.packed else self.bufs_uop[buf.idx]
+
+    def emit_pack(self, plan: PackPlan) -> None:
+        """Copy the tile of input buffer `plan.buf` the loops inside this point read into a scratch array: one loop
+        per tile axis (the compiler vectorizes the innermost, contiguous in the tile), padding copied as zeros."""
+        buf = next(b for b in self.k.membufs if b.idx == plan.buf)
+        tile = self.b.add(UOps.DEFINE_LOCAL, buf.dtype.ptr(), (), (f"pack{plan.buf}", plan.count))
+        st = self.k.st_of(buf)
+        idxs: list[Node] = []
+        loop_vars: dict[int, Variable] = {}
+        for i, dim in enumerate(st.shape):
+            if i in plan.axes:
+                loop_vars[i] = Variable(f"pack{plan.buf}_{i}", 0, int(dim) - 1)  # type: ignore[call-overload]
+                idxs.append(loop_vars[i])
+            elif self.k.kinds[i] is Axis.GLOBAL and (dim != 1):
+                idxs.append(self.axis_vars[i])
+            else:
+                idxs.append(NumNode(0))  # an axis the buffer does not depend on (stride 0)
+        ranges = []
+        for axis, size in zip(plan.axes, plan.sizes):
+            rng = self.b.add(UOps.RANGE, self.index, (self.index_const(0), self.index_const(size)), (-1, False))
+            self.b.open_scope()
+            self.var_uops[loop_vars[axis]] = rng
+            ranges.append(rng)
+        src_idx, valid = st.expr_idxs(idxs)
+        value = self.scalar_load(buf, src_idx, valid)
+        dst: Node = NumNode(0)
+        for axis, stride in zip(plan.axes, strides_of(plan.sizes)):
+            dst = dst + loop_vars[axis] * stride
+        self.b.add(UOps.STORE, None, (tile, self.node(dst), value))
+        self.close_loops(ranges)
+        self.packed[plan.buf] = (plan, tile)
 
     def scalar_load(self, buf: MemBuffer, idx: Node, valid: Node) -> UOp:
         zero = self.b.const(0, buf.dtype)
@@ -265,7 +310,7 @@ class Lowerer:
         key = (buf.idx, idx, valid, 1)
         if key in self.load_cache:
             return self.load_cache[key]
-        src: tuple[UOp, ...] = (self.bufs_uop[buf.idx], self.node(idx))
+        src: tuple[UOp, ...] = (self.source(buf), self.node(idx))
         if not (isinstance(valid, NumNode) and valid.b == 1):
             src += (self.node(valid), zero)
         self.load_cache[key] = out = self.b.add(UOps.LOAD, buf.dtype, src)
@@ -400,7 +445,17 @@ class Lowerer:
         out_axes = k.axes(Axis.GLOBAL)
         if k.caps.has_threads:
             out_axes = self.define_specials(out_axes)
-        outer = self.open_loops(out_axes, "gidx")
+        self.packed: dict[int, tuple[PackPlan, UOp]] = {}
+        plans = [p for idx in k.packs if (p := k.pack_plan(idx)) is not None] if not k.caps.has_threads else []
+        outer: list[UOp] = []
+        for plan in plans:
+            if plan.after == -1:
+                self.emit_pack(plan)
+        for pos, axis in enumerate(out_axes):
+            outer += self.open_loops([axis], "gidx")
+            for plan in plans:
+                if plan.after == pos:
+                    self.emit_pack(plan)
         self.open_if = None
         for rop in k.reduceops:
             self.reduce(rop)
@@ -418,6 +473,15 @@ class Lowerer:
             self.b.close_scope()
         self.close_loops(outer)
         return self.b.uops
+
+
+def strides_of(sizes: tuple[int, ...]) -> list[int]:
+    """Row-major strides of an array of `sizes`."""
+    out, acc = [], 1
+    for size in reversed(sizes):
+        out.append(acc)
+        acc *= size
+    return out[::-1]
 
 
 def lower_kernel(k: Kernel) -> tuple[list[UOp], Lowerer]:

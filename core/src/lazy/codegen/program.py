@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lazy.codegen.heuristics import reuse_axes, tile_optimizations
+from lazy.codegen.heuristics import cpu_tiles, reuse_axes, tile_optimizations
 from lazy.codegen.kernel import Kernel, Opt
 from lazy.codegen.lowerer import estimate_ops, lower_kernel
 from lazy.codegen.opt_gpu import gpu_optimizations
@@ -27,7 +27,9 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
         return gpu_optimizations(k)
     if not k.reduceops:
         return k
-    return tile_optimizations(k) if reuse_axes(k) else reduce_optimizations(k)
+    if not reuse_axes(k):
+        return reduce_optimizations(k)
+    return cpu_tiles(k) or tile_optimizations(k)
 
 
 def build_kernel(ast: LazyOp, renderer: Renderer, opts: list[Opt] | None = None) -> Kernel:

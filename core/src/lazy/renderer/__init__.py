@@ -28,6 +28,9 @@ class Capabilities:
     core_split: bool = (
         False  # CPU: the kernel takes [lo, hi) of its outermost loop so a runtime can split it over cores
     )
+    vector_registers: int = 16  # vector registers of the widest width (AVX2 16, AVX-512 and NEON 32): sizes tiles
+    pack_max: int = 0  # bytes of scratch memory (DEFINE_LOCAL on a device without threads) a kernel may stage an
+    # operand tile in (`OptOps.PACK`); 0: no packing
     upcast_max: int = 64  # most accumulator registers an upcast may create
     # transcendental ALU ops (EXP2, LOG2, SIN) the language has a fast, precise version of that works on vectors (a
     # GPU's exp2, OpenCL's exp2 on PoCL's vector math); the others are lowered to polynomial code

@@ -9,6 +9,10 @@ import functools
 import platform
 import subprocess
 
+# bytes of stack a kernel may stage an operand tile in (`OptOps.PACK`): within half an L2 of every CPU we meet, and far
+# below the 8 MiB thread stacks (the tile is a local array of the kernel function)
+PACK_MAX = 512 * 1024
+
 # (feature flag as the OS names it, float32 lanes of its widest vector register)
 X86_WIDTHS = (("avx512f", 16), ("avx", 8), ("sse2", 4))
 
@@ -44,6 +48,14 @@ def vector_widths() -> tuple[int, ...]:
         if flag in flags:
             return tuple(w for w in (4, 8, 16) if w <= lanes)
     return (4, 8)  # flags unknown: what every x86-64 compiler can lower (8 lanes as two halves at worst)
+
+
+@functools.cache
+def vector_registers() -> int:
+    """Vector registers of the widest width: 32 with AVX-512 and on ARM64, 16 with AVX/SSE."""
+    if platform.machine().lower() in ("arm64", "aarch64") or "avx512f" in cpu_flags():
+        return 32
+    return 16
 
 
 def describe() -> str:
