@@ -51,14 +51,15 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     axes = reuse_axes(k)
     if len(axes) < 2 or not k.caps.vector_widths:
         return None
-    out_strides = k.st_of(k.ast.src[0].arg).real_strides()
-    n_axes = [a for a in axes if out_strides[a] == 1]
+    full, width = k.full_shape, max(k.caps.vector_widths)
+    # N: a reuse axis of whole vectors, the one contiguous in the output if it qualifies (plain vector stores); M: the
+    # innermost other reuse axis
+    n_axes = sorted((a for a in axes if _divides(full[a], width)), key=lambda a: k.output_stride(a) == 1)
     if not n_axes:
         return None
     n_axis = n_axes[-1]
     m_axis = [a for a in axes if a != n_axis][-1]
-    full = k.full_shape
-    width, regs = max(k.caps.vector_widths), k.caps.vector_registers
+    regs = k.caps.vector_registers
     best: tuple[int, int, int] | None = None  # (accumulators, -loads per step, mr), nv
     choice = (0, 0)
     for nv in (4, 3, 2, 1):
@@ -97,13 +98,17 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
 
 
 def unroll_reduce(k: Kernel) -> Kernel:
-    """Unroll the innermost reduce loop: entirely when it is short, else by 4 while the tile stays small."""
+    """Unroll the innermost reduce loop: entirely when it is short, else by 4 while the tile stays small (and the
+    unrolled body within `BODY_BUDGET`)."""
     reduce_axes = k.axes(Axis.REDUCE)
     if reduce_axes:
         axis = reduce_axes[-1]
         size = k.full_shape[axis]
-        if isinstance(size, int) and size <= 8 and k.upcast_size() * size <= 64:
-            k.apply_opt(Opt(OptOps.UNROLL, axis, 0))  # a short reduction: unroll it entirely
-        elif isinstance(size, int) and size % 4 == 0 and k.upcast_size() <= 16:
-            k.apply_opt(Opt(OptOps.UNROLL, axis, 4))
+        try:
+            if isinstance(size, int) and size <= 8 and k.upcast_size() * size <= 64:
+                k.apply_opt(Opt(OptOps.UNROLL, axis, 0))  # a short reduction: unroll it entirely
+            elif isinstance(size, int) and size % 4 == 0 and k.upcast_size() <= 16:
+                k.apply_opt(Opt(OptOps.UNROLL, axis, 4))
+        except KernelOptError:
+            pass
     return k

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
-from lazy.dtype import DType
+from lazy.dtype import DType, dtypes
 from lazy.helpers import prod
 from lazy.ops import ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
 from lazy.renderer import Capabilities
@@ -61,6 +61,15 @@ class Opt:
 
     def __repr__(self) -> str:
         return f"Opt({self.op.name}, {self.axis}, {self.amount})"
+
+
+# what a vectorized kernel may contain: every op here has a vector form in the IR (renderers without a native vector
+# instruction for one compute it lane by lane)
+VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SUM, Ops.MAX, Ops.STORE,
+                        Ops.SINK, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2,
+                        Ops.SIN})  # fmt: skip
+TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
+BODY_BUDGET = 1024  # most (lanes x operations) an optimisation may unroll into straight-line code
 
 
 class KernelOptError(ValueError):
@@ -221,6 +230,8 @@ class Kernel:
                 raise KernelOptError(f"{opt}: {threads} threads per group is over the device's limit")
         if self.registers() > self.caps.upcast_max * 4:
             raise KernelOptError(f"{opt}: {self.registers()} registers is too many")
+        if self.registers() * self.body_ops() > BODY_BUDGET:  # each lane repeats the body: compile time, i-cache
+            raise KernelOptError(f"{opt}: {self.registers()} lanes of a {self.body_ops()}-op body is too much code")
         self.applied_opts.append(opt)
 
     def _swap(self, opt: Opt) -> None:
@@ -267,24 +278,46 @@ class Kernel:
         axes = [i for i in depends if i not in loops]
         if not axes:
             return None
-        # the contiguous output lanes innermost, so vector loads of the tile stay contiguous
-        inner = [i for i in axes if self.kinds[i] is Axis.UPCAST and self.output_stride(i) == 1]
+        # the vector lanes innermost, so vector loads of the tile are contiguous
+        inner = [i for i in axes if i == self.vector_lanes_axis()]
         axes = [i for i in axes if i not in inner] + inner
         sizes = tuple(int(self.full_shape[i]) for i in axes)  # type: ignore[call-overload]
         if prod(sizes) * buf.dtype.itemsize > self.caps.pack_max:
             return None
         return PackPlan(idx, after, tuple(axes), sizes)
 
+    def vector_lanes_axis(self) -> int | None:
+        """The upcast axis that becomes vector lanes when the kernel's ops allow: the widest of a size the device has
+        vectors of, among equals the one contiguous in the output (plain vector stores; other lanes are stored one by
+        one, which pays when a long reduction comes before the store, as in a convolution over output channels)."""
+        upcasts = [a for a in self.axes(Axis.UPCAST) if self.full_shape[a] in self.caps.vector_widths]
+        if not upcasts:
+            return None
+        return max(upcasts, key=lambda a: (self.full_shape[a], self.output_stride(a) == 1, a))
+
+    def vector_axis(self) -> int | None:
+        """`vector_lanes_axis` where the lowerer makes it vector lanes: every op has a vector form (VECTOR_OPS), every
+        buffer is float32, no grouped reduce; lanes not contiguous in the output only before a reduction's store."""
+        if not self.caps.vector_widths or self.axes(Axis.GROUP) or any(b.dtype != dtypes.float32 for b in self.bufs):
+            return None
+        if not all(n.op in VECTOR_OPS for n in self.ast.toposort()) or (axis := self.vector_lanes_axis()) is None:
+            return None
+        return axis if self.output_stride(axis) == 1 or self.reduceops else None
+
     def output_stride(self, axis: int) -> sint | None:
         return self.st_of(self.ast.src[0].arg).real_strides()[axis]
 
+    def body_ops(self) -> int:
+        """The ALU operations the kernel computes per element, a transcendental the device lowers to a polynomial
+        counted as the ~30 operations it becomes."""
+        nodes = self.ast.toposort()
+        heavy = sum(1 for n in nodes if n.op in TRANSCENDENTAL and n.op not in self.caps.native_math)
+        return sum(1 for n in nodes if n.op in GroupOp.ALU or n.op in GroupOp.Reduce) + 29 * heavy
+
     def registers(self) -> int:
-        """Values the register tile holds: its lanes, counting a full vector of the widest width as one."""
-        lanes = self.upcast_size()
-        widths = [
-            w for w in self.caps.vector_widths if any(self.full_shape[i] % w == 0 for i in self.axes(Axis.UPCAST))
-        ]
-        return lanes // max(widths) if widths else lanes
+        """Values the register tile holds: its lanes, a vector (`vector_axis`) counted as one."""
+        axis = self.vector_axis()
+        return self.upcast_size() // (int(self.full_shape[axis]) if axis is not None else 1)  # type: ignore[call-overload]
 
     def _place_locals(self) -> None:
         order = (self.axes(Axis.GLOBAL) + self.axes(Axis.LOCAL) + self.axes(Axis.GROUP) + self.axes(Axis.REDUCE)

@@ -64,22 +64,10 @@ RENDER_OPS: dict[type, Any] = {
     LtNode: _binary(Ops.CMPLT),
 }
 
-# what a vectorized kernel may contain: every op here has a direct meaning on whole vectors
-VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SUM, Ops.STORE, Ops.SINK})
-
-
 def choose_vector_axis(k: Kernel) -> tuple[int | None, int]:
-    """The upcast axis whose lanes become one vector: contiguous in the output, a declared width, float32 only."""
-    if not k.caps.vector_widths or not all(n.op in VECTOR_OPS for n in k.ast.toposort()) or k.axes(Axis.GROUP):
-        return None, 1
-    if any(b.dtype != dtypes.float32 for b in k.bufs):
-        return None, 1
-    out_st = k.st_of(k.ast.src[0].arg)
-    for axis in reversed(k.axes(Axis.UPCAST)):
-        size = k.full_shape[axis]
-        if size in k.caps.vector_widths and out_st.real_strides()[axis] == 1:
-            return axis, int(size)  # type: ignore[arg-type]
-    return None, 1
+    """The upcast axis whose lanes become one vector (`Kernel.vector_axis`), and its width."""
+    axis = k.vector_axis()
+    return (None, 1) if axis is None else (axis, int(k.full_shape[axis]))  # type: ignore[call-overload]
 
 
 class Lowerer:
@@ -436,6 +424,13 @@ class Lowerer:
             out[lane] = acc
         return out
 
+    def store(self, out_buf: MemBuffer, lane: Lane, val: UOp) -> None:
+        idx, valid = self.index_of(out_buf, lane)
+        src: tuple[UOp, ...] = (self.bufs_uop[0], self.node(idx), val)
+        if not (isinstance(valid, NumNode) and valid.b == 1):
+            src += (self.node(valid),)
+        self.b.add(UOps.STORE, None, src)
+
     def lower(self) -> list[UOp]:
         k = self.k
         self.bufs_uop: dict[int, UOp] = {}
@@ -461,13 +456,15 @@ class Lowerer:
             self.reduce(rop)
         store = k.ast.src[0]
         out_buf: MemBuffer = store.arg
+        scatter = self.vec_axis is not None and self.k.output_stride(self.vec_axis) != 1
         for lane in self.lanes((Axis.UPCAST,)):
             val = self.value(store.src[0], lane)
-            idx, valid = self.index_of(out_buf, lane)  # with a vector axis: lane 0 of a contiguous run
-            src: tuple[UOp, ...] = (self.bufs_uop[0], self.node(idx), val)
-            if not (isinstance(valid, NumNode) and valid.b == 1):
-                src += (self.node(valid),)
-            self.b.add(UOps.STORE, None, src)
+            if scatter:  # vector lanes not contiguous in the output: one store per lane
+                for i in range(self.vec_width):
+                    lane_val = self.b.add(UOps.GEP, val.dtype.scalar(), (val,), i)  # type: ignore[union-attr]
+                    self.store(out_buf, self.with_vec_lane(lane, i), lane_val)
+            else:
+                self.store(out_buf, lane, val)  # with a vector axis: lane 0 of a contiguous run
         if self.open_if is not None:
             self.b.add(UOps.ENDIF, None, (self.open_if,))
             self.b.close_scope()
