@@ -56,7 +56,7 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     # innermost other reuse axis
     n_axes = sorted((a for a in axes if _divides(full[a], width)), key=lambda a: k.output_stride(a) == 1)
     if not n_axes:
-        return None
+        return dot_tiles(k, axes)
     n_axis = n_axes[-1]
     m_axis = [a for a in axes if a != n_axis][-1]
     regs = k.caps.vector_registers
@@ -94,7 +94,52 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
                 trial = packed
             except KernelOptError:
                 pass
-    return trial
+    # an operand that varies along the vector lanes but is neither contiguous nor packed there is gathered a scalar
+    # at a time: dot products along a contiguous reduce axis do better where the kernel has one
+    vec = trial.vector_axis()
+    gathers = vec is not None and any(trial.st_of(b).real_strides()[vec] not in (0, 1) and b.idx not in trial.packs
+                                      for b in trial.membufs[1:])  # fmt: skip
+    return (dot_tiles(k, axes) or trial) if gathers else trial
+
+
+def dot_tiles(k: Kernel, axes: list[int]) -> Kernel | None:
+    """The micro-kernel as dot products, for a kernel whose inputs are contiguous along its innermost reduce axis but
+    have no reuse axis of whole vectors (a convolution's weight gradient): vector lanes along that reduce axis, and
+    an mr x nr register tile over two reuse axes, one along which each input is broadcast (mr + nr vector loads feed
+    mr * nr vector multiply-adds); the lanes are combined once, after the loop."""
+    reduce_axes = k.axes(Axis.REDUCE)
+    if not reduce_axes or len(axes) < 2:
+        return None
+    red = reduce_axes[-1]
+    if any(k.st_of(b).real_strides()[red] not in (0, 1) for b in k.membufs[1:]):
+        return None
+    widths = [w for w in sorted(k.caps.vector_widths, reverse=True) if _divides(k.full_shape[red], w)]
+    if not widths:
+        return None
+    first = k.membufs[1]
+    a_axes = [a for a in axes if k.st_of(first).real_strides()[a] == 0]  # the first input is broadcast along these
+    b_axes = [a for a in axes if a not in a_axes]
+    if not a_axes or not b_axes:
+        return None
+    regs = k.caps.vector_registers
+    for mr, nr in ((4, 4), (4, 3), (3, 3), (4, 2), (2, 2), (2, 1)):
+        if mr * nr + mr + nr > regs:
+            continue
+        a_fit = [a for a in a_axes if _divides(k.full_shape[a], mr)]
+        b_fit = [a for a in b_axes if _divides(k.full_shape[a], nr)]
+        if not a_fit or not b_fit:
+            continue
+        trial = k.copy()
+        try:
+            trial.apply_opt(Opt(OptOps.UNROLL, red, widths[0]))
+            for axis, amount in sorted(((a_fit[-1], mr), (b_fit[-1], nr)), reverse=True):  # later axes first
+                if amount > 1:
+                    trial.apply_opt(Opt(OptOps.UPCAST, axis, amount))
+        except KernelOptError:
+            continue
+        if trial.vector_axis() is not None:
+            return trial
+    return None
 
 
 def unroll_reduce(k: Kernel) -> Kernel:

@@ -296,13 +296,21 @@ class Kernel:
         return max(upcasts, key=lambda a: (self.full_shape[a], self.output_stride(a) == 1, a))
 
     def vector_axis(self) -> int | None:
-        """`vector_lanes_axis` where the lowerer makes it vector lanes: every op has a vector form (VECTOR_OPS), every
-        buffer is float32, no grouped reduce; lanes not contiguous in the output only before a reduction's store."""
+        """The axis whose lanes the lowerer makes one vector, or None. Every op needs a vector form (VECTOR_OPS), every
+        buffer float32, no grouped reduce. An upcast axis (`vector_lanes_axis`; lanes not contiguous in the output only
+        before a reduction's store) or else an unrolled reduce axis along which every input is contiguous or broadcast
+        (a row sum, a dot product: the accumulators are vectors whose lanes are combined after the loop)."""
         if not self.caps.vector_widths or self.axes(Axis.GROUP) or any(b.dtype != dtypes.float32 for b in self.bufs):
             return None
-        if not all(n.op in VECTOR_OPS for n in self.ast.toposort()) or (axis := self.vector_lanes_axis()) is None:
+        if not all(n.op in VECTOR_OPS for n in self.ast.toposort()):
             return None
-        return axis if self.output_stride(axis) == 1 or self.reduceops else None
+        if (axis := self.vector_lanes_axis()) is not None:
+            return axis if self.output_stride(axis) == 1 or self.reduceops else None
+        if any(r.op not in (Ops.SUM, Ops.MAX) for r in self.reduceops):
+            return None
+        unrolls = [a for a in self.axes(Axis.UNROLL) if self.full_shape[a] in self.caps.vector_widths
+                   and all(self.st_of(b).real_strides()[a] in (0, 1) for b in self.membufs[1:])]  # fmt: skip
+        return unrolls[-1] if unrolls else None
 
     def output_stride(self, axis: int) -> sint | None:
         return self.st_of(self.ast.src[0].arg).real_strides()[axis]

@@ -89,6 +89,9 @@ class Lowerer:
         self.outer_opened = False  # the first output loop is the one split over cores
         self.symbolic_vars: list[Variable] = []
         self.vec_axis, self.vec_width = choose_vector_axis(k)
+        # vector lanes along a reduce axis exist only inside the reduce loop (`reduce` turns them on and combines them)
+        self.vec_reduce = self.vec_axis is not None and k.kinds[self.vec_axis] is Axis.UNROLL
+        self.vector_on = self.vec_axis is not None and not self.vec_reduce
         self.load_cache: dict[tuple[int, Node, Node, int], UOp] = {}
 
     # -- index values --------------------------------------------------------------------------------------------
@@ -241,7 +244,7 @@ class Lowerer:
         return lane[:pos] + (i,) + lane[pos + 1 :]
 
     def load(self, buf: MemBuffer, lane: Lane) -> UOp:
-        if self.vec_axis is None:
+        if not self.vector_on:
             return self.scalar_load(buf, *self.index_of(buf, lane))
         lanes = [self.index_of(buf, self.with_vec_lane(lane, i)) for i in range(self.vec_width)]
         vec = buf.dtype.vec(self.vec_width)
@@ -310,7 +313,7 @@ class Lowerer:
             value = self.b.add(UOps.CAST, buf.dtype, (value,)) if buf.dtype != self.index else value
         else:
             value = self.b.const(buf.val, buf.dtype)
-        if self.vec_axis is None:
+        if not self.vector_on:
             return self.masked(value, self.index_of(buf, lane)[1], buf.dtype)
         # a vector of the constant, each lane masked by its own valid expression (a padded constant differs by lane)
         lanes = [self.masked(value, self.index_of(buf, self.with_vec_lane(lane, i))[1], buf.dtype)
@@ -350,7 +353,10 @@ class Lowerer:
         if node.op is Ops.CONST:
             return self.const(node.arg, lane)
         if node.op in GroupOp.Reduce:
-            return self.reduce_results[id(node)][self.output_lane(lane)]
+            result = self.reduce_results[id(node)][self.output_lane(lane)]
+            if self.vector_on and self.vec_reduce:  # a combined (scalar) result used inside a later vector loop
+                return self.b.add(UOps.VECTORIZE, result.dtype.vec(self.vec_width), (result,) * self.vec_width)  # type: ignore[union-attr]
+            return result
         if node.op is Ops.CAST:
             return self.b.add(UOps.CAST, node.dtype, (srcs[0],))
         if node.op is Ops.BITCAST:
@@ -381,6 +387,7 @@ class Lowerer:
             for lane in self.lanes((Axis.UPCAST,))
         }
         loops = self.open_loops(self.k.axes(Axis.REDUCE), "ridx")
+        self.vector_on = self.vec_axis is not None
         current = dict(accs)
         src = rop.src[0]
         fused_mul = rop.op is Ops.SUM and src.op is Ops.MUL  # sum of products: one multiply-add per step
@@ -394,7 +401,17 @@ class Lowerer:
             current[out_lane] = self.b.add(UOps.ASSIGN, dtype, (accs[out_lane], new))
         self.close_loops(loops)
         self.values.clear()  # values made inside the reduce loop are out of scope now
+        if self.vec_reduce:  # lanes along the reduce axis: combine each vector accumulator into its result
+            self.vector_on = False
+            accs = {lane: self.combine_lanes(rop, acc) for lane, acc in accs.items()}
         self.reduce_results[id(rop)] = self.group_reduce(rop, accs) if self.k.axes(Axis.GROUP) else accs
+
+    def combine_lanes(self, rop: LazyOp, acc: UOp) -> UOp:
+        """The lanes of a vector accumulator combined pairwise (a tree: fewer dependent steps than a chain)."""
+        parts = [self.b.add(UOps.GEP, rop.dtype, (acc,), i) for i in range(self.vec_width)]
+        while len(parts) > 1:
+            parts = [self.b.alu(REDUCE_ALU[rop.op], parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
+        return parts[0]
 
     def group_reduce(self, rop: LazyOp, accs: dict[Lane, UOp]) -> dict[Lane, UOp]:
         """Each thread of a group holds a partial; they meet in local memory and the group's thread 0 combines them.
@@ -456,7 +473,7 @@ class Lowerer:
             self.reduce(rop)
         store = k.ast.src[0]
         out_buf: MemBuffer = store.arg
-        scatter = self.vec_axis is not None and self.k.output_stride(self.vec_axis) != 1
+        scatter = self.vector_on and self.k.output_stride(self.vec_axis) != 1  # type: ignore[arg-type]
         for lane in self.lanes((Axis.UPCAST,)):
             val = self.value(store.src[0], lane)
             if scatter:  # vector lanes not contiguous in the output: one store per lane
