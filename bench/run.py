@@ -1,8 +1,10 @@
-"""The benchmark command: lazy beside numpy (and PyTorch / tinygrad when installed), in one process run.
+"""The benchmark command: lazy beside numpy and PyTorch (and tinygrad when installed), all measured in one run.
 
-    .venv/bin/python bench/run.py [--devices CPU,LLVM] [--out docs/benchmarks.md] [--quick]
+    .venv/bin/python bench/run.py [--devices CPU,LLVM] [--rows matmul,conv2d] [--quick] [--budget 3]
+                                  [--out docs/benchmarks.md]
 
-Writes a Markdown table (and the machine it ran on) to --out, and prints it. Timing lives here, never in tests.
+Prints a Markdown table (each row's figure in its unit, and lazy / numpy, lazy / PyTorch ratios) with the machine it
+ran on, and rewrites the section between the bench markers of --out. Timing lives here, never in tests.
 """
 
 from __future__ import annotations
@@ -14,253 +16,673 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-Row = dict[str, Any]
+Timed = Callable[[], object]  # one repetition: recomputes the result from the inputs and waits for the device
+Prepare = Callable[[], Timed]  # the untimed set-up of one repetition (a forward pass before a timed backward)
+
+RNG = np.random.default_rng(0)
+TINY_COUNT = 200  # tiny ops per repetition of the tiny-op row (a single one is below the timer's resolution)
+MLP_STEPS = 20  # jitted MLP steps per repetition
 
 
-def best_of(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:
+def rand(*shape: int) -> np.ndarray:
+    return RNG.random(shape, dtype=np.float32)
+
+
+def labels(batch: int) -> np.ndarray:
+    return RNG.integers(0, 10, batch).astype(np.int32)
+
+
+# -- measuring ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to measure one figure: after the row's untimed warm-up calls (compilation, the jit's capture), timed
+    repetitions while their total stays under `seconds`, at most `max_reps`: a slow call (a CNN step of seconds)
+    is timed once or twice, a fast one many times."""
+
+    seconds: float
+    max_reps: int
+
+
+def measure(prepare: Prepare, warmup: int, budget: Budget) -> float:
+    """The best time of one repetition, in seconds. Each repetition is prepared untimed, then timed alone."""
     for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
+        prepare()()
+    times: list[float] = []
+    while not times or (sum(times) < budget.seconds and len(times) < budget.max_reps):
+        run = prepare()
         start = time.perf_counter()
-        fn()
+        run()
         times.append(time.perf_counter() - start)
     return min(times)
 
 
-def import_time(repeats: int = 5) -> float:
+@dataclass(frozen=True)
+class Unit:
+    """How a row reports a time: work per second (`rate`: GFLOP/s, GB/s) or time per item (ms/step, us/op)."""
+
+    name: str
+    scale: float
+    rate: bool
+
+    def figure(self, seconds: float, work: float) -> float:
+        return work / seconds / self.scale if self.rate else seconds / work / self.scale
+
+
+GFLOPS, GBS = Unit("GFLOP/s", 1e9, rate=True), Unit("GB/s", 1e9, rate=True)
+MS_PER_STEP, US_PER_STEP, US_PER_OP = (
+    Unit("ms/step", 1e-3, False),
+    Unit("us/step", 1e-6, False),
+    Unit("us/op", 1e-6, False),
+)
+
+
+# -- tinygrad-style tensor libraries: lazy, and tinygrad for its column ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TensorLib:
+    """A tinygrad-style library on one device (lazy itself, or tinygrad for its column): the rows' tensor code is
+    written once against this and runs on either."""
+
+    name: str
+    device: str
+    tensor_type: Any
+    nn: Any  # Conv2d, Linear
+    optim: Any  # Adam, SGD
+    jit: Callable[[Callable[..., Any]], Callable[..., Any]]
+    get_parameters: Callable[[Any], list[Any]]
+    train: Callable[[], AbstractContextManager[Any]]
+    synchronize: Callable[[], None]
+    is_realized: Callable[[Any], bool]
+    # whether a realized tensor keeps the graph that made it, so `backward` can run after an untimed forward
+    keeps_graph: bool = True
+
+    def tensor(self, array: np.ndarray) -> Any:
+        return self.tensor_type(array, device=self.device).realize()
+
+    def realize(self, *results: Any) -> None:
+        """Realize results built anew: a result that is already realized would time a cached value, not a kernel."""
+        if any(self.is_realized(t) for t in results):
+            raise RuntimeError(f"{self.name}: a timed result was already realized: the benchmark would time no work")
+        results[0].realize(*results[1:])
+
+    def compute(self, *results: Any) -> None:
+        self.realize(*results)
+        self.synchronize()
+
+    def place(self, model: Any) -> list[Any]:
+        """Move every parameter of `model` to this device, realized, and return them."""
+        params = self.get_parameters(model)
+        for p in params:
+            p.to_(self.device).realize()
+        return params
+
+
+def lazy_lib(device: str) -> TensorLib:
+    import lazy
+    from lazy import nn
+    from lazy.nn import optim
+    from lazy.nn.state import get_parameters
+
+    return TensorLib("lazy", device, lazy.Tensor, nn, optim, lazy.TinyJit, get_parameters, lazy.Tensor.train,
+                     lazy.Device[device].synchronize, lambda t: t.lazydata.is_realized())  # fmt: skip
+
+
+def tinygrad_lib(device: str) -> TensorLib | None:
+    """tinygrad (`pip install tinygrad`) on its device of the same name, or None when it is not installed or cannot
+    run a kernel there (its CPU backend needs clang)."""
+    try:
+        import tinygrad
+        from tinygrad import nn
+        from tinygrad.helpers import Context
+        from tinygrad.nn import optim
+        from tinygrad.nn.state import get_parameters
+
+        (tinygrad.Tensor([1.0], device=device) + 1).realize()
+    except Exception as e:  # not installed, no such backend, or one that does not work on this machine
+        if not isinstance(e, ImportError):
+            print(f"tinygrad on {device}: {type(e).__name__}: {e}; its column says n/a", file=sys.stderr)
+        return None
+    return TensorLib("tinygrad", device, tinygrad.Tensor, nn, optim, tinygrad.TinyJit, get_parameters,
+                     lambda: Context(TRAINING=1), tinygrad.Device[device].synchronize,
+                     lambda t: t.uop.is_realized, keeps_graph=False)  # fmt: skip
+
+
+def load_torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(os.cpu_count() or 1)
+    return torch
+
+
+# -- the rows' workloads: each a Prepare per library -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A 3x3, padding-1 convolution (so the output has the input's height and width)."""
+
+    batch: int
+    channels_in: int
+    channels_out: int
+    size: int  # height = width
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.channels_out * self.size**2 * self.channels_in * 9
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        x = rand(self.batch, self.channels_in, self.size, self.size)
+        return x, rand(self.channels_out, self.channels_in, 3, 3) - 0.5
+
+
+def same(prepare_run: Timed) -> Prepare:
+    """A repetition that needs no untimed set-up."""
+    return lambda: prepare_run
+
+
+def lib_tiny(lib: TensorLib) -> Prepare:
+    x = lib.tensor(np.arange(16, dtype=np.float32))
+
+    def run() -> None:
+        for _ in range(TINY_COUNT):
+            lib.realize(x + 1)
+        lib.synchronize()
+
+    return same(run)
+
+
+def lib_elementwise(lib: TensorLib, n: int) -> Prepare:
+    a, b, c = (lib.tensor(rand(n)) for _ in range(3))
+    return same(lambda: lib.compute((a + b) * c))
+
+
+def lib_exp_chain(lib: TensorLib, n: int) -> Prepare:
+    a, b, c = (lib.tensor(rand(n) - 0.5) for _ in range(3))
+    return same(lambda: lib.compute(((a * b + c).relu() * 0.5).exp()))
+
+
+def lib_sum(lib: TensorLib, n: int) -> Prepare:
+    a = lib.tensor(rand(n))
+    return same(lambda: lib.compute(a.sum()))
+
+
+def lib_softmax(lib: TensorLib, n: int) -> Prepare:
+    x = lib.tensor(rand(n, n))
+    return same(lambda: lib.compute(x.softmax(-1)))
+
+
+def lib_matmul(lib: TensorLib, n: int) -> Prepare:
+    a, b = lib.tensor(rand(n, n)), lib.tensor(rand(n, n))
+    return same(lambda: lib.compute(a @ b))
+
+
+def lib_conv(lib: TensorLib, shape: ConvShape) -> Prepare:
+    x, w = (lib.tensor(a) for a in shape.arrays())
+    return same(lambda: lib.compute(x.conv2d(w, padding=1)))
+
+
+def lib_conv_backward(lib: TensorLib, shape: ConvShape) -> Prepare:
+    """Input and weight gradients of the convolution, given the output's gradient; the forward runs untimed."""
+    if not lib.keeps_graph:
+        raise NotMeasured(f"n/a ({lib.name} drops the graph on realize: the forward would be timed too)")
+    x_np, w_np = shape.arrays()
+    x, w, grad_out = (
+        lib.tensor(x_np),
+        lib.tensor(w_np),
+        lib.tensor(rand(*x_np.shape[:1], *w_np.shape[:1], *x_np.shape[2:])),
+    )
+
+    def prepare() -> Timed:
+        xg, wg = x.detach(), w.detach()
+        xg.requires_grad = wg.requires_grad = True
+        out = xg.conv2d(wg, padding=1).realize()
+
+        def run() -> None:
+            out.backward(grad_out)
+            lib.compute(xg.grad, wg.grad)
+
+        return run
+
+    return prepare
+
+
+class MnistCNN:
+    """tinygrad's beautiful_mnist layer stack without its batchnorms, in any tinygrad-style library's `nn`."""
+
+    def __init__(self, nn: Any) -> None:
+        self.convs = [nn.Conv2d(1, 32, 5), nn.Conv2d(32, 32, 5), nn.Conv2d(32, 64, 3), nn.Conv2d(64, 64, 3)]
+        self.fc = nn.Linear(576, 10)
+
+    def __call__(self, x: Any) -> Any:  # (B, 1, 28, 28) -> (B, 10)
+        x = self.convs[1](self.convs[0](x).relu()).relu().max_pool2d(2)  # (B, 32, 10, 10)
+        x = self.convs[3](self.convs[2](x).relu()).relu().max_pool2d(2)  # (B, 64, 3, 3)
+        return self.fc(x.flatten(1))
+
+
+class MLP:
+    def __init__(self, nn: Any) -> None:
+        self.layers = [nn.Linear(64, 64), nn.Linear(64, 10)]
+
+    def __call__(self, x: Any) -> Any:  # (B, 64) -> (B, 10)
+        return self.layers[1](self.layers[0](x).relu())
+
+
+def lib_train_step(lib: TensorLib, model: Any, optimizer: Any, x: np.ndarray, steps: int) -> Prepare:
+    """`steps` jitted training steps (forward, cross-entropy, backward, optimizer step), as users train; the warm-up
+    calls run it eagerly, then capture it."""
+    opt = optimizer(lib.place(model))
+
+    @lib.jit
+    def step(inputs: Any, targets: Any) -> Any:
+        with lib.train():
+            opt.zero_grad()
+            loss = model(inputs).sparse_categorical_crossentropy(targets)
+            loss.backward()
+            opt.step()
+            return loss.realize()
+
+    inputs, targets = lib.tensor(x), lib.tensor(labels(len(x)))
+
+    def run() -> None:
+        for _ in range(steps):
+            step(inputs, targets)
+        lib.synchronize()
+
+    return same(run)
+
+
+def lib_cnn(lib: TensorLib, batch: int) -> Prepare:
+    return lib_train_step(lib, MnistCNN(lib.nn), lambda p: lib.optim.Adam(p, lr=1e-3), rand(batch, 1, 28, 28), 1)
+
+
+def lib_mlp(lib: TensorLib) -> Prepare:
+    return lib_train_step(lib, MLP(lib.nn), lambda p: lib.optim.SGD(p, lr=0.01), rand(64, 64), MLP_STEPS)
+
+
+def numpy_tiny() -> Prepare:
+    x = np.arange(16, dtype=np.float32)
+    return same(lambda: [x + 1 for _ in range(TINY_COUNT)])
+
+
+def numpy_elementwise(n: int) -> Prepare:
+    a, b, c = rand(n), rand(n), rand(n)
+    return same(lambda: (a + b) * c)
+
+
+def numpy_exp_chain(n: int) -> Prepare:
+    a, b, c = rand(n) - 0.5, rand(n) - 0.5, rand(n) - 0.5
+    return same(lambda: np.exp(np.maximum(a * b + c, 0) * 0.5))
+
+
+def numpy_sum(n: int) -> Prepare:
+    a = rand(n)
+    return same(lambda: a.sum())
+
+
+def numpy_softmax(n: int) -> Prepare:
+    x = rand(n, n)
+
+    def run() -> np.ndarray:
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    return same(run)
+
+
+def numpy_matmul(n: int) -> Prepare:
+    a, b = rand(n, n), rand(n, n)
+    return same(lambda: a @ b)
+
+
+def numpy_conv(shape: ConvShape) -> Prepare:
+    """im2col (a copy of every 3x3 window) and one BLAS matmul per image: the usual way to convolve in numpy."""
+    x, w = shape.arrays()
+    weight = w.reshape(shape.channels_out, -1)  # (C_out, C_in*9)
+    batch, size = shape.batch, shape.size
+
+    def run() -> np.ndarray:
+        padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))  # (B, C_in, H, W, 3, 3)
+        cols = windows.transpose(0, 1, 4, 5, 2, 3).reshape(batch, -1, size * size)  # (B, C_in*9, H*W)
+        return np.matmul(weight, cols).reshape(batch, -1, size, size)  # (B, C_out, H, W)
+
+    return same(run)
+
+
+NUMPY_ROWS: dict[str, Callable[..., Prepare]] = {
+    "tiny": numpy_tiny, "elementwise": numpy_elementwise, "exp": numpy_exp_chain, "sum": numpy_sum,
+    "softmax": numpy_softmax, "matmul": numpy_matmul, "conv2d": numpy_conv,
+}  # fmt: skip
+
+
+def torch_rows(torch: Any) -> dict[str, Callable[..., Prepare]]:
+    """PyTorch's version of each row, by `Workload.key` (CPU, all cores, out of place like the others)."""
+    F, nn = torch.nn.functional, torch.nn  # noqa: N806 (PyTorch's spelling)
+
+    def t(array: np.ndarray) -> Any:
+        return torch.from_numpy(array)
+
+    def tiny() -> Prepare:
+        x = torch.arange(16, dtype=torch.float32)
+        return same(lambda: [x + 1 for _ in range(TINY_COUNT)])
+
+    def elementwise(n: int) -> Prepare:
+        a, b, c = (t(rand(n)) for _ in range(3))
+        return same(lambda: (a + b) * c)
+
+    def exp_chain(n: int) -> Prepare:
+        a, b, c = (t(rand(n) - 0.5) for _ in range(3))
+        return same(lambda: torch.exp(torch.relu(a * b + c) * 0.5))
+
+    def total(n: int) -> Prepare:
+        a = t(rand(n))
+        return same(lambda: a.sum())
+
+    def softmax(n: int) -> Prepare:
+        x = t(rand(n, n))
+        return same(lambda: torch.softmax(x, dim=-1))
+
+    def matmul(n: int) -> Prepare:
+        a, b = t(rand(n, n)), t(rand(n, n))
+        return same(lambda: a @ b)
+
+    def conv(shape: ConvShape) -> Prepare:
+        x, w = (t(a) for a in shape.arrays())
+        return same(lambda: F.conv2d(x, w, padding=1))
+
+    def conv_backward(shape: ConvShape) -> Prepare:
+        x_np, w_np = shape.arrays()
+        grad_out = t(rand(x_np.shape[0], w_np.shape[0], *x_np.shape[2:]))
+
+        def prepare() -> Timed:
+            x, w = t(x_np).requires_grad_(), t(w_np).requires_grad_()
+            out = F.conv2d(x, w, padding=1)
+            return lambda: torch.autograd.grad(out, (x, w), grad_out)
+
+        return prepare
+
+    def train_step(model: Any, optimizer: Any, x: np.ndarray, steps: int) -> Prepare:
+        opt, inputs, targets = optimizer(model.parameters()), t(x), t(labels(len(x)).astype(np.int64))
+
+        def run() -> None:
+            for _ in range(steps):
+                opt.zero_grad()
+                F.cross_entropy(model(inputs), targets).backward()
+                opt.step()
+
+        return same(run)
+
+    def cnn(batch: int) -> Prepare:
+        model = nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Flatten(), nn.Linear(576, 10))  # fmt: skip
+        return train_step(model, lambda p: torch.optim.Adam(p, lr=1e-3), rand(batch, 1, 28, 28), 1)
+
+    def mlp() -> Prepare:
+        model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+        return train_step(model, lambda p: torch.optim.SGD(p, lr=0.01), rand(64, 64), MLP_STEPS)
+
+    return {"tiny": tiny, "elementwise": elementwise, "exp": exp_chain, "sum": total, "softmax": softmax,
+            "matmul": matmul, "conv2d": conv, "conv2d_backward": conv_backward, "cnn": cnn, "mlp": mlp}  # fmt: skip
+
+
+LIB_ROWS: dict[str, Callable[..., Prepare]] = {
+    "tiny": lib_tiny, "elementwise": lib_elementwise, "exp": lib_exp_chain, "sum": lib_sum, "softmax": lib_softmax,
+    "matmul": lib_matmul, "conv2d": lib_conv, "conv2d_backward": lib_conv_backward, "cnn": lib_cnn, "mlp": lib_mlp,
+}  # fmt: skip
+
+
+# -- the rows --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The problem sizes of a run: the issue's (FULL), or small ones for a smoke run (QUICK)."""
+
+    vector: int  # elements of the 1-d rows (elementwise, exp chain, sum)
+    softmax: int  # rows = columns
+    matmul: tuple[int, ...]
+    conv: ConvShape
+    cnn_batch: int
+
+
+FULL = Sizes(16 << 20, 4096, (1024, 2048), ConvShape(16, 64, 64, 56), 512)
+QUICK = Sizes(1 << 20, 1024, (256, 512), ConvShape(2, 16, 16, 28), 8)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One row per device: `key` (what --rows names) picks the implementation of each library, called with `args`.
+    `work` is what one repetition does in the unit's terms (flops, bytes moved, steps or ops)."""
+
+    key: str
+    title: str
+    unit: Unit
+    work: float
+    args: tuple[Any, ...] = ()
+    warmup: int = 1
+    # devices where the row runs only when --rows names it, and why
+    only_if_named_on: dict[str, str] = field(default_factory=dict)
+
+
+def workloads(sizes: Sizes) -> list[Workload]:
+    n, m, conv, batch = sizes.vector, sizes.softmax, sizes.conv, sizes.cnn_batch
+    vector = f"{n >> 20}M float32"
+    conv_title = (f"conv2d batch {conv.batch}, {conv.channels_in}->{conv.channels_out} channels, "
+                  f"{conv.size}x{conv.size}, 3x3, pad 1")  # fmt: skip
+    cnn_title = f"CNN train step (MNIST layer stack, Adam), batch {batch}"
+    cnn_on_cl = "on PoCL, compiling the CNN step's kernels alone takes minutes"
+    return [
+        Workload("tiny", "cached tiny op `(x+1).realize()`, 16 elements", US_PER_OP, TINY_COUNT),
+        Workload("elementwise", f"`(a+b)*c`, {vector}", GBS, 4 * 4 * n, (n,)),
+        Workload("exp", f"`exp(relu(a*b+c)*0.5)`, {vector}", GBS, 4 * 4 * n, (n,)),
+        Workload("softmax", f"softmax over rows of {m}x{m} float32", GBS, 2 * 4 * m * m, (m,)),
+        Workload("sum", f"sum of {vector}", GBS, 4 * n, (n,)),
+        *(Workload("matmul", f"matmul {k}x{k} float32", GFLOPS, 2 * k**3, (k,)) for k in sizes.matmul),
+        Workload("conv2d", f"{conv_title}, forward", GFLOPS, conv.flops, (conv,)),
+        Workload("conv2d_backward", f"{conv_title}, backward (input + weight grads)", GFLOPS, 2 * conv.flops, (conv,)),
+        # two warm-up steps: the jit runs the first eagerly and captures the second
+        Workload("cnn", cnn_title, MS_PER_STEP, 1, (batch,), warmup=2, only_if_named_on={"CL": cnn_on_cl}),
+        # one warm-up call: it runs MLP_STEPS steps, so the jit has captured the step before the timed calls
+        Workload("mlp", "jitted MLP train step (64x64 batch, SGD)", US_PER_STEP, MLP_STEPS),
+    ]
+
+
+# -- running and reporting -------------------------------------------------------------------------------------------
+
+
+Figure = float | str  # a measured figure, or why there is none
+
+
+class NotMeasured(Exception):
+    """A library cannot measure a row the way the others do: the cell says why."""
+
+
+def run_cell(label: str, impl: Callable[..., Prepare] | None, args: Sequence[Any], work: Workload,
+             budget: Budget) -> Figure:  # fmt: skip
+    """Measure one implementation of a row; a failure is reported (and printed in full), not fatal."""
+    if impl is None:
+        return "-"
+    started = time.perf_counter()
+    try:
+        seconds = measure(impl(*args), work.warmup, budget)
+    except NotMeasured as e:
+        return str(e)
+    except Exception as e:
+        traceback.print_exc()
+        return f"failed ({type(e).__name__})"
+    figure = work.unit.figure(seconds, work.work)
+    took = time.perf_counter() - started
+    print(
+        f"  {work.title} | {label}: {fmt_number(figure)} {work.unit.name} ({took:.1f} s)", file=sys.stderr, flush=True
+    )
+    return figure
+
+
+def fmt_number(value: Figure) -> str:
+    if isinstance(value, str):
+        return value
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def ratio(lazy: Figure, reference: Figure) -> str:
+    if isinstance(lazy, str) or isinstance(reference, str):
+        return ""
+    return f"{fmt_number(lazy / reference)}x"
+
+
+def bench_rows(selected: list[Workload], devices: list[str], named: set[str], budget: Budget) -> list[str]:
+    """The table rows, one per workload and device; numpy and PyTorch run once per workload."""
+    torch = load_torch()
+    torch_impls = torch_rows(torch) if torch else {}
+    libs = {device: (lazy_lib(device), tinygrad_lib(device)) for device in devices}
+    lines = []
+    for work in selected:
+        numpy_fig = run_cell("numpy", NUMPY_ROWS.get(work.key), work.args, work, budget)
+        torch_fig = run_cell("PyTorch", torch_impls.get(work.key), work.args, work, budget) if torch else \
+            "not installed"  # fmt: skip
+        for device in devices:
+            lazy, tinygrad = libs[device]
+            if device in work.only_if_named_on and work.key not in named:
+                why = work.only_if_named_on[device]
+                print(f"  {work.title} | {device}: skipped: {why}; `--rows {work.key}` runs it", file=sys.stderr)
+                lazy_fig: Figure = f"skipped: `--rows {work.key}` runs it"
+                tinygrad_fig: Figure = "-"
+            else:
+                lazy_fig = run_cell(f"lazy {device}", LIB_ROWS[work.key], (lazy, *work.args), work, budget)
+                tinygrad_fig = run_cell(f"tinygrad {device}", LIB_ROWS[work.key], (tinygrad, *work.args), work,
+                                        budget) if tinygrad else "n/a"  # fmt: skip
+            cells = [work.title, work.unit.name, device, lazy_fig, numpy_fig, torch_fig,
+                     ratio(lazy_fig, numpy_fig), ratio(lazy_fig, torch_fig), tinygrad_fig]  # fmt: skip
+            lines.append("| " + " | ".join(fmt_number(c) for c in cells) + " |")
+    return lines
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (Linux: /proc/cpuinfo), else what the platform module knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "Hardware")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def memory_gib() -> str:
+    try:
+        with open("/proc/meminfo") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
+        return f", {kib / (1 << 20):.0f} GiB"
+    except (OSError, StopIteration, ValueError):
+        return ""
+
+
+def machine_lines(devices: list[str]) -> list[str]:
+    """The machine and the library versions the figures depend on."""
+    try:
+        from lazy_cpu.hostcpu import describe
+
+        vectors = describe()
+    except ImportError:
+        vectors = f"{platform.machine()}, vector extensions unknown (lazy-cpu is not installed)"
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    torch = load_torch()
+    torch_version = f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads)" if torch else "no PyTorch"
+    try:
+        from importlib.metadata import version
+
+        tinygrad_version = f"tinygrad {version('tinygrad')}"
+    except Exception:
+        tinygrad_version = "no tinygrad"
+    from lazy.conformance.runner import device_versions
+
+    lines = [
+        f"Machine: {cpu_model()} ({vectors}), {os.cpu_count()} cores ({usable} usable){memory_gib()}, "
+        f"{platform.system()} {platform.release()}.",
+        f"Python {platform.python_version()}, numpy {np.__version__}, {torch_version}, {tinygrad_version}. "
+        f"Command: `{' '.join([os.path.basename(sys.executable), *sys.argv])}`.",
+        "",
+    ]
+    lines += [f"{device}: " + ", ".join(f"{k} {v}" for k, v in device_versions(device).items()) for device in devices]
+    return lines
+
+
+def import_time(repeats: int) -> float:
+    """The median time of `import lazy` in fresh processes (the "import" row)."""
     code = "import time; t = time.perf_counter(); import lazy; print(time.perf_counter() - t)"
     runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
             for _ in range(repeats)]  # fmt: skip
     return statistics.median(runs)
 
 
-def lazy_sync(device: str) -> None:
+COLUMNS = ("workload", "unit", "device", "lazy", "numpy", "PyTorch", "lazy / numpy", "lazy / PyTorch",
+           "tinygrad (same device)")  # fmt: skip
+NOTES = [
+    "Each figure is the best of its timed repetitions (repeated while their total is under the --budget), after",
+    "untimed warm-up calls (compilation; the jit's capture for the train steps); each repetition builds the lazy graph",
+    "anew, recomputes it and waits for the device. Ratios divide the figures as shown: above 1x, lazy is faster for",
+    "GFLOP/s and GB/s, slower for ms and us. GB/s counts each input read once and the output written once. numpy's",
+    "conv2d is im2col (a copy of every 3x3 window) and one BLAS matmul per image; PyTorch runs out of place on all",
+    "cores. The backward row times the input and weight gradients given the output's gradient, its forward untimed.",
+]
+
+
+def parse_args(names: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="rows: " + ", ".join(names) + " (the CNN step runs on CL only when --rows names it: it takes minutes)",
+    )  # fmt: skip
+    parser.add_argument("--devices", default="CPU,LLVM", help="lazy devices, comma-separated (default: CPU,LLVM)")
+    parser.add_argument("--rows", default=None, help="rows to run, comma-separated (default: all)")
+    parser.add_argument("--quick", action="store_true", help="small sizes and a short budget: a smoke run (< 1 min)")
+    budget_help = "seconds of timed repetitions per figure, at least one (default 3, quick 0.1)"
+    parser.add_argument("--budget", type=float, default=None, help=budget_help)
+    out_help = "Markdown file whose section between the bench markers is rewritten ('' writes nothing)"
+    parser.add_argument("--out", default="docs/benchmarks.md", help=out_help)
+    args = parser.parse_args()
+    unknown = set((args.rows or "").split(",")) - set(names) - {""}
+    if unknown:
+        parser.error(f"--rows: unknown row(s) {', '.join(sorted(unknown))}; the rows are {', '.join(names)}")
     from lazy import Device
 
-    Device[device].synchronize()
-
-
-def bench_elementwise(device: str, n: int, repeats: int) -> dict[str, float]:
-    from lazy import Tensor
-
-    rng = np.random.default_rng(0)
-    a, b, c = (rng.random(n, dtype=np.float32) for _ in range(3))
-    ta, tb, tc = (Tensor(x, device=device).realize() for x in (a, b, c))
-
-    def run_lazy() -> None:
-        ((ta + tb) * tc).realize()
-        lazy_sync(device)
-
-    return {"lazy": best_of(run_lazy, repeats), "numpy": best_of(lambda: (a + b) * c, repeats)}
-
-
-def bench_reduce(device: str, n: int, repeats: int) -> dict[str, float]:
-    from lazy import Tensor
-
-    a = np.random.default_rng(0).random(n, dtype=np.float32)
-    ta = Tensor(a, device=device).realize()
-
-    def run_lazy() -> None:
-        ta.sum().realize()
-        lazy_sync(device)
-
-    return {"lazy": best_of(run_lazy, repeats), "numpy": best_of(lambda: a.sum(), repeats)}
-
-
-def bench_matmul(device: str, n: int, repeats: int) -> dict[str, float]:
-    from lazy import Tensor
-
-    rng = np.random.default_rng(0)
-    a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
-    ta, tb = Tensor(a, device=device).realize(), Tensor(b, device=device).realize()
-
-    def run_lazy() -> None:
-        (ta @ tb).realize()
-        lazy_sync(device)
-
-    return {"lazy": best_of(run_lazy, repeats), "numpy": best_of(lambda: a @ b, repeats)}
-
-
-def bench_tiny(device: str, repeats: int) -> dict[str, float]:
-    from lazy import Tensor
-
-    x = Tensor(np.arange(16, dtype=np.float32), device=device).realize()
-    count = 200
-
-    def run_lazy() -> None:
-        for _ in range(count):
-            (x + 1).realize()
-        lazy_sync(device)
-
-    xn = np.arange(16, dtype=np.float32)
-
-    def run_numpy() -> None:
-        for _ in range(count):
-            xn + 1
-
-    return {"lazy": best_of(run_lazy, repeats) / count, "numpy": best_of(run_numpy, repeats) / count}
-
-
-def bench_jit_step(device: str, repeats: int) -> dict[str, float]:
-    """A jitted 2-layer MLP forward+backward+SGD step on a 64x64 batch: per-replay cost."""
-    from lazy import Context, Tensor, jit
-    from lazy.nn import Linear
-    from lazy.nn.optim import SGD
-    from lazy.nn.state import get_parameters
-
-    with Context(DEVICE=device):
-        l1, l2 = Linear(64, 64), Linear(64, 10)
-        params = get_parameters([l1, l2])
-        for p in params:
-            p.realize()
-        opt = SGD(params, lr=0.01)
-
-    @jit
-    def step(x: Tensor, y: Tensor) -> Tensor:
-        with Tensor.train():
-            opt.zero_grad()
-            loss = l2(l1(x).relu()).sparse_categorical_crossentropy(y)
-            loss.backward()
-            opt.step()
-            return loss.realize()
-
-    x = Tensor(np.random.default_rng(0).random((64, 64), dtype=np.float32), device=device).realize()
-    y = Tensor(np.arange(64, dtype=np.int32) % 10, device=device).realize()
-    count = 20
-
-    def run() -> None:
-        for _ in range(count):
-            step(x, y)
-        lazy_sync(device)
-
-    return {"lazy": best_of(run, repeats) / count}
-
-
-def torch_rows(sizes: dict[str, int], repeats: int) -> dict[str, float]:
-    try:
-        import torch
-    except ImportError:
-        return {}
-    torch.set_num_threads(os.cpu_count() or 1)
-    n = sizes["elementwise"]
-    a, b, c = (torch.rand(n) for _ in range(3))
-    m = sizes["matmul"]
-    x, y = torch.rand(m, m), torch.rand(m, m)
-    r = torch.rand(sizes["reduce"])
-    t16 = torch.arange(16, dtype=torch.float32)
-    return {
-        "elementwise": best_of(lambda: (a + b) * c, repeats),
-        "reduce": best_of(lambda: r.sum(), repeats),
-        "matmul": best_of(lambda: x @ y, repeats),
-        "tiny": best_of(lambda: [t16 + 1 for _ in range(200)], repeats) / 200,
-    }
-
-
-def tinygrad_rows(sizes: dict[str, int], repeats: int, device: str) -> dict[str, float]:
-    """tinygrad (`pip install tinygrad`) on its device of the same name (CPU, LLVM, CL), when it has one."""
-    try:
-        from tinygrad import Device as TDevice
-        from tinygrad import Tensor as TTensor
-
-        dev = device if device in TDevice._devices else "CPU"  # type: ignore[attr-defined]
-        TDevice[dev]
-    except Exception:  # not installed, or no such backend here
-        return {}
-    rng = np.random.default_rng(0)
-    n = sizes["elementwise"]
-    a, b, c = (TTensor(rng.random(n, dtype=np.float32), device=dev).realize() for _ in range(3))
-    m = sizes["matmul"]
-    x, y = (TTensor(rng.random((m, m), dtype=np.float32), device=dev).realize() for _ in range(2))
-    r = TTensor(rng.random(sizes["reduce"], dtype=np.float32), device=dev).realize()
-    t16 = TTensor(np.arange(16, dtype=np.float32), device=dev).realize()
-
-    def timed(make: Callable[[], Any]) -> Callable[[], None]:
-        def run() -> None:
-            make().realize()
-            TDevice[dev].synchronize()
-
-        return run
-
-    def tiny() -> None:
-        for _ in range(50):
-            (t16 + 1).realize()
-        TDevice[dev].synchronize()
-
-    return {
-        "elementwise": best_of(timed(lambda: (a + b) * c), repeats),
-        "reduce": best_of(timed(lambda: r.sum()), repeats),
-        "matmul": best_of(timed(lambda: x @ y), repeats),
-        "tiny": best_of(tiny, repeats) / 50,
-    }
-
-
-def fmt_time(seconds: float) -> str:
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} us"
-    return f"{seconds * 1e3:.2f} ms"
+    for device in args.devices.split(","):
+        try:
+            Device[device]
+        except Exception as e:
+            parser.error(f"--devices: {device} cannot be opened: {e}")
+    return args
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--devices", default="CPU,LLVM")
-    parser.add_argument("--out", default="docs/benchmarks.md")
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats (a smoke run)")
-    args = parser.parse_args()
-    repeats = 2 if args.quick else 5
-    sizes = {"elementwise": 1 << 20, "reduce": 1 << 20, "matmul": 256} if args.quick else \
-        {"elementwise": 16 << 20, "reduce": 16 << 20, "matmul": 1024}  # fmt: skip
+    names = ["import", *dict.fromkeys(w.key for w in workloads(QUICK))]
+    args = parse_args(names)
+    sizes = QUICK if args.quick else FULL
+    budget = Budget(args.budget if args.budget is not None else 0.1 if args.quick else 3.0, 3 if args.quick else 20)
+    devices, named = args.devices.split(","), set(args.rows.split(",")) if args.rows else set()
+    selected = [w for w in workloads(sizes) if not named or w.key in named]
 
-    lines = [
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"numpy {np.__version__}. Command: `{' '.join([os.path.basename(sys.executable), *sys.argv])}`.",
-        "",
-    ]
-    from lazy.conformance.runner import device_versions
-
-    for device in args.devices.split(","):
-        lines.append(f"{device}: " + ", ".join(f"{k} {v}" for k, v in device_versions(device).items()))
-    lines.append("")
-    imp = import_time()
-    lines += [f"`import lazy` (median of 5 fresh processes): **{imp * 1e3:.0f} ms**", ""]
-    lines += [
-        "| workload | device | lazy | numpy | lazy vs numpy | torch | tinygrad (same device) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    ref_torch = torch_rows(sizes, repeats)
-    n_el, n_red, n_mm = sizes["elementwise"], sizes["reduce"], sizes["matmul"]
-    flops = 2 * n_mm**3
-    for device in args.devices.split(","):
-        try:
-            ref_tiny = tinygrad_rows(sizes, repeats, device)
-        except Exception as e:  # a tinygrad backend that fails at run time: say so, keep benchmarking lazy
-            print(f"tinygrad on {device} failed: {e}")
-            ref_tiny = {}
-        results = {
-            f"(a+b)*c, {n_el >> 20}M float32": ("elementwise", bench_elementwise(device, n_el, repeats)),
-            f"sum, {n_red >> 20}M float32": ("reduce", bench_reduce(device, n_red, repeats)),
-            f"matmul {n_mm}x{n_mm} float32": ("matmul", bench_matmul(device, n_mm, repeats)),
-            "cached tiny op (x+1).realize(), 16 elements": ("tiny", bench_tiny(device, repeats)),
-        }
-        for name, (key, r) in results.items():
-            speed = f"{r['numpy'] / r['lazy']:.2f}x" if key != "tiny" else f"{r['numpy'] / r['lazy']:.3f}x"
-            lazy_cell = fmt_time(r["lazy"]) + (f" ({flops / r['lazy'] / 1e9:.1f} GFLOP/s)" if key == "matmul" else "")
-            numpy_cell = fmt_time(r["numpy"]) + (
-                f" ({flops / r['numpy'] / 1e9:.1f} GFLOP/s)" if key == "matmul" else ""
-            )
-            torch_cell = fmt_time(ref_torch[key]) if key in ref_torch else "not installed"
-            tiny_cell = fmt_time(ref_tiny[key]) if key in ref_tiny else "n/a"
-            lines.append(f"| {name} | {device} | {lazy_cell} | {numpy_cell} | {speed} | {torch_cell} | {tiny_cell} |")
-        jit = bench_jit_step(device, repeats)
-        lines.append(
-            f"| jitted MLP train step (64x64 batch), per replay | {device} | {fmt_time(jit['lazy'])} | | | | |"
-        )
-        print(f"{device}: done", flush=True)
+    lines = machine_lines(devices) + [""]
+    if not named or "import" in named:
+        runs = 2 if args.quick else 5
+        lines += [f"`import lazy` (median of {runs} fresh processes): **{import_time(runs) * 1e3:.0f} ms**", ""]
+    lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += bench_rows(selected, devices, named, budget)
+    lines += ["", *NOTES]
     table = "\n".join(lines)
     print(table)
     if args.out:
