@@ -1,0 +1,133 @@
+"""The CPU micro-kernels (`lazy.codegen.heuristics.cpu_tiles`, `dot_tiles`, `OptOps.PACK`/`SWAP`, vector lanes along a
+reduce axis) against numpy over shapes no tile divides, batched, strided and transposed operands, and convolutions
+forward and backward. Timing lives in bench/run.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from lazy import Device, Tensor
+from lazy.codegen.heuristics import cpu_tiles
+from lazy.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
+from lazy.codegen.lowerer import lower_kernel
+from lazy.codegen.uops import UOps
+from lazy.engine.schedule import create_schedule
+
+DEVICES = ["CPU", "LLVM"]
+SIZES = [1, 7, 17, 33, 64, 1023, 1025]
+
+
+def close(got: np.ndarray, want: np.ndarray, k: int) -> None:
+    # float32 sums of k products: error grows like sqrt(k) ulps of the sum of magnitudes
+    np.testing.assert_allclose(got, want, rtol=1e-5 * max(1.0, k**0.5), atol=1e-5 * max(1.0, k**0.5))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("m,k,n", [(m, k, n) for m in (1, 7, 64) for k in (1, 33, 1025) for n in (17, 64, 1023)])
+def test_matmul_odd_shapes(device: str, m: int, k: int, n: int) -> None:
+    rng = np.random.default_rng(m * 10007 + k * 101 + n)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    close((Tensor(a, device=device) @ Tensor(b, device=device)).numpy(), a.astype(np.float64) @ b, k)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_large_tiled_sizes(device: str) -> None:
+    rng = np.random.default_rng(0)
+    for m, k, n in [(128, 1024, 256), (96, 1023, 1025), (1024, 64, 64)]:
+        a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+        close((Tensor(a, device=device) @ Tensor(b, device=device)).numpy(), a.astype(np.float64) @ b, k)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_matmul_batched_strided_transposed_and_empty(device: str) -> None:
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 64, 48), dtype=np.float32)
+    b = rng.standard_normal((3, 48, 128), dtype=np.float32)
+    close((Tensor(a, device=device) @ Tensor(b, device=device)).numpy(), a.astype(np.float64) @ b, 48)
+    bt = rng.standard_normal((128, 48), dtype=np.float32)
+    close((Tensor(a, device=device) @ Tensor(bt, device=device).T).numpy(), a.astype(np.float64) @ bt.T, 48)
+    big = rng.standard_normal((96, 130), dtype=np.float32)  # strided views: every other row, a column window
+    lhs, rhs = big[::2, 1:65], big[1:65, ::2]
+    got = (Tensor(big, device=device)[::2, 1:65] @ Tensor(big, device=device)[1:65, ::2]).numpy()
+    close(got, lhs.astype(np.float64) @ rhs, 64)
+    assert (Tensor.empty(0, 5, device=device) @ Tensor.empty(5, 64, device=device)).numpy().shape == (0, 64)
+    zero_k = (Tensor.empty(64, 0, device=device) @ Tensor.empty(0, 64, device=device)).numpy()
+    assert zero_k.shape == (64, 64) and not zero_k.any()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "shape", [(2, 8, 12, 20, 16, 3, 5, 1), (3, 3, 17, 9, 32, 3, 3, 1), (2, 16, 14, 14, 64, 3, 3, 2)]
+)
+def test_conv2d_forward_and_both_gradients(device: str, shape: tuple[int, ...]) -> None:
+    n, c, h, w, oc, kh, kw, pad = shape
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    wt = rng.standard_normal((oc, c, kh, kw), dtype=np.float32)
+    bias = rng.standard_normal(oc, dtype=np.float32)
+    tx, tw = Tensor(x, device=device, requires_grad=True), Tensor(wt, device=device, requires_grad=True)
+    out = tx.conv2d(tw, Tensor(bias, device=device), padding=pad).relu()
+    g = rng.standard_normal(out.shape, dtype=np.float32)
+    (out * Tensor(g, device=device)).sum().backward()
+    px = torch.tensor(x.astype(np.float64), requires_grad=True)
+    pw = torch.tensor(wt.astype(np.float64), requires_grad=True)
+    ref = torch.nn.functional.conv2d(px, pw, torch.tensor(bias.astype(np.float64)), padding=pad).relu()
+    (ref * torch.tensor(g.astype(np.float64))).sum().backward()
+    assert px.grad is not None and pw.grad is not None
+    close(out.numpy(), ref.detach().numpy(), c * kh * kw)
+    close(tx.grad.numpy(), px.grad.numpy(), oc * kh * kw)  # type: ignore[union-attr]
+    close(tw.grad.numpy(), pw.grad.numpy(), n * out.shape[2] * out.shape[3])  # type: ignore[union-attr]
+
+
+def matmul_kernel(m: int, k: int, n: int) -> Kernel:
+    a, b = Tensor.empty(m, k), Tensor.empty(k, n)
+    (si,) = [s for s in create_schedule([(a @ b).lazydata]) if s.kind == "kernel"]
+    return Kernel(si.ast, Device["CPU"].renderer.caps)
+
+
+def test_matmul_tile_is_vectors_of_the_widest_width_with_the_n_operand_packed() -> None:
+    caps = Device["CPU"].renderer.caps
+    k = cpu_tiles(matmul_kernel(256, 256, 256))
+    assert k is not None and k.vector_axis() is not None
+    assert k.full_shape[k.vector_axis()] == max(caps.vector_widths)  # type: ignore[index]
+    assert k.packs == [2], k.applied_opts  # B, broadcast along M, is the operand reused by the M loop
+    assert k.registers() <= caps.vector_registers
+    uops, _ = lower_kernel(k)
+    assert any(u.op is UOps.DEFINE_LOCAL for u in uops)
+    assert any(u.op is UOps.LOAD and u.dtype is not None and u.dtype.count > 1 and u.src[0].op is UOps.DEFINE_LOCAL
+               for u in uops)  # fmt: skip
+
+
+def test_pack_is_refused_where_it_cannot_pay_or_fit() -> None:
+    k = matmul_kernel(256, 256, 256)  # loops M, N: B depends on the innermost, so nothing inside reuses its tile
+    with pytest.raises(KernelOptError):
+        k.copy().apply_opt(Opt(OptOps.PACK, 2, 0))
+    k.copy().apply_opt(Opt(OptOps.PACK, 1, 0))  # A's row tile is reused by the N loop: allowed
+    with pytest.raises(KernelOptError):  # the output is not an input
+        k.copy().apply_opt(Opt(OptOps.PACK, 0, 0))
+    big = matmul_kernel(64, 1 << 18, 64)  # A's tile for one output row would be 1 MiB, over pack_max
+    with pytest.raises(KernelOptError):
+        big.apply_opt(Opt(OptOps.PACK, 1, 0))
+
+
+def test_swap_exchanges_output_loops_only() -> None:
+    k = matmul_kernel(64, 32, 128)
+    swapped = k.copy()
+    swapped.apply_opt(Opt(OptOps.SWAP, 0, 1))
+    assert swapped.full_shape[:2] == (128, 64)
+    with pytest.raises(KernelOptError):
+        k.copy().apply_opt(Opt(OptOps.SWAP, 0, 2))  # axis 2 is the reduce
+
+
+def test_row_sum_vectorizes_along_the_reduce_axis_and_combines_lanes() -> None:
+    a = np.random.default_rng(2).standard_normal((9, 4096), dtype=np.float32)
+    t = Tensor(a)
+    close(t.sum(1).numpy(), a.astype(np.float64).sum(1), 4096)
+    np.testing.assert_array_equal(t.max(1).numpy(), a.max(1))
+    (si,) = [s for s in create_schedule([t.sum(1).lazydata]) if s.kind == "kernel"]
+    from lazy.codegen.program import build_kernel
+
+    k = build_kernel(si.ast, Device["CPU"].renderer)
+    assert k.vector_axis() is not None, k
