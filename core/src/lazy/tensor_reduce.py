@@ -126,7 +126,8 @@ class ReduceMixin:
         running 1 could round away (1 + 5e-8 is 1 in float32), and a softmax of widely spread values lost them all.
         Both sums are one reduce over a new axis of two (row 0 the elements at the max, row 1 the rest); it
         broadcasts self, which a realized input does for free, and the two are added where they are used, so that
-        no kernel of its own adds them."""
+        no kernel of its own adds them. The rows are told apart by a float selector (0 for row 0, 1 for row 1), not
+        a bool one, so that the reduce reads only float data: what the lowerer keeps in vector registers."""
         e = (self - shift).exp()
         if self.ndim == 0:
             return e, e
@@ -135,8 +136,9 @@ class ReduceMixin:
         kept_shape, n = tuple(self.shape[i] for i in kept), prod(self.shape[i] for i in axes)
         x = self.permute(kept + axes).reshape(*kept_shape, 1, n)._broadcast_to((*kept_shape, 2, n))
         top = shift.permute(kept + axes).reshape(*kept_shape, 1, 1)  # (size 1 along the reduced axes)
-        row0 = type(self).full((1, 1), True, device=self.device).pad(((0, 1), None))  # (2, 1): [[True], [False]]
-        parts = ((x == top) == row0).where((x - top).exp(), 0).sum(-1)  # (*kept, 2)
+        one = type(self).full((1, 1), 1.0, dtype=self.dtype, device=self.device)
+        at_max, is_rest = one.pad(((0, 1), None)), one.pad(((1, 0), None))  # (2, 1): [[1], [0]] and [[0], [1]]
+        parts = ((x != top).where(is_rest, at_max) * (x - top).exp()).sum(-1)  # (*kept, 2)
         # back to self's axes, size 1 along the reduced ones
         back = [0] * self.ndim
         for pos, i in enumerate(kept + axes):

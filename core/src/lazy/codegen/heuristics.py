@@ -6,6 +6,7 @@ axis) to the register and cache tiling here."""
 from __future__ import annotations
 
 from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
+from lazy.codegen.opt_reduce import unroll_reduce
 
 
 def reuse_axes(k: Kernel) -> list[int]:
@@ -140,20 +141,3 @@ def dot_tiles(k: Kernel, axes: list[int]) -> Kernel | None:
         if trial.vector_axis() is not None:
             return trial
     return None
-
-
-def unroll_reduce(k: Kernel) -> Kernel:
-    """Unroll the innermost reduce loop: entirely when it is short, else by 4 while the tile stays small (and the
-    unrolled body within `BODY_BUDGET`)."""
-    reduce_axes = k.axes(Axis.REDUCE)
-    if reduce_axes:
-        axis = reduce_axes[-1]
-        size = k.full_shape[axis]
-        try:
-            if isinstance(size, int) and size <= 8 and k.upcast_size() * size <= 64:
-                k.apply_opt(Opt(OptOps.UNROLL, axis, 0))  # a short reduction: unroll it entirely
-            elif isinstance(size, int) and size % 4 == 0 and k.upcast_size() <= 16:
-                k.apply_opt(Opt(OptOps.UNROLL, axis, 4))
-        except KernelOptError:
-            pass
-    return k

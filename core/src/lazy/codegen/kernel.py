@@ -65,9 +65,9 @@ class Opt:
 
 # what a vectorized kernel may contain: every op here has a vector form in the IR (renderers without a native vector
 # instruction for one compute it lane by lane)
-VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SUM, Ops.MAX, Ops.STORE,
-                        Ops.SINK, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.RECIP, Ops.SQRT, Ops.EXP2, Ops.LOG2,
-                        Ops.SIN})  # fmt: skip
+VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SUM, Ops.RMAX, Ops.MAX,
+                        Ops.STORE, Ops.SINK, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.RECIP, Ops.SQRT, Ops.EXP2,
+                        Ops.LOG2, Ops.SIN})  # fmt: skip
 TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
 BODY_BUDGET = 1024  # most (lanes x operations) an optimisation may unroll into straight-line code
 
@@ -304,13 +304,14 @@ class Kernel:
             return None
         if not all(n.op in VECTOR_OPS for n in self.ast.toposort()):
             return None
-        if (axis := self.vector_lanes_axis()) is not None:
-            return axis if self.output_stride(axis) == 1 or self.reduceops else None
-        if any(r.op not in (Ops.SUM, Ops.MAX) for r in self.reduceops):
-            return None
         unrolls = [a for a in self.axes(Axis.UNROLL) if self.full_shape[a] in self.caps.vector_widths
                    and all(self.st_of(b).real_strides()[a] in (0, 1) for b in self.membufs[1:])]  # fmt: skip
-        return unrolls[-1] if unrolls else None
+        along_reduce = unrolls[-1] if unrolls and all(r.op in (Ops.SUM, Ops.RMAX) for r in self.reduceops) else None
+        if (axis := self.vector_lanes_axis()) is not None:
+            if along_reduce is not None and all(self.st_of(b).real_strides()[axis] == 0 for b in self.membufs[1:]):
+                return along_reduce  # lanes along which every input is broadcast would load nothing as a vector
+            return axis if self.output_stride(axis) == 1 or self.reduceops else None
+        return along_reduce
 
     def output_stride(self, axis: int) -> sint | None:
         return self.st_of(self.ast.src[0].arg).real_strides()[axis]

@@ -1,31 +1,80 @@
-"""Hand-coded optimisations for reductions that reuse no operand (sums, norms, softmax passes)."""
+"""Hand-coded optimisations for the reduce loop: `reduce_optimizations` for reductions that reuse no operand (sums,
+norms, softmax passes), and `unroll_reduce`, the reduce-loop unrolling every CPU kernel with a reduction ends with.
+
+A reduction gets vector lanes along its output axis when that is contiguous (column sums), else along its reduce axis
+when every input is contiguous or broadcast along it (row sums, the passes of softmax and layernorm): the lowerer then
+keeps vector accumulators across the loop and combines their lanes after it."""
 
 from __future__ import annotations
 
-from lazy.codegen.heuristics import unroll_reduce
-from lazy.codegen.kernel import Axis, Kernel, Opt, OptOps
+from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
+from lazy.codegen.lowerer import choose_vector_axis
 
 
-def upcast_contiguous_output(k: Kernel) -> None:
+def applied(k: Kernel, *opts: Opt) -> Kernel | None:
+    """A copy of `k` with `opts` applied, or None when one does not apply (`k` itself is left as it was)."""
+    trial = k.copy()
+    try:
+        for opt in opts:
+            trial.apply_opt(opt)
+    except KernelOptError:
+        return None
+    return trial
+
+
+def upcast_contiguous_output(k: Kernel) -> Kernel:
     """A reduction whose output axis is contiguous in every buffer: make that axis vector lanes (column sums)."""
     globals_ = k.axes(Axis.GLOBAL)
     if not globals_ or not k.caps.vector_widths:
-        return
+        return k
     axis = globals_[-1]
     size = k.full_shape[axis]
     if not isinstance(size, int) or any(k.st_of(b).real_strides()[axis] not in (0, 1) for b in k.membufs):
-        return
+        return k
     if k.st_of(k.membufs[0]).real_strides()[axis] != 1:
-        return
+        return k
     for width in sorted(k.caps.vector_widths, reverse=True):
         if size % width == 0 and size // width >= 2:
-            k.apply_opt(Opt(OptOps.UPCAST, axis, width))
-            if size // width <= 4:  # a few vectors left: upcast them too, for independent accumulators
-                k.apply_opt(Opt(OptOps.UPCAST, axis, 0))
-            return
+            upcast = Opt(OptOps.UPCAST, axis, width)
+            if size // width <= 4 and (whole := applied(k, upcast, Opt(OptOps.UPCAST, axis, 0))) is not None:
+                return whole  # a few vectors left: upcast them too, for independent accumulators
+            return applied(k, upcast) or k
+    return k
+
+
+def vector_unroll(k: Kernel, axis: int) -> Kernel | None:
+    """`k` with reduce `axis` unrolled by the widest vector width that divides it, when the lowerer makes those lanes
+    one vector (`choose_vector_axis` decides: contiguous loads, ops it can do on vectors); else None."""
+    size = k.full_shape[axis]
+    if not isinstance(size, int):
+        return None
+    for width in sorted(k.caps.vector_widths, reverse=True):
+        if size % width != 0 or k.upcast_size() * width > k.caps.upcast_max:
+            continue
+        trial = applied(k, Opt(OptOps.UNROLL, axis, width))
+        # the unrolled axis is the last one; the lowerer picks it only when it would be vector lanes
+        if trial is not None and choose_vector_axis(trial)[0] == trial.shape_len - 1:
+            return trial
+    return None
+
+
+def unroll_reduce(k: Kernel) -> Kernel:
+    """Unroll the innermost reduce loop: into vector accumulators when the lowerer can (see `vector_unroll`), else
+    entirely when it is short, else by 4 while the tile stays small (each only where the kernel allows it)."""
+    reduce_axes = k.axes(Axis.REDUCE)
+    if not reduce_axes:
+        return k
+    axis = reduce_axes[-1]
+    if (vectorized := vector_unroll(k, axis)) is not None:
+        return vectorized
+    size = k.full_shape[axis]
+    if isinstance(size, int) and size <= 8 and k.upcast_size() * size <= 64:
+        return applied(k, Opt(OptOps.UNROLL, axis, 0)) or k  # a short reduction: unroll it entirely
+    if isinstance(size, int) and size % 4 == 0 and k.upcast_size() <= 16:
+        return applied(k, Opt(OptOps.UNROLL, axis, 4)) or k
+    return k
 
 
 def reduce_optimizations(k: Kernel) -> Kernel:
-    """A reduction that reuses no operand: vector lanes along a contiguous output axis, then unroll."""
-    upcast_contiguous_output(k)
-    return unroll_reduce(k)
+    """A reduction that reuses no operand: vector lanes along a contiguous output axis, then the reduce unroll."""
+    return unroll_reduce(upcast_contiguous_output(k))

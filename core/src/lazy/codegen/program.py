@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lazy.codegen.heuristics import cpu_tiles, reuse_axes, tile_optimizations
-from lazy.codegen.kernel import Kernel, Opt
+from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
 from lazy.codegen.lowerer import estimate_ops, lower_kernel
 from lazy.codegen.opt_gpu import gpu_optimizations
 from lazy.codegen.opt_reduce import reduce_optimizations
@@ -26,10 +26,29 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     if k.caps.has_local:
         return gpu_optimizations(k)
     if not k.reduceops:
-        return k
+        return elementwise_lanes(k)
     if not reuse_axes(k):
         return reduce_optimizations(k)
     return cpu_tiles(k) or tile_optimizations(k)
+
+
+def elementwise_lanes(k: Kernel) -> Kernel:
+    """An elementwise kernel's innermost output axis as vector lanes of the widest width the kernel allows: explicit
+    vector code where the compiler would not vectorize the loop itself (a polynomial exp2's selects and bit casts)."""
+    globals_ = k.axes(Axis.GLOBAL)
+    if not globals_:
+        return k
+    axis, size = globals_[-1], k.full_shape[globals_[-1]]
+    for width in sorted(k.caps.vector_widths, reverse=True):
+        if isinstance(size, int) and size % width == 0:
+            trial = k.copy()
+            try:
+                trial.apply_opt(Opt(OptOps.UPCAST, axis, width))
+            except KernelOptError:
+                continue
+            if trial.vector_axis() is not None:
+                return trial
+    return k
 
 
 def build_kernel(ast: LazyOp, renderer: Renderer, opts: list[Opt] | None = None) -> Kernel:

@@ -2,9 +2,10 @@
 kernel AST per realized buffer, in program order (each after what it reads, the outputs in the order given).
 
 Fusion rules: elementwise ops fuse into whatever consumes them; a reduction fuses with its elementwise producers
-and with the chain of elementwise consumers of its own output shape (seen through no movement op); a buffer is
-realized before it is expanded (recomputing it per broadcast element would multiply the work) and before a pad
-when its ops are unsafe to pad (f(0) != 0 would leak into the padding).
+and with its elementwise consumers of its own output shape (seen through no movement op) when they all lead to one
+realized buffer, however often they use it; a buffer is realized before it is expanded (recomputing it per broadcast
+element would multiply the work) and before a pad when its ops are unsafe to pad (f(0) != 0 would leak into the
+padding).
 """
 
 from __future__ import annotations
@@ -129,8 +130,9 @@ def _grows(st: ShapeTracker, base: LazyBuffer) -> bool:
 
 
 def _decide_reduces(graph: _Graph, realizes: Realizes) -> dict[LazyBuffer, LazyBuffer]:
-    """A reduce stays inside its consumer's kernel only along a single chain of elementwise ops that see it through
-    no movement op but a plain reshape. Returns kernel root -> the reduce fused into it."""
+    """A reduce stays inside its consumer's kernel when its elementwise consumers, which see it through no movement
+    op but a plain reshape, all lead to that one kernel (`_fusion_root`), and no other reduce is fused there first.
+    Returns kernel root -> the reduce fused into it."""
     fused: dict[LazyBuffer, LazyBuffer] = {}
     for base in graph.bases:
         if base.op not in GroupOp.Reduce or base.realized is not None or base in realizes:
@@ -144,21 +146,29 @@ def _decide_reduces(graph: _Graph, realizes: Realizes) -> dict[LazyBuffer, LazyB
 
 
 def _fusion_root(graph: _Graph, reduce: LazyBuffer, realizes: Realizes) -> LazyBuffer | None:
-    node = reduce
-    while True:
+    """The one realized buffer that every use of `reduce` leads to through elementwise ops of its size, seen through
+    no movement op but a plain reshape; None when there is no such single root. The ops on the way may use the
+    reduce (and each other) more than once, as `m.isinf().where(0, m)` does: they all become part of one kernel."""
+    roots: dict[LazyBuffer, None] = {}
+    seen, stack = {reduce}, [reduce]
+    while stack:
+        node = stack.pop()
         uses = graph.views_of.get(node, [])
-        if len(uses) != 1:
+        if not uses:
             return None
-        child, src = uses[0]
-        if src is not node and not (src.st.contiguous and src.size == node.size):
-            return None  # read through a movement op other than a reshape
-        if child.size != reduce.size:
-            return None
-        if child.op not in GroupOp.Elementwise and child.op not in (Ops.CONTIGUOUS, Ops.ASSIGN):
-            return None
-        if child in realizes:
-            return child
-        node = child
+        for child, src in uses:
+            if src is not node and not (src.st.contiguous and src.size == node.size):
+                return None  # read through a movement op other than a reshape
+            if child.size != reduce.size:
+                return None
+            if child.op not in GroupOp.Elementwise and child.op not in (Ops.CONTIGUOUS, Ops.ASSIGN):
+                return None
+            if child in realizes:
+                roots[child] = None
+            elif child not in seen:
+                seen.add(child)
+                stack.append(child)
+    return next(iter(roots)) if len(roots) == 1 else None
 
 
 def _all_padding(st: ShapeTracker) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lazy.codegen.uops import UOp
+from lazy.codegen.uops import UOp, UOps
 from lazy.dtype import DType, dtypes
 from lazy.ops import Ops
 from lazy.renderer import Capabilities
@@ -47,6 +47,7 @@ def _mulacc(a: str, b: str, c: str, dtype: DType) -> str:
     return _builtin("fma")(a, b, c, dtype=dtype) if dtype == dtypes.float32 else f"(({a}*{b})+{c})"
 
 
+VECTOR_SELECT = (dtypes.float32, dtypes.int32, dtypes.uint32)  # lane types with whole-vector compares and selects
 BF16_HELPERS = [
     "static inline float lazy_bf2f(unsigned short x) { unsigned int u = (unsigned int)x << 16; float f; "
     "__builtin_memcpy(&f, &u, 4); return f; }",
@@ -97,6 +98,25 @@ class ClangRenderer(CStyleLanguage):
             return f"((lazy_half)lazy_odd_float({x}))"
         return super().render_cast(x, src, dst)
 
+    def render_alu(self, op: Ops, dtype: DType, src_dtypes: list[DType], operands: list[str]) -> str:
+        """Vector compares, selects and float max as whole-vector GCC operations (a compare gives 0/-1 per lane:
+        negated, the 0/1 a bool lane holds); everything else as the C-style base renders it."""
+        lanes_ok = VECTOR_SELECT
+        if dtype.count > 1 and all(d.count == dtype.count for d in src_dtypes):
+            if op in (Ops.CMPNE, Ops.CMPLT) and src_dtypes[0].scalar() in lanes_ok:
+                return f"(-({operands[0]}{'!=' if op is Ops.CMPNE else '<'}{operands[1]}))"  # GCC gives 0/-1
+            if op is Ops.WHERE and dtype.scalar() in lanes_ok:
+                return f"lazy_where_{dtype.name}({operands[0]},{operands[1]},{operands[2]})"
+            if op is Ops.MAX and dtype.scalar() == dtypes.float32:
+                return f"lazy_max_{dtype.name}({operands[0]},{operands[1]})"
+        return super().render_alu(op, dtype, src_dtypes, operands)
+
+    def repeats_operands(self, uop: UOp) -> bool:
+        vector = uop.dtype is not None and uop.dtype.count > 1
+        if vector and uop.op is UOps.ALU and uop.arg in (Ops.CMPNE, Ops.CMPLT, Ops.WHERE, Ops.MAX):
+            return False  # rendered as one call or one vector compare (render_alu)
+        return super().repeats_operands(uop)
+
     def render_vector_load(self, buf: str, idx: str, dtype: DType) -> str:
         return f"lazy_load_{self.render_dtype(dtype)}({buf}+{idx})"
 
@@ -110,12 +130,25 @@ class ClangRenderer(CStyleLanguage):
             lines += HALF_TYPE
         for vec in sorted((d for d in used if d.count > 1), key=lambda d: d.name):
             name, elem = vec.name, self.type_map[vec.scalar()]
-            lane = "unsigned char" if vec.scalar() == dtypes.bool else elem  # no vectors of _Bool: bytes hold 0/1
-            lines += [f"typedef {lane} {name} __attribute__((vector_size({vec.itemsize})));",
+            if vec.scalar() == dtypes.bool:  # a compare's result: int lanes holding 0 or 1 (never loaded or stored)
+                lines.append(f"typedef int {name} __attribute__((vector_size({vec.count * 4})));")
+                continue
+            lines += [f"typedef {elem} {name} __attribute__((vector_size({vec.itemsize})));",
                       f"static inline {name} lazy_load_{name}(const {elem}* p) {{ {name} v; "
                       f"__builtin_memcpy(&v, p, sizeof(v)); return v; }}",
                       f"static inline void lazy_store_{name}({elem}* p, {name} v) {{ "
                       f"__builtin_memcpy(p, &v, sizeof(v)); }}"]  # fmt: skip
+            if vec.scalar() in VECTOR_SELECT:  # a select and a NaN-propagating max as whole-vector bit operations
+                mask = f"int __attribute__((vector_size({vec.count * 4})))"
+                lines.append(
+                    f"static inline {name} lazy_where_{name}({mask} c, {name} a, {name} b) {{ "
+                    f"typedef {mask} m; m k = -c; return ({name})((k & (m)a) | (~k & (m)b)); }}"
+                )
+                if vec.scalar() == dtypes.float32:
+                    lines.append(
+                        f"static inline {name} lazy_max_{name}({name} a, {name} b) {{ "
+                        f"return lazy_where_{name}(-((a >= b) | (a != a)), a, b); }}"
+                    )
             if vec.scalar() == dtypes.float32:  # a loop of fmaf the compiler turns into one vector FMA
                 lines.append(
                     f"static inline {name} lazy_fma_{name}({name} a, {name} b, {name} c) {{ {name} r; "
