@@ -1,44 +1,200 @@
-"""Hand-coded optimisations for devices with work groups and local memory (`caps.has_local`: OpenCL, CUDA, Metal,
-the PYTHON device's thread mode)."""
+"""Hand-coded optimisations for devices with work groups (`caps.has_local`: OpenCL, CUDA, Metal, the PYTHON device's
+thread mode): a register tile or vector lanes inside each work-item first, then work groups.
+
+Two kinds of such devices want different things from a work group. A GPU runs a group's items in parallel lanes: it
+needs groups of tens to hundreds of items, and a reduction with few outputs spreads its loop over a group (GROUP). A CPU
+behind OpenCL (PoCL) runs a group's items one after another on one core, vectorizing across them only where the body is
+straight-line code: its speed comes from each item's own vectors (float16 on AVX-512), a reduce loop runs scalar in a
+group of items, and groups pay only for elementwise kernels (what PoCL vectorizes) and to make launches fewer. A device
+declares which kind it is (`Capabilities.serial_work_groups`; `simd_items`)."""
 
 from __future__ import annotations
 
 from lazy.codegen.heuristics import reuse_axes, tile_optimizations
 from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
-from lazy.codegen.opt_reduce import reduce_optimizations
+from lazy.codegen.lowerer import choose_vector_axis
+from lazy.codegen.opt_reduce import reduce_optimizations, unroll_reduce
 from lazy.helpers import prod
+from lazy.ops import MemBuffer
+from lazy.renderer import Capabilities
+from lazy.symbolic import sint
+
+SIMD_GROUP = 256  # items per group of an elementwise kernel on a SIMD device: PoCL vectorizes over them, and fewer
+# larger groups cost less to launch (measured on PoCL 3, AVX-512: 256 beat 32 by about 15%)
+GPU_GROUP = 32  # items along the innermost output axis of a GPU group
+MIN_GROUPS = 64  # groups a launch keeps at least, for the cores (or a GPU's compute units) to share
+TILE_UNROLL = 4  # reduce steps a register tile unrolls: loads of one step overlap the multiply-adds of the last
 
 
-def local_optimizations(k: Kernel) -> None:
-    """Devices with work groups: few outputs and a long reduce -> a grouped reduce; otherwise group output threads."""
+def simd_items(caps: Capabilities) -> bool:
+    """True for a device whose work groups run serially on a CPU core (see the module text)."""
+    return caps.serial_work_groups
+
+
+def _divides(size: object, amount: int) -> bool:
+    return isinstance(size, int) and size % amount == 0
+
+
+def output_stride(k: Kernel, axis: int) -> sint | None:
+    return k.stride_of(k.membufs[0], axis)
+
+
+def tile_axes(k: Kernel) -> tuple[int, int] | None:
+    """(N, M) of a matmul-like kernel: N the reuse axis contiguous in the output (vector lanes, stored as vectors), M a
+    reuse axis along which every operand read along N is broadcast, so one vector load of it serves each of M's rows
+    (matmul: M rows of A times an N vector of B; convolution: output channels times an output row of the input)."""
+    axes = reuse_axes(k)
+    n_axes = [a for a in axes if output_stride(k, a) == 1]
+    if not n_axes:
+        return None
+    n_axis = n_axes[-1]
+    vector_operands = [b for b in k.membufs[1:] if k.stride_of(b, n_axis) != 0]
+    m_axes = [a for a in axes if a != n_axis and all(k.stride_of(b, a) == 0 for b in vector_operands)]
+    return (n_axis, m_axes[-1]) if m_axes else None
+
+
+def tile_shape(k: Kernel, n_axis: int, m_axis: int) -> tuple[int, int, int] | None:
+    """(width, nv, mr): nv vectors of the widest width dividing N by mr rows of M, the largest tile whose accumulators,
+    N vectors and one broadcast fit the device's vector registers, preferring fewer loads per step among equals."""
+    full = k.full_shape
+    widths = [w for w in sorted(k.caps.vector_widths, reverse=True) if _divides(full[n_axis], w)]
+    if not widths:
+        return None
+    width, regs = widths[0], k.caps.vector_registers
+    best: tuple[int, int, int] | None = None
+    choice = None
+    for nv in (4, 2, 1):
+        for mr in (16, 8, 4, 2, 1):
+            if mr * nv + nv + 1 > regs or not _divides(full[n_axis], width * nv) or not _divides(full[m_axis], mr):
+                continue
+            score = (mr * nv, -(mr + nv), mr)
+            if best is None or score > best:
+                best, choice = score, (width, nv, mr)
+    return choice
+
+
+def item_reads(k: Kernel, buf: MemBuffer, tile: dict[int, int]) -> int:
+    """Elements of `buf` one work-item reads: the reduce axes it varies along times its tile along `tile`'s axes."""
+    reduce = [k.full_shape[a] for a in k.axes(Axis.REDUCE) if k.stride_of(buf, a) != 0]
+    lanes = [size for axis, size in tile.items() if k.stride_of(buf, axis) != 0]
+    # a symbolic size counts as its upper bound
+    return prod(size if isinstance(size, int) else size.max for size in reduce + lanes)
+
+
+def m_innermost(k: Kernel, n_axis: int, m_axis: int, tile: dict[int, int]) -> bool:
+    """On a SIMD device groups run one after another on a core, so the innermost launch axis decides what stays in
+    cache: it should be an axis along which the operand with the larger per-item panel is broadcast. M when that is
+    the N operand (matmul: B's K x N panel), N when it is the other (convolution: the weights of M output channels)."""
+    vector_operands = [b for b in k.membufs[1:] if k.stride_of(b, n_axis) != 0]
+    others = [b for b in k.membufs[1:] if b not in vector_operands]
+    n_panel = sum(item_reads(k, b, tile) for b in vector_operands)
+    return n_panel > sum(item_reads(k, b, tile) for b in others)
+
+
+def register_tile(k: Kernel) -> Kernel | None:
+    """A matmul-like kernel's tile in each work-item: N lanes as `width`-float vectors times M rows (`tile_shape`), the
+    reduce loop unrolled. On a SIMD device the launch order keeps the larger operand panel in cache (`m_innermost`);
+    on a GPU, where groups run side by side, N stays innermost for coalesced loads. None when the kernel has no such
+    axes or they do not divide."""
+    axes = tile_axes(k)
+    if axes is None or (shape := tile_shape(k, *axes)) is None:
+        return None
+    (n_axis, m_axis), (width, nv, mr) = axes, shape
+    m_inner = simd_items(k.caps) and m_innermost(k, n_axis, m_axis, {n_axis: width * nv, m_axis: mr})
+    trial = k.copy()
+    try:
+        if (n_axis > m_axis) == m_inner:  # trade places: later axes are inner launch dimensions
+            trial.apply_opt(Opt(OptOps.SWAP, min(n_axis, m_axis), max(n_axis, m_axis)))
+            n_axis, m_axis = m_axis, n_axis
+        n_upcasts = [(n_axis, width), (n_axis, nv)]  # an upcast of a whole axis removes it: the later axis first
+        upcasts = [*n_upcasts, (m_axis, mr)] if n_axis > m_axis else [(m_axis, mr), *n_upcasts]
+        for axis, amount in upcasts:
+            if amount > 1:
+                trial.apply_opt(Opt(OptOps.UPCAST, axis, amount))
+    except KernelOptError:
+        return None
+    reduce_axes = trial.axes(Axis.REDUCE)
+    if reduce_axes:
+        size = trial.full_shape[reduce_axes[-1]]
+        if isinstance(size, int) and size <= 2 * TILE_UNROLL and not _divides(size, TILE_UNROLL):
+            trial.apply_opt(Opt(OptOps.UNROLL, reduce_axes[-1], 0))  # a short loop (a 3x3 window's row): all of it
+        elif _divides(size, TILE_UNROLL):
+            trial.apply_opt(Opt(OptOps.UNROLL, reduce_axes[-1], TILE_UNROLL))
+    return trial
+
+
+def group_reduce(k: Kernel) -> bool:
+    """A GPU reduction with few outputs and a long reduce: spread the loop over a group's items (partials meet in local
+    memory). Not for a SIMD device, whose group items run in turn: there the loop gets vector lanes (`reduce_lanes`)."""
     out_size = prod(k.full_shape[i] for i in k.axes(Axis.GLOBAL))
     reduce_axes = k.axes(Axis.REDUCE)
-    if not isinstance(out_size, int):
-        return
-    if k.reduceops and reduce_axes and out_size < 2048:
-        size = k.full_shape[reduce_axes[-1]]
-        for amount in (16, 8, 4):
-            if isinstance(size, int) and size % amount == 0 and size >= 256:
-                try:
-                    k.apply_opt(Opt(OptOps.GROUP, reduce_axes[-1], amount))
-                    return
-                except KernelOptError:
-                    pass
+    if not isinstance(out_size, int) or out_size >= 2048 or not reduce_axes:
+        return False
+    size = k.full_shape[reduce_axes[-1]]
+    if not isinstance(size, int) or size < 256:
+        return False
+    for amount in (16, 8, 4):
+        if size % amount == 0:
+            try:
+                k.apply_opt(Opt(OptOps.GROUP, reduce_axes[-1], amount))
+                return True
+            except KernelOptError:
+                pass
+    return False
+
+
+def group_items(k: Kernel) -> None:
+    """Work groups along the innermost output axis (contiguous in an elementwise kernel's buffers), as large as the
+    device likes while at least `MIN_GROUPS` groups remain to spread over the cores: on a GPU they are the parallel
+    lanes; on a SIMD device PoCL vectorizes across a group's items where the body is straight-line code (elementwise
+    kernels), and elsewhere a group saves launches (its items with a loop run in turn)."""
     globals_ = k.axes(Axis.GLOBAL)
-    if globals_ and out_size >= 1024:  # small launches gain nothing from work groups
-        size = k.full_shape[globals_[-1]]
-        for amount in (32, 16, 8, 4, 2):
-            if isinstance(size, int) and size % amount == 0 and size > amount:
+    items = prod(k.full_shape[i] for i in globals_)
+    if not globals_ or not isinstance(items, int) or items < 1024 or k.axes(Axis.LOCAL, Axis.GROUP):
+        return  # small launches gain nothing from work groups
+    most = min(SIMD_GROUP if simd_items(k.caps) else GPU_GROUP, items // MIN_GROUPS)
+    if k.caps.local_size_max:
+        most = min(most, k.caps.local_size_max)
+    size = k.full_shape[globals_[-1]]
+    for amount in (256, 128, 64, 32, 16, 8, 4, 2):
+        if amount <= most and _divides(size, amount):
+            try:
+                k.apply_opt(Opt(OptOps.LOCAL, globals_[-1], amount))
+                return
+            except KernelOptError:
+                pass
+
+
+def reduce_lanes(k: Kernel) -> Kernel:
+    """A reduction on a SIMD device: vector lanes where the lowerer makes them (`reduce_optimizations`). When it cannot
+    (an op without a vector form in the loop, such as floor's casts), a vector width of independent output lanes
+    instead, along the innermost output axis that divides: straight-line code the compiler vectorizes across, where one
+    chain of dependent accumulations would not (a softmax pass whose exponential was scalar ran 3x faster on PoCL)."""
+    lanes = reduce_optimizations(k.copy())
+    if choose_vector_axis(lanes)[0] is not None:
+        return lanes
+    for axis in reversed(k.axes(Axis.GLOBAL)):
+        for width in sorted(k.caps.vector_widths, reverse=True):
+            if _divides(k.full_shape[axis], width):
                 try:
-                    k.apply_opt(Opt(OptOps.LOCAL, globals_[-1], amount))
-                    return
+                    k.apply_opt(Opt(OptOps.UPCAST, axis, width))
                 except KernelOptError:
-                    pass
+                    return lanes
+                return unroll_reduce(k)
+    return lanes
 
 
 def gpu_optimizations(k: Kernel) -> Kernel:
-    """Work groups first, then the register tiling every device gets."""
-    local_optimizations(k)
-    if not k.reduceops:
-        return k
-    return tile_optimizations(k) if reuse_axes(k) else reduce_optimizations(k)
+    """Registers first, then work groups. Registers: a matmul-like tile (`register_tile`); other reductions on a SIMD
+    device vector lanes (`reduce_lanes`), on a GPU a grouped reduce when the outputs are few, then the tiles and lanes
+    every device gets."""
+    if k.reduceops and simd_items(k.caps):
+        k = register_tile(k) or reduce_lanes(k)
+    elif k.reduceops:
+        grouped = group_reduce(k)
+        if not reuse_axes(k):
+            k = reduce_optimizations(k)
+        else:
+            k = (None if grouped else register_tile(k)) or tile_optimizations(k)
+    group_items(k)
+    return k

@@ -28,6 +28,8 @@ class Capabilities:
     core_split: bool = (
         False  # CPU: the kernel takes [lo, hi) of its outermost loop so a runtime can split it over cores
     )
+    serial_work_groups: bool = False  # a work group's items run one after another on a CPU core (PoCL), not as
+    # parallel GPU lanes: per-item vectors and register tiles pay, spreading a reduce over a group does not
     vector_registers: int = 16  # vector registers of the widest width (AVX2 16, AVX-512 and NEON 32): sizes tiles
     pack_max: int = 0  # bytes of scratch memory (DEFINE_LOCAL on a device without threads) a kernel may stage an
     # operand tile in (`OptOps.PACK`); 0: no packing

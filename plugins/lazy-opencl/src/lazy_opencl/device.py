@@ -35,7 +35,9 @@ def device_limits(cl_device: Any) -> DeviceLimits:
     sizes = (list(cl_device.max_work_item_sizes) + [1, 1, 1])[:3]
     return DeviceLimits(local_max=(sizes[0], sizes[1], sizes[2]), local_size_max=cl_device.max_work_group_size,
                         shared_max=cl_device.local_mem_size, fp16="cl_khr_fp16" in extensions,
-                        fp64="cl_khr_fp64" in extensions or bool(cl_device.double_fp_config))  # fmt: skip
+                        fp64="cl_khr_fp64" in extensions or bool(cl_device.double_fp_config),
+                        float_vector_width=cl_device.preferred_vector_width_float,
+                        cpu=bool(cl_device.type & cl.device_type.CPU))  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -21,6 +21,16 @@ class DeviceLimits:
     shared_max: int = 1 << 15
     fp16: bool = False
     fp64: bool = False
+    float_vector_width: int = 4  # CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT: a CPU's SIMD lanes (PoCL), 1 on most GPUs
+    cpu: bool = False  # CL_DEVICE_TYPE_CPU
+
+    def vector_widths(self) -> tuple[int, ...]:
+        # OpenCL C has vectors of 2, 3, 4, 8 and 16 lanes; 4 everywhere (float4 loads), wider up to the device's SIMD
+        return tuple(w for w in (4, 8, 16) if w == 4 or w <= self.float_vector_width)
+
+    def vector_registers(self) -> int:
+        # OpenCL does not tell; a CPU whose preferred float vector is 16 lanes has AVX-512's 32 registers, else 16
+        return 32 if self.float_vector_width >= 16 else 16
 
     def capabilities(self) -> Capabilities:
         unsupported = {dtypes.float16: not self.fp16, dtypes.float64: not self.fp64}
@@ -30,10 +40,16 @@ class DeviceLimits:
         if not self.fp64:
             missing.append(("float64", "the OpenCL device does not report cl_khr_fp64"))
         return Capabilities(has_threads=True, has_local=True, local_max=self.local_max,
-                            local_size_max=self.local_size_max, shared_max=self.shared_max, vector_widths=(4,),
+                            local_size_max=self.local_size_max, shared_max=self.shared_max,
+                            vector_widths=self.vector_widths(), vector_registers=self.vector_registers(),
                             dtypes=frozenset(d for d in ALL_DTYPES if not unsupported.get(d, False)),
                             core_split=False, unsupported=tuple(missing),
-                            native_math=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN}))  # fmt: skip
+                            native_math=self.native_math(), serial_work_groups=self.cpu)  # fmt: skip
+
+    def native_math(self) -> frozenset[Ops]:
+        # a GPU's exp2/log2/sin are fast and exact enough; on a CPU (PoCL) they are library calls, one element at a
+        # time (exp2 ran 10x slower than a copy), while core's polynomial code vectorizes across work-items
+        return frozenset() if self.cpu else frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
 
 
 def _idiv(a: str, b: str, dtype: DType) -> str:
@@ -45,8 +61,9 @@ def _mod(a: str, b: str, dtype: DType) -> str:
 
 
 def _mulacc(a: str, b: str, c: str, dtype: DType) -> str:
-    # float32 (and half, computed in float32): one rounding of a*b+c, as the reference's exact product then rounding
-    return f"fma({a},{b},{c})" if dtype == dtypes.float32 else f"(({a}*{b})+{c})"
+    # float32 (and half, computed in float32): one rounding of a*b+c, as the reference's exact product then rounding;
+    # OpenCL's fma takes whole vectors, so a vector tile's multiply-add stays one instruction per vector
+    return f"fma({a},{b},{c})" if dtype.scalar() == dtypes.float32 else f"(({a}*{b})+{c})"
 
 
 BF16_HELPERS = (
@@ -80,6 +97,10 @@ class OpenCLRenderer(CStyleLanguage):
     bf16_as_bits = True  # ushort bits, arithmetic in float (BF16_HELPERS)
     half_math_in_float = True
     code_for_op = {**BASE_CODE_FOR_OP, Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MULACC: _mulacc}
+    # OpenCL C's operators and math builtins take vectors: a float16 tile's fma is one instruction on AVX-512 (PoCL).
+    # MAX too: on vectors a comparison gives -1 (all bits) per true lane and `c ? a : b` selects lane by lane
+    native_vector_ops = frozenset({Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.RECIP, Ops.MAX, Ops.EXP2, Ops.LOG2,
+                                   Ops.SIN, Ops.SQRT})  # fmt: skip
     native_vector_dtypes = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64,
                                       dtypes.uint64})  # fmt: skip
 
@@ -99,6 +120,11 @@ class OpenCLRenderer(CStyleLanguage):
 
     def render_bitcast(self, x: str, src: DType, dst: DType) -> str:
         return f"as_{self.render_dtype(dst)}({x})"
+
+    def render_vectorize(self, dtype: DType, lanes: list[str]) -> str:
+        if len(set(lanes)) == 1 and dtype.scalar() != dtypes.bool:  # a broadcast: OpenCL widens a scalar cast
+            return f"(({self.render_dtype(dtype)})({lanes[0]}))"
+        return super().render_vectorize(dtype, lanes)
 
     def render_gep(self, x: str, lane: int) -> str:
         return f"({x}).s{lane:x}"
