@@ -3,15 +3,17 @@ was searched for, carries a checksum, and is verified before use. A corrupt, tru
 foreign entry is noted (`LAZY_DEBUG>=1`), searched again and replaced; it never breaks a kernel. PYTHON device."""
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from lazy import Context, Device, Tensor
 from lazy.codegen import search
-from lazy.codegen.kernel import Kernel
+from lazy.codegen.kernel import Kernel, Opt, OptOps
 from lazy.engine.realize import method_cache
 from lazy.ops import Ops
+from lazy.renderer import Capabilities
 
 D = "PYTHON"
 A = np.arange(64, dtype=np.float32).reshape(8, 8)
@@ -31,9 +33,9 @@ def fresh_process_state():
     search._results.clear()
 
 
-def one_step_timer(ast, dev, opts, bufs, repeats=3) -> float:
+def one_step_timer(dev, cand, program, bufs, first) -> float:
     """Stands in for timing on the device (which the cache logic does not depend on): one option is best."""
-    return float(len(opts) != 1)
+    return float(len(cand.opts) != 1)
 
 
 @pytest.fixture
@@ -58,7 +60,7 @@ def garble(kind: str, text: str) -> str | bytes:
     """`text` (a valid entry) broken in one way."""
     entry = json.loads(text)
     identity = entry["identity"]
-    return {
+    variants: dict[str, str | bytes] = {
         "truncated": text[: len(text) // 2],
         "empty": "",
         "binary": b"\xff\xfe\x00garbage",
@@ -68,13 +70,15 @@ def garble(kind: str, text: str) -> str | bytes:
         "wrong types": with_checksum(identity, [["UPCAST", "0", 2.5], None]),
         "unknown op": with_checksum(identity, [["TILE", 0, 2]]),
         "missing axis": with_checksum(identity, [["UPCAST", 7, 2]]),
+        "negative axis": with_checksum(identity, [["UNROLL", -1, 2]]),  # Python would take the last axis
         "stale": with_checksum(identity, [["UNROLL", 0, 3]]),  # a kernel axis, but not one this option applies to
         "foreign": with_checksum({**identity, "kernel": "0" * 64}, entry["opts"]),
-    }[kind]
+    }
+    return variants[kind]
 
 
 KINDS = ["truncated", "empty", "binary", "old format", "checksum", "edited", "wrong types", "unknown op",
-         "missing axis", "stale", "foreign"]  # fmt: skip
+         "missing axis", "negative axis", "stale", "foreign"]  # fmt: skip
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -126,3 +130,15 @@ def test_garbling_every_entry_still_gives_correct_results(tmp_path, capsys):
     assert capsys.readouterr().out.count("beam cache: ignoring") == len(entries)
     for path in entries:  # every entry was replaced by an intact one
         assert set(json.loads(path.read_text())) == {"identity", "opts", "checksum"}
+
+
+def test_an_entry_whose_option_names_a_buffer_is_read_back():
+    """PACK's `axis` is an input buffer's index, which may exceed the kernel's axis count: such entries were refused as
+    naming a missing axis (and searched again on every run)."""
+    a, b = Tensor(A, device=D).realize(), Tensor(A[0], device=D).realize()
+    ast = kernel_ast((a * b).sum(axis=1))  # (8 rows, 8 reduce): 2 axes; b (buffer 2) is reused by every row
+    dev = SimpleNamespace(renderer=SimpleNamespace(caps=Capabilities(vector_widths=(4,), pack_max=1 << 16)))
+    identity = {"kernel": ast.digest.hex()}
+    assert Kernel(ast, dev.renderer.caps).shape_len == 2
+    text = with_checksum(identity, [["PACK", 2, 0]]).encode()
+    assert search._parse_entry(text, identity, ast, dev) == [Opt(OptOps.PACK, 2, 0)]

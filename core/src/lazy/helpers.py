@@ -71,6 +71,7 @@ DEBUG = Setting(
     "DEBUG", 0, "0-6: 1 device choice and plugin problems, 2 kernel timings, 3 schedule, 4 source, 5 UOps, 6 all"
 )
 BEAM = Setting("BEAM", 0, "beam width for kernel optimisation search (0: heuristics only)")
+BEAM_BUDGET = Setting("BEAM_BUDGET", 60, "seconds BEAM may spend searching one kernel (0: no limit)")
 NOOPT = Setting("NOOPT", False, "1: switch off kernel optimisations (upcast, unroll, locals)")
 JIT = Setting("JIT", 1, "0: `jit` functions run eagerly; 1: capture and replay kernels")
 DEVICE = Setting("DEVICE", "", "default device, e.g. CPU, LLVM, PYTHON, CL (default: highest-priority usable plugin)")
