@@ -1,10 +1,12 @@
 """Lower a `Kernel` (AST + loop structure) to the linear `UOp` IR.
 
 Loops and thread ids come from the kernel's axes; upcast and unrolled axes are expanded: every value is computed once
-per combination of their indices ("lane"), which gives independent accumulators and straight-line code. When the
-innermost upcast axis is contiguous in the output and its size is a vector width the renderer declares, its lanes
-become one vector value (vector loads, vector ALU, vector stores). Index arithmetic is int32 unless the symbolic
-bounds of some index value need int64 (`lower_kernel`).
+per combination of their indices ("lane"), which gives independent accumulators and straight-line code. The axis
+`Kernel.vector_axis` picks becomes one vector value (vector loads, ALU and stores; lanes along a reduce axis are
+vectors inside the reduce loop and combined after it). Packed inputs (`OptOps.PACK`) are copied into their scratch
+tiles where `Kernel.pack_plan` says and read from there. Index arithmetic is int32 unless the symbolic
+bounds of some index value need int64 (`lower_kernel`). EXP2, LOG2 and SIN a renderer does not declare in
+`Capabilities.native_math` become polynomial code (`lazy.codegen.transcendental`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import itertools
 from typing import Any
 
 from lazy.codegen.kernel import Axis, Kernel, PackPlan
+from lazy.codegen.transcendental import POLYNOMIAL_OPS, lower_transcendental
 from lazy.codegen.uops import UOp, UOpBuilder, UOps
 from lazy.dtype import DType, dtypes
 from lazy.helpers import prod
@@ -63,6 +66,7 @@ RENDER_OPS: dict[type, Any] = {
     AndNode: _render_and,
     LtNode: _binary(Ops.CMPLT),
 }
+
 
 def choose_vector_axis(k: Kernel) -> tuple[int | None, int]:
     """The upcast axis whose lanes become one vector (`Kernel.vector_axis`), and its width."""
@@ -361,6 +365,8 @@ class Lowerer:
             return self.b.add(UOps.CAST, node.dtype, (srcs[0],))
         if node.op is Ops.BITCAST:
             return self.b.add(UOps.BITCAST, node.dtype, (srcs[0],))
+        if node.op in POLYNOMIAL_OPS and node.op not in self.k.caps.native_math:
+            return lower_transcendental(self.b, node.op, srcs[0])
         if node.op in GroupOp.ALU:
             return self.b.alu(node.op, *srcs)
         raise NotImplementedError(f"cannot lower {node.op} inside a kernel")

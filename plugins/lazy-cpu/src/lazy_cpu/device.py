@@ -241,7 +241,9 @@ class ClangCompiler(Compiler):
 
     FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
              "-fwrapv"]  # fmt: skip
-    GCC_FLAGS = ["-fvect-cost-model=dynamic"]  # gcc's -O2 otherwise vectorizes only loops that need no epilogue
+    # gcc's -O2 otherwise vectorizes only loops that need no epilogue, and if-converts (so vectorizes) no select of
+    # more than 4 values meeting (the polynomial transcendentals' special cases have more)
+    GCC_FLAGS = ["-fvect-cost-model=dynamic", "--param=max-tree-if-conversion-phi-args=8"]
 
     def __init__(self, device: str = "CPU", cc: str | None = None):
         self.device = device
