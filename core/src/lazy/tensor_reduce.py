@@ -138,7 +138,8 @@ class ReduceMixin:
         top = shift.permute(kept + axes).reshape(*kept_shape, 1, 1)  # (size 1 along the reduced axes)
         one = type(self).full((1, 1), 1.0, dtype=self.dtype, device=self.device)
         at_max, is_rest = one.pad(((0, 1), None)), one.pad(((1, 0), None))  # (2, 1): [[1], [0]] and [[0], [1]]
-        parts = ((x != top).where(is_rest, at_max) * (x - top).exp()).sum(-1)  # (*kept, 2)
+        # selected, not multiplied: 0 * exp(inf - 0) would be NaN where it must be the other row's inf
+        parts = ((x != top).where(is_rest, at_max) != 0).where((x - top).exp(), 0).sum(-1)  # (*kept, 2)
         # back to self's axes, size 1 along the reduced ones
         back = [0] * self.ndim
         for pos, i in enumerate(kept + axes):

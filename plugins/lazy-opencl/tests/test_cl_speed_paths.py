@@ -218,4 +218,9 @@ def test_reductions(name):
 def test_elementwise_with_transcendentals(name):
     a, b = data(1 << 14), data(1 << 14)
     got = run_with(LIMITS[name], (((Tensor(a) * Tensor(b)).relu() * 0.5).exp() + Tensor(a).abs().log2()).sin())
-    close(got, np.sin(np.exp(np.maximum(a * b, 0) * 0.5) + np.log2(np.abs(a))), rtol=1e-5)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    arg = np.exp(np.maximum(a64 * b64, 0) * 0.5) + np.log2(np.abs(a64))
+    # float32 steps before the sin round its argument: a few ulps of the argument is what each result may carry
+    bound = 1e-6 + 8 * np.spacing(np.abs(arg).astype(np.float32)).astype(np.float64)
+    worst = np.abs(got - np.sin(arg)) - bound
+    assert (worst <= 0).all(), f"{int((worst > 0).sum())} results off, worst by {worst.max()} over the bound"

@@ -9,6 +9,8 @@ import functools
 import platform
 import subprocess
 
+from lazy.renderer import Capabilities
+
 # bytes of stack a kernel may stage an operand tile in (`OptOps.PACK`): within half an L2 of every CPU we meet, and far
 # below the 8 MiB thread stacks (the tile is a local array of the kernel function)
 PACK_MAX = 512 * 1024
@@ -56,6 +58,13 @@ def vector_registers() -> int:
     if platform.machine().lower() in ("arm64", "aarch64") or "avx512f" in cpu_flags():
         return 32
     return 16
+
+
+def host_capabilities() -> Capabilities:
+    """What the CPU and LLVM renderers declare: loops over the whole range (no threads, no local memory), the first
+    loop split over the cores, and this CPU's vectors, registers and packing room."""
+    return Capabilities(has_threads=False, has_local=False, vector_widths=vector_widths(), core_split=True,
+                        vector_registers=vector_registers(), pack_max=PACK_MAX)  # fmt: skip
 
 
 def describe() -> str:

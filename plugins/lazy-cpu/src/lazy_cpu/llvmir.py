@@ -11,10 +11,10 @@ from typing import Any
 from lazy.codegen.uops import UOp, UOps
 from lazy.dtype import DType, dtypes
 from lazy.ops import GroupOp, Ops, truncate
-from lazy.renderer import Capabilities, Renderer
+from lazy.renderer import Renderer
 from lazy.renderer.cstyle import operand_dtype
 from lazy.renderer.emulate import emulate_fp8
-from lazy_cpu.hostcpu import PACK_MAX, vector_registers, vector_widths
+from lazy_cpu.hostcpu import host_capabilities
 
 SCALAR_TYPES: dict[DType, str] = {
     dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16",
@@ -79,14 +79,7 @@ class LLVMRenderer(Renderer):
     """LLVM IR for the host (the module has no triple or data layout: the compiler sets the host's)."""
 
     device = "LLVM"
-    caps = Capabilities(
-        has_threads=False,
-        has_local=False,
-        vector_widths=vector_widths(),
-        core_split=True,
-        vector_registers=vector_registers(),
-        pack_max=PACK_MAX,
-    )
+    caps = host_capabilities()
 
     def render(self, name: str, uops: list[UOp]) -> str:
         return _IRWriter(emulate_fp8(uops)).write(name)  # fp8 as bits in memory, float32 in registers

@@ -8,22 +8,14 @@ from collections.abc import Callable
 from lazy.codegen.uops import UOp, UOps
 from lazy.dtype import DType, dtypes
 from lazy.ops import Ops
-from lazy.renderer import Capabilities
 from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, checked_div
-from lazy_cpu.hostcpu import PACK_MAX, vector_registers, vector_widths
+from lazy_cpu.hostcpu import host_capabilities
 from lazy_cpu.llvmir import LLVMRenderer
 
 __all__ = ["ClangRenderer", "LLVMRenderer", "HOST_CAPS"]
 
 # kernels are compiled for this machine, so the vector widths are what its CPU has (16 float lanes with AVX-512)
-HOST_CAPS = Capabilities(
-    has_threads=False,
-    has_local=False,
-    vector_widths=vector_widths(),
-    core_split=True,
-    vector_registers=vector_registers(),
-    pack_max=PACK_MAX,
-)
+HOST_CAPS = host_capabilities()
 
 
 def _builtin(name: str) -> Callable[..., str]:
