@@ -305,8 +305,9 @@ class Kernel:
             return None
         if not all(n.op in VECTOR_OPS for n in self.ast.toposort()):
             return None
-        unrolls = [a for a in self.axes(Axis.UNROLL) if self.full_shape[a] in self.caps.vector_widths
-                   and all(self.st_of(b).real_strides()[a] in (0, 1) for b in self.membufs[1:])]  # fmt: skip
+        # contiguous or broadcast along the axis, padding aside (masked loads are gated lane by lane)
+        unrolls = [a for a in self.axes(Axis.UNROLL) if self.full_shape[a] in self.caps.vector_widths and all(
+            self.st_of(b).real_strides(ignore_valid=True)[a] in (0, 1) for b in self.membufs[1:])]  # fmt: skip
         along_reduce = unrolls[-1] if unrolls and all(r.op in (Ops.SUM, Ops.RMAX) for r in self.reduceops) else None
         if (axis := self.vector_lanes_axis()) is not None:
             if along_reduce is not None and all(self.st_of(b).real_strides()[axis] == 0 for b in self.membufs[1:]):

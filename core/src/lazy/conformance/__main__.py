@@ -20,6 +20,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", metavar="DIR", help="with --all/--devices: write <DEVICE>.md/.json reports here")
     parser.add_argument("--report", metavar="FILE.md", help="write the Markdown report here")
     parser.add_argument("--json", metavar="FILE.json", help="write the JSON report here")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --all/--devices: devices tested at once, each in its own process (0: one per core)",
+    )
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="only run tests matching EXPR (pytest -k)")
     parser.add_argument("-x", dest="exitfirst", action="store_true", help="stop at the first failure")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
@@ -41,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.all or args.devices:
         from lazy.conformance.matrix import run_matrix
 
-        return run_matrix(devices or None, out_dir=args.out, keyword=args.keyword, extra_args=args.pytest_args)
+        return run_matrix(
+            devices or None, out_dir=args.out, keyword=args.keyword, extra_args=args.pytest_args, jobs=args.jobs
+        )
     result = run_conformance(devices[0], report=args.report, json_path=args.json, keyword=args.keyword,
                              exitfirst=args.exitfirst, extra_args=args.pytest_args)  # fmt: skip
     print(result.summary_line())

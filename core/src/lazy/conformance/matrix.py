@@ -1,13 +1,16 @@
-"""Run the suite on several devices (each in its own process, so one device's crash cannot hide another's result)
-and print one matrix: device x layer, passed / failed / skipped / known failures."""
+"""Run the suite on several devices (each in its own process, so one device's crash cannot hide another's result;
+several at once, one per core by default: a device waiting on its compiler leaves the core to another) and print one
+matrix: device x layer, passed / failed / skipped / known failures, in the order the devices were named."""
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 from lazy.conformance import LAYERS
 
@@ -66,14 +69,21 @@ def format_matrix(results: list[dict]) -> str:
 
 
 def run_matrix(devices: list[str] | None, out_dir: str | None = None, keyword: str | None = None,
-               extra_args: list[str] | None = None) -> int:  # fmt: skip
+               extra_args: list[str] | None = None, jobs: int = 0) -> int:  # fmt: skip
     targets = devices if devices is not None else usable_devices()
     directory = pathlib.Path(out_dir) if out_dir else pathlib.Path(tempfile.mkdtemp(prefix="lazy-conformance-"))
     directory.mkdir(parents=True, exist_ok=True)
-    results = []
-    for device in targets:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    workers = max(1, min(len(targets) or 1, jobs if jobs > 0 else cores))
+
+    def one(device: str) -> dict:
         print(f"conformance: {device} ...", flush=True)
-        results.append(_run_one(device, directory, keyword, list(extra_args or [])))
+        result = _run_one(device, directory, keyword, list(extra_args or []))
+        print(f"conformance: {device} done", flush=True)
+        return result
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:  # each device runs in its own process (`_run_one`)
+        results = list(pool.map(one, targets))
     print(format_matrix(results))
     print(f"reports: {directory}")
     failed = sum(r["summary"]["failed"] for r in results)
