@@ -43,12 +43,14 @@ def _divides(size: object, amount: int) -> bool:
 def cpu_tiles(k: Kernel) -> Kernel | None:
     """The matmul micro-kernel for a CPU (a device without work groups), or None when the kernel does not fit it.
 
-    The reuse axis contiguous in the output (N) becomes `nv` vectors of the widest width W, the other reuse axis (M)
-    `mr` rows: mr * nv accumulator registers, each reduce step loads nv vectors of the N-operand and broadcasts mr
-    values of the M-operand. mr and nv are the largest tile whose accumulators, operand vectors and broadcast fit the
+    A reuse axis of whole vectors (N; the one contiguous in the output when it qualifies, else e.g. a convolution's
+    output channels) becomes `nv` vectors of the widest width W, another reuse axis (M) `mr` rows: mr * nv
+    accumulator registers, each reduce step loads nv vectors of the N-operand and broadcasts mr values of the
+    M-operand. mr and nv are the largest tile whose accumulators, operand vectors and broadcast fit the
     vector registers the device declares, preferring more FMAs per load. The N-tile loop is then moved outside the
     M-tile loop: one N panel of the reused operand stays in cache while the M rows stream past it (the other order
-    would stream the whole N-operand once per M tile)."""
+    would stream the whole N-operand once per M tile), and the N operand is packed per N tile. Where an operand would
+    still be gathered along the lanes, `dot_tiles` is tried instead."""
     axes = reuse_axes(k)
     if len(axes) < 2 or not k.caps.vector_widths:
         return None
