@@ -10,6 +10,7 @@ from cpu_testing import buffers, end, loop, run
 
 from lazy import Tensor, dtypes
 from lazy.codegen.uops import UOpBuilder, UOps
+from lazy.conformance.support import check_fp8_arithmetic_of_all_pairs
 from lazy.dtype import FP8_FORMATS, float_to_fp8, fp8_to_float
 from lazy.ops import Ops
 from lazy_cpu.renderer import ClangRenderer, LLVMRenderer
@@ -116,19 +117,8 @@ def test_fp8_to_fp8_and_bitcasts(device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", FP8, ids=str)
 def test_fp8_arithmetic_of_all_pairs_rounds_once(device, dtype):
-    """a+b, a*b, a-b, max, where and a<b over every pair of finite fp8 values: the exact result rounded once."""
-    values = fp8_to_float(ALL_BITS, dtype).astype(np.float64)
-    finite = ALL_BITS[np.isfinite(values)]
-    a_bits, b_bits = (g.ravel() for g in np.meshgrid(finite, finite))
-    a, b = (Tensor(bits, device=device).bitcast(dtype) for bits in (a_bits, b_bits))
-    x, y = values[a_bits], values[b_bits]
-    with np.errstate(over="ignore"):
-        for got, want in ((a + b, x + y), (a * b, x * y), (a - b, x - y)):
-            assert got.dtype == dtype
-            np.testing.assert_array_equal(bits_of(got), float_to_fp8(want, dtype))
-    np.testing.assert_array_equal(a.maximum(b).cast(dtypes.float64).numpy(), np.maximum(x, y))
-    np.testing.assert_array_equal((a < b).numpy(), x < y)
-    np.testing.assert_array_equal(bits_of((a < b).where(a, b)), np.where(x < y, a_bits, b_bits))
+    """a+b, a*b, a-b, max and a<b over every pair of finite fp8 values: the exact result rounded once."""
+    check_fp8_arithmetic_of_all_pairs(device, dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -16,8 +16,9 @@ import pytest
 
 from lazy.codegen.uops import UOp, UOpBuilder, UOps
 from lazy.device import Buffer, Compiled, ProgramSpec
-from lazy.dtype import DType, dtypes, to_np_dtype, values_to_storage
+from lazy.dtype import DType, dtypes, float_to_fp8, fp8_to_float, to_np_dtype, values_to_storage
 from lazy.ops import Ops
+from lazy.tensor import Tensor
 
 INDEX = dtypes.int32
 
@@ -164,3 +165,20 @@ def run_interrupted(script: str, *args: str, limit: float = 20.0) -> tuple[int, 
         out = proc.communicate()[0]
         pytest.fail(f"still running {limit}s after Ctrl-C:\n{out}")
     return proc.returncode, out
+
+
+def check_fp8_arithmetic_of_all_pairs(device: str, dtype: DType) -> None:
+    """a+b, a*b, a-b, max and a<b over every pair of finite values of an fp8 `dtype` on `device`: each result is the
+    exact one rounded once to fp8 (`lazy.dtype.float_to_fp8`, the host reference), for plugins' own fp8 tests."""
+    all_bits = np.arange(256, dtype=np.uint8)
+    values = fp8_to_float(all_bits, dtype).astype(np.float64)
+    finite = all_bits[np.isfinite(values)]
+    a_bits, b_bits = (g.ravel() for g in np.meshgrid(finite, finite))
+    a, b = (Tensor(bits, device=device).bitcast(dtype) for bits in (a_bits, b_bits))
+    x, y = values[a_bits], values[b_bits]
+    with np.errstate(over="ignore"):
+        for got, want in ((a + b, x + y), (a * b, x * y), (a - b, x - y)):
+            assert got.dtype == dtype
+            np.testing.assert_array_equal(got.bitcast(dtypes.uint8).numpy(), float_to_fp8(want, dtype))
+    np.testing.assert_array_equal(a.maximum(b).cast(dtypes.float32).numpy(), np.maximum(x, y))
+    np.testing.assert_array_equal((a < b).numpy(), x < y)
