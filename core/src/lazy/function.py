@@ -213,7 +213,9 @@ class Relu(Function):
         return x.e(Ops.MAX, x.const(0))
 
     def backward(self, grad_output: B, ret: B, x: B) -> B:
-        return ret.const(0).e(Ops.CMPLT, ret).cast(grad_output.dtype).e(Ops.MUL, grad_output)
+        # a select, as PyTorch's (a NaN or inf gradient where the input was not positive gives 0, not NaN), and one
+        # that vectorizes where a bool-to-float cast would not
+        return ret.const(0).e(Ops.CMPLT, ret).e(Ops.WHERE, grad_output, grad_output.const(0))
 
 
 class Log(Function):

@@ -12,11 +12,13 @@ import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from lazy import function as F
 from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 from lazy.helpers import TRAINING, ArgumentError, ShapeError, all_int, broadcast_shape, prod
 from lazy.symbolic import concrete, sint
 
 if TYPE_CHECKING:
+    from lazy.lazy import LazyBuffer
     from lazy.tensor import PyBool, PyFloat, PyInt, Tensor
 
 
@@ -34,6 +36,88 @@ def _lerp_uint8(at_low: Tensor, at_high: Tensor, frac: list[PyFloat], view: tupl
 
     total = at_low * weights([1 - f for f in frac]) + at_high * weights(frac)
     return ((total + (1 << (bits - 1))) >> bits).maximum(0).minimum(255)
+
+
+Pads = tuple[tuple[int, int], ...]  # (before, after) per spatial axis
+
+# the most output positions (images x positions per image) the weight gradient of a convolution sums per partial
+# result: a register tile's 32 output channels of the gradient over them fill about a quarter of a 1 MiB cache
+WGRAD_BLOCK = 2048
+
+
+class _Conv(F.Function):
+    """A convolution of an input padded by `padding` (one (before, after) per spatial axis; negative crops), with
+    its gradients written as convolutions again, so that every pass runs a well-tiled convolution kernel.
+    Differentiating the window view instead gives the input gradient as a gather of kernel-size times the input's
+    elements followed by a fold: an order of magnitude slower.
+
+    The input gradient is the "full" transposed convolution: the output gradient spread out by the stride (zeros
+    between), padded by dilation * (kernel - 1) less the input's padding before and up to the input's size after,
+    convolved with the weight's channels swapped within each group and its taps flipped. The weight gradient
+    correlates the windows of the input with the output gradient, summed over the output positions and the batch.
+
+    forward and backward compute with Tensors: constants over the LazyBuffers for a plain gradient, the traced
+    Tensors themselves for a gradient that is differentiated again (its ops are then recorded like any others)."""
+
+    def forward(self, x: LazyBuffer, w: LazyBuffer, groups: PyInt = 1, stride: tuple[PyInt, ...] = (),
+                dilation: tuple[PyInt, ...] = (), padding: Pads = ()) -> LazyBuffer:  # fmt: skip
+        self.geometry: dict[str, Any] = {"groups": groups, "stride": stride, "dilation": dilation, "padding": padding}
+        xp = F._constant(x).pad(((0, 0), (0, 0), *padding))
+        if any(p != (0, 0) for p in padding):  # materialized: whole vector loads instead of lanes gated on the padding
+            xp = xp.contiguous()
+        return xp._conv_windows(F._constant(w), groups=groups, stride=stride, dilation=dilation).lazydata
+
+    def backward(self, grad_output: Any, ret: Any, x: Any, w: Any) -> tuple[Any, Any]:
+        traced = isinstance(grad_output, F.TracedBuffer)
+        g, xt, wt = (b.tensor if traced else F._constant(b) for b in (grad_output, x, w))
+        grads = (
+            grad(g, xt, wt, **self.geometry) if needed else None
+            for grad, needed in zip((_conv_input_grad, _conv_weight_grad), self.needs_input_grad)
+        )
+        return tuple(None if t is None else F.TracedBuffer(t) if traced else t.lazydata for t in grads)  # type: ignore[return-value]
+
+
+def _conv_input_grad(g: Tensor, x: Tensor, w: Tensor, groups: PyInt, stride: tuple[PyInt, ...],
+                     dilation: tuple[PyInt, ...], padding: Pads) -> Tensor:  # fmt: skip
+    """The gradient of the input `x` of a convolution with `w`, given the output's gradient `g`."""
+    nd, kernel = len(stride), w.shape[2:]
+    lead = g.ndim - nd
+    for axis, s in enumerate(stride):  # spread the gradient out by the stride: s - 1 zeros after each value
+        if s > 1:
+            o = g.shape[lead + axis]
+            g = g.unsqueeze(lead + axis + 1).pad(tuple((0, s - 1) if a == lead + axis + 1 else (0, 0)
+                                                       for a in range(g.ndim + 1)))  # fmt: skip
+            g = g.reshape(*g.shape[: lead + axis], o * s, *g.shape[lead + axis + 2 :])
+            g = g.shrink(tuple((0, (o - 1) * s + 1) if a == lead + axis else None for a in range(g.ndim)))
+    # the padded input's gradient needs (before, after) = (dilation * (kernel - 1), the rest up to its size); the
+    # input's own is that less its padding (negative: cropped)
+    full = tuple((d * (k - 1) - pb, xs + pb - gs) for d, k, xs, gs, (pb, pa) in
+                 zip(dilation, kernel, x.shape[lead:], g.shape[lead:], padding))  # fmt: skip
+    # materialized: the convolution then loads whole vectors rather than gating each lane on the padding
+    g = g.pad(((0, 0), (0, 0)) + full).contiguous()  # type: ignore[operator]
+    cout, cin_g = w.shape[:2]
+    wt = w.reshape(groups, cout // groups, cin_g, *kernel).transpose(1, 2).flip(tuple(range(3, 3 + nd)))
+    wt = wt.reshape(groups * cin_g, cout // groups, *kernel).contiguous()
+    return g.conv2d(wt, groups=groups, dilation=dilation)
+
+
+def _conv_weight_grad(g: Tensor, x: Tensor, w: Tensor, groups: PyInt, stride: tuple[PyInt, ...],
+                      dilation: tuple[PyInt, ...], padding: Pads) -> Tensor:  # fmt: skip
+    """The gradient of the weight `w` of a convolution of the input `x`, given the output's gradient `g`."""
+    nd, kernel = len(stride), tuple(int(k) for k in w.shape[2:])
+    n, (cout, cin_g), outs = int(x.shape[0]), w.shape[:2], g.shape[2:]
+    # the batch in blocks of `b` images, each block's sum a partial result, then the partials summed: the rows of
+    # both operands a register tile reads stay in cache while every channel pair and tap is accumulated over the
+    # block (summed over the whole batch at once, each tile would stream the batch from memory). A block is the most
+    # images whose output positions together stay within WGRAD_BLOCK.
+    positions = prod(outs)
+    b = max([d for d in range(1, n + 1) if n % d == 0 and d * positions <= WGRAD_BLOCK], default=1)
+    xp = x.pad(((0, 0), (0, 0), *padding)).contiguous()  # (materialized: whole vector loads, as above)
+    win = xp._windows(kernel, stride, dilation).reshape(n // b, b, groups, 1, cin_g, *outs, *kernel)
+    # the output channels innermost (a copy of the gradient's size): the register tile's vector lanes run along them
+    gt = g.permute(0, *range(2, 2 + nd), 1).contiguous().permute(0, 1 + nd, *range(1, 1 + nd))
+    gg = gt.reshape(n // b, b, groups, cout // groups, 1, *outs, *([1] * nd))
+    return (win * gg).sum((1, *range(5, 5 + nd))).sum(0).reshape(w.shape)
 
 
 class NNOpsMixin:
@@ -236,16 +320,33 @@ class NNOpsMixin:
         if cout % groups:  # type: ignore[operator]
             raise ShapeError(f"conv2d: the {cout} output channels of weight {weight.shape} do not split into {groups} "
                              "groups; C_out must be a multiple of groups")  # fmt: skip
-        n = self.shape[0]
-        x = self.pad(((0, 0), (0, 0)) + self._conv_pads(padding, nd, kernel, stride_, dilation_))
-        win = x._windows(kernel, stride_, dilation_)  # (N, C_in, *out, *kernel)
+        pads = self._conv_pads(padding, nd, kernel, stride_, dilation_)
+        geometry: dict[str, Any] = {"groups": groups, "stride": stride_, "dilation": dilation_}
+        same = dtype is None or to_dtype(dtype) == self.dtype
+        if same and self.dtype == weight.dtype and dtypes.is_float(self.dtype) and all_int(self.shape):
+            out = _Conv.apply(self, weight, padding=pads, **geometry)  # the gradients as convolutions (see _Conv)
+        else:
+            out = self.pad(((0, 0), (0, 0), *pads))._conv_windows(weight, dtype=dtype, **geometry)
+        return out if bias is None else out + bias.reshape(1, -1, *([1] * nd))
+
+    def _conv_windows(
+        self: Tensor,
+        weight: Tensor,
+        groups: PyInt,
+        stride: tuple[PyInt, ...],
+        dilation: tuple[PyInt, ...],
+        dtype: Any = None,
+    ) -> Tensor:
+        """The convolution of an already padded input: every window times the weight, summed."""
+        nd, kernel = len(stride), tuple(int(k) for k in weight.shape[2:])
+        n, (cout, cin_g) = self.shape[0], weight.shape[:2]
+        win = self._windows(kernel, stride, dilation)  # (N, C_in, *out, *kernel)
         outs = win.shape[2 : 2 + nd]
         # (N, G, 1, C_in/G, *out, *k) * (1, G, C_out/G, C_in/G, 1.., *k), summed over C_in/G and the kernel
         win = win.reshape(n, groups, 1, cin_g, *outs, *kernel)
         w = weight.reshape(1, groups, cout // groups, cin_g, *([1] * nd), *kernel)
         reduce_axes = (3, *range(4 + nd, 4 + 2 * nd))
-        out = (win * w).sum(reduce_axes, dtype=dtype).reshape(n, cout, *outs)
-        return out if bias is None else out + bias.reshape(1, -1, *([1] * nd))
+        return (win * w).sum(reduce_axes, dtype=dtype).reshape(n, cout, *outs)
 
     @staticmethod
     def _spatial_arg(op: str, name: str, value: Any, nd: PyInt, minimum: PyInt = 1) -> tuple[PyInt, ...]:

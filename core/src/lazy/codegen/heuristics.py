@@ -57,7 +57,10 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     full, width = k.full_shape, max(k.caps.vector_widths)
     # N: a reuse axis of whole vectors, the one contiguous in the output if it qualifies (plain vector stores); M: the
     # innermost other reuse axis
-    n_axes = sorted((a for a in axes if _divides(full[a], width)), key=lambda a: k.output_stride(a) == 1)
+    n_axes = sorted(
+        (a for a in axes if _divides(full[a], width)),
+        key=lambda a: (k.output_stride(a) == 1, any(k.stride_of(b, a) == 1 for b in k.membufs[1:])),
+    )
     if not n_axes:
         return dot_tiles(k, axes)
     n_axis = n_axes[-1]

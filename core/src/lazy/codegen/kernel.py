@@ -310,8 +310,11 @@ class Kernel:
             self.st_of(b).real_strides(ignore_valid=True)[a] in (0, 1) for b in self.membufs[1:])]  # fmt: skip
         along_reduce = unrolls[-1] if unrolls and all(r.op in (Ops.SUM, Ops.RMAX) for r in self.reduceops) else None
         if (axis := self.vector_lanes_axis()) is not None:
-            if along_reduce is not None and all(self.st_of(b).real_strides()[axis] == 0 for b in self.membufs[1:]):
-                return along_reduce  # lanes along which every input is broadcast would load nothing as a vector
+            strides = [self.st_of(b).real_strides()[axis] for b in self.membufs[1:] if b.idx not in self.packs]
+            # lanes along which every input is broadcast would load nothing as a vector; lanes along which an input
+            # is strided would gather it a value at a time: contiguous lanes along the reduce axis do better
+            if along_reduce is not None and (all(s == 0 for s in strides) or any(s not in (0, 1) for s in strides)):
+                return along_reduce
             return axis if self.output_stride(axis) == 1 or self.reduceops else None
         return along_reduce
 
