@@ -12,7 +12,7 @@ LEVELS = [
     ["lazy.dtype"],
     ["lazy.symbolic"],
     ["lazy.shape"],
-    ["lazy.ops"],
+    ["lazy.ops", "lazy.rewrite"],
     ["lazy.codegen.uops"],
     ["lazy.renderer"],
     ["lazy.device"],

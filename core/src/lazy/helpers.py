@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import math
 import operator
 import os
 import pathlib
@@ -175,10 +174,6 @@ def dedup(xs: Iterable[T]) -> list[T]:
     return list(dict.fromkeys(xs))
 
 
-def all_same(xs: Sequence[Any]) -> bool:
-    return all(x == xs[0] for x in xs)
-
-
 def all_int(xs: Iterable[Any]) -> bool:
     return all(isinstance(x, int) for x in xs)
 
@@ -198,14 +193,6 @@ def argfix(*x: Any) -> tuple[Any, ...]:
             raise ValueError(f"bad arguments {x}: pass either a sequence or separate values, not both")
         return tuple(x[0])
     return x
-
-
-def make_pair(x: int | tuple[int, ...], cnt: int = 2) -> tuple[int, ...]:
-    return (x,) * cnt if isinstance(x, int) else x
-
-
-def round_up(num: int, amt: int) -> int:
-    return (num + amt - 1) // amt * amt
 
 
 def ceildiv(num: int, amt: int) -> int:
@@ -231,10 +218,6 @@ def to_function_name(name: str) -> str:
 
 def pairwise(xs: Iterable[T]) -> Iterator[tuple[T, T]]:
     return itertools.pairwise(xs)
-
-
-def is_close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
 
 
 class Timing(contextlib.ContextDecorator):

@@ -11,7 +11,8 @@ from typing import Any
 from lazy.device import Buffer
 from lazy.dtype import ConstType, DType, dtypes
 from lazy.helpers import all_int, dedup, prod
-from lazy.ops import GroupOp, Ops, exec_alu, identity_element
+from lazy.ops import GroupOp, Ops, identity_element
+from lazy.rewrite import rewrite
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Node, Variable, sint
 
@@ -390,35 +391,9 @@ class LazyBuffer:
         else:
             assert all(s.dtype == self.dtype for s in srcs), f"{op}: dtypes differ {[s.dtype for s in srcs]}"
             out_dtype = dtypes.bool if op in GroupOp.Comparison else self.dtype
-        if (folded := self._fold(op, srcs, out_dtype)) is not None:
-            return folded
+        if (simpler := rewrite(_LAZY_GRAPH, op, out_dtype, srcs)) is not None:  # constants fold (lazy.rewrite)
+            return simpler
         return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), out_dtype, op, arg, srcs)
-
-    @staticmethod
-    def _fold(op: Ops, srcs: tuple[LazyBuffer, ...], dtype: DType) -> LazyBuffer | None:
-        consts = [
-            s.const_value() if s.is_unrealized_unmasked_const() and not isinstance(s.const_value(), Node) else None
-            for s in srcs
-        ]
-        if all(c is not None for c in consts):
-            return srcs[0].const_like(exec_alu(op, dtype, consts), dtype, srcs[0].device, srcs[0].shape)
-        if op is Ops.ADD:
-            if consts[1] == 0:
-                return srcs[0]  # x+0 -> x
-            if consts[0] == 0:
-                return srcs[1]  # 0+x -> x
-        if op is Ops.MUL:
-            if consts[1] == 1:
-                return srcs[0]  # x*1 -> x
-            if consts[0] == 1:
-                return srcs[1]  # 1*x -> x
-            if (consts[1] == 0 or consts[0] == 0) and dtypes.is_int(dtype) | (dtype == dtypes.bool):
-                return srcs[0].const(0)  # x*0 -> 0 (ints only: for floats, inf*0 is nan)
-        if op is Ops.IDIV and consts[1] == 1:
-            return srcs[0]  # x//1 -> x
-        if op is Ops.WHERE and consts[0] is not None:
-            return srcs[1] if consts[0] else srcs[2]  # where(c, x, y) with a constant c
-        return None
 
     def r(self, op: Ops, axis: tuple[int, ...]) -> LazyBuffer:
         new_shape = tuple(1 if i in axis else s for i, s in enumerate(self.shape))
@@ -489,3 +464,20 @@ class LazyBuffer:
 
     def stride(self, arg: tuple[int, ...]) -> LazyBuffer:
         return self._view(self.st.stride(arg))
+
+
+class _LazyGraph:
+    """The rewrite rules' view of the lazy graph: a constant is an unrealized, unmasked CONST base whose value is a
+    number (a symbolic one is only known when the kernel runs)."""
+
+    @staticmethod
+    def const_value(lb: LazyBuffer) -> Any:
+        value = lb.const_value() if lb.is_unrealized_unmasked_const() else None
+        return None if isinstance(value, Node) else value
+
+    @staticmethod
+    def make_const(value: Any, dtype: DType, like: LazyBuffer) -> LazyBuffer:
+        return LazyBuffer.const_like(value, dtype, like.device, like.shape)
+
+
+_LAZY_GRAPH = _LazyGraph()

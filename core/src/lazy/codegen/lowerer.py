@@ -217,9 +217,6 @@ class Lowerer:
 
     # -- values --------------------------------------------------------------------------------------------------------
 
-    def lane_nodes(self, lane: Lane) -> dict[Variable, Node]:
-        return {self.axis_vars[a]: NumNode(v) for a, v in zip(self.lane_axes, lane)}
-
     def index_of(self, buf: MemBuffer | ConstBuffer, lane: Lane) -> tuple[Node, Node]:
         key = (id(buf), lane)
         if isinstance(buf, MemBuffer) and buf.idx in self.packed and key not in self.index_cache:
@@ -520,7 +517,3 @@ def lower_kernel(k: Kernel) -> tuple[list[UOp], Lowerer]:
 def estimate_ops(ast: LazyOp, full_shape: tuple[sint, ...]) -> sint:
     alu_count = sum(1 for n in ast.toposort() if n.op in GroupOp.ALU or n.op in GroupOp.Reduce)
     return prod(full_shape) * max(alu_count, 1)
-
-
-def buffer_dtype_of(ast: LazyOp, idx: int) -> DType:
-    return next(n.arg.dtype for n in ast.toposort() if n.op in (Ops.LOAD, Ops.STORE) and n.arg.idx == idx)

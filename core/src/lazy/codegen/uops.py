@@ -1,4 +1,5 @@
-"""The linear IR a kernel is lowered to: a list of `UOp`s in execution order, and its rewrite rules.
+"""The linear IR a kernel is lowered to: a list of `UOp`s in execution order, built by `UOpBuilder`, which shares
+identical values and simplifies ALU ops by the rule table the lazy graph uses too (`lazy.rewrite`).
 
 This is the whole contract between core's code generator and a plugin's renderer. Meaning of each op:
 
@@ -36,13 +37,13 @@ the kernel's index dtype is.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
-from lazy.dtype import DType, PtrDType, dtypes
-from lazy.ops import GroupOp, Ops, exec_alu
+from lazy.dtype import DType, dtypes
+from lazy.ops import GroupOp, Ops
+from lazy.rewrite import rewrite
 
 
 class UOps(Enum):
@@ -100,92 +101,23 @@ def pretty(uops: list[UOp]) -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# rewrite rules: a pattern and a small function, applied as the IR is built
+class _UOpGraph:
+    """The rewrite rules' view of the UOps being built: a constant is a CONST (a vector one holds one value for every
+    lane); new constants come from the builder, so they are shared like any other."""
 
+    def __init__(self, builder: UOpBuilder):
+        self.builder = builder
 
-@dataclass(frozen=True)
-class UPat:
-    """Matches a UOp: `op`/`arg`/`dtype` when given, `src` patterns in order, binding `name` for the rule."""
+    def const_value(self, uop: UOp) -> Any:
+        return uop.arg if uop.op is UOps.CONST and not isinstance(uop.arg, (tuple, list)) else None
 
-    op: UOps | None = None
-    arg: Any = None
-    src: tuple[UPat, ...] | None = None
-    name: str | None = None
-    const: Any = None  # for CONST: match this value
-
-    def match(self, uop: UOp, bound: dict[str, UOp]) -> bool:
-        if self.op is not None and uop.op is not self.op:
-            return False
-        if self.arg is not None and uop.arg != self.arg:
-            return False
-        if self.const is not None and not (uop.op is UOps.CONST and uop.arg == self.const):
-            return False
-        if self.name is not None:
-            if self.name in bound and bound[self.name] is not uop:
-                return False
-            bound[self.name] = uop
-        if self.src is None:
-            return True
-        return len(self.src) == len(uop.src) and all(p.match(s, bound) for p, s in zip(self.src, uop.src))
-
-
-def alu(op: Ops, *src: UPat) -> UPat:
-    return UPat(UOps.ALU, arg=op, src=src)
-
-
-def var(name: str) -> UPat:
-    return UPat(name=name)
-
-
-def cnst(value: Any = None, name: str | None = None) -> UPat:
-    return UPat(UOps.CONST, const=value, name=name)
-
-
-class PatternMatcher:
-    """An ordered table of (pattern, rewrite). `rewrite(uop)` returns the first non-None result, else None."""
-
-    def __init__(self, rules: list[tuple[UPat, Callable[..., UOp | None]]]):
-        self.by_op: dict[Any, list[tuple[UPat, Callable[..., UOp | None]]]] = {}
-        for pat, fn in rules:
-            self.by_op.setdefault((pat.op, pat.arg), []).append((pat, fn))
-
-    def rewrite(self, uop: UOp, ctx: Any) -> UOp | None:
-        for pat, fn in self.by_op.get((uop.op, uop.arg), []):
-            bound: dict[str, UOp] = {}
-            if pat.match(uop, bound) and (ret := fn(ctx, **bound)) is not None:
-                return ret
-        return None
-
-
-def _fold(ctx: Any, x: UOp) -> UOp | None:
-    """ALU of constants -> constant."""
-    if all(s.op is UOps.CONST for s in x.src) and x.dtype is not None and x.dtype.count == 1:
-        if x.arg is Ops.IDIV and x.src[1].arg == 0:
-            return None
-        return ctx.const(exec_alu(x.arg, x.dtype, [s.arg for s in x.src]), x.dtype)
-    return None
-
-
-SIMPLIFY = PatternMatcher(
-    [
-        (alu(Ops.ADD, var("x"), cnst(0)), lambda ctx, x: x),  # x+0 -> x
-        (alu(Ops.ADD, cnst(0), var("x")), lambda ctx, x: x),  # 0+x -> x
-        (alu(Ops.MUL, var("x"), cnst(1)), lambda ctx, x: x),  # x*1 -> x
-        (alu(Ops.MUL, cnst(1), var("x")), lambda ctx, x: x),  # 1*x -> x
-        (alu(Ops.IDIV, var("x"), cnst(1)), lambda ctx, x: x),  # x//1 -> x
-        (alu(Ops.WHERE, cnst(True), var("x"), var("y")), lambda ctx, x, y: x),  # where(True, x, y) -> x
-        (alu(Ops.WHERE, cnst(False), var("x"), var("y")), lambda ctx, x, y: y),  # where(False, x, y) -> y
-        (alu(Ops.WHERE, var("c"), var("x"), var("x")), lambda ctx, c, x: x),  # where(c, x, x) -> x
-        # x&True -> x for bools only (the pattern's True also matches an int 1, and x&1 is not x)
-        (alu(Ops.AND, var("x"), cnst(True)), lambda ctx, x: x if x.dtype == dtypes.bool else None),
-    ]
-)
-FOLDABLE = frozenset(GroupOp.ALU)
+    def make_const(self, value: Any, dtype: DType, like: UOp) -> UOp:
+        return self.builder.const(value, dtype)
 
 
 class UOpBuilder:
-    """Appends UOps in execution order, reusing identical pure instructions and applying `SIMPLIFY`."""
+    """Appends UOps in execution order, reusing identical pure instructions and simplifying ALU ops by the shared
+    rule table (`lazy.rewrite.RULES`)."""
 
     PURE = frozenset({UOps.CONST, UOps.ALU, UOps.CAST, UOps.BITCAST, UOps.VECTORIZE, UOps.GEP, UOps.DEFINE_GLOBAL,
                       UOps.DEFINE_VAR, UOps.SPECIAL})  # fmt: skip
@@ -194,6 +126,7 @@ class UOpBuilder:
         self.uops: list[UOp] = []
         self.cache: dict[tuple[Any, ...], UOp] = {}
         self.scopes: list[list[tuple[Any, ...]]] = [[]]  # cache keys made inside each open loop/if
+        self.graph = _UOpGraph(self)  # how the rewrite rules read these UOps
 
     def open_scope(self) -> None:
         self.scopes.append([])
@@ -208,7 +141,7 @@ class UOpBuilder:
         if op in self.PURE:
             if (hit := self.cache.get(uop.key)) is not None:
                 return hit
-            if op is UOps.ALU and (better := SIMPLIFY.rewrite(uop, self) or _fold(self, uop)) is not None:
+            if op is UOps.ALU and dtype is not None and (better := rewrite(self.graph, arg, dtype, src)) is not None:
                 return better
             self.cache[uop.key] = uop
             if op not in (UOps.CONST, UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR):
@@ -231,16 +164,3 @@ class UOpBuilder:
     def invalidate(self) -> None:
         """Forget reusable loads and values (after a barrier or a store that later loads may observe)."""
         self.cache = {k: v for k, v in self.cache.items() if v.op in (UOps.CONST, UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR)}
-
-
-def global_params(uops: list[UOp]) -> list[UOp]:
-    return sorted((u for u in uops if u.op is UOps.DEFINE_GLOBAL), key=lambda u: u.arg[0])
-
-
-def var_params(uops: list[UOp]) -> list[UOp]:
-    return [u for u in uops if u.op is UOps.DEFINE_VAR]
-
-
-def buffer_dtype(uop: UOp) -> DType:
-    assert isinstance(uop.dtype, PtrDType)
-    return uop.dtype.base()
