@@ -7,7 +7,7 @@ import math
 import pathlib
 from collections.abc import Sequence
 from contextlib import ContextDecorator
-from typing import Any, ClassVar, TypeAlias, Union
+from typing import Any, ClassVar, Union
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from lazy.lazy import LazyBuffer, storable_view
 from lazy.ops import GroupOp, Ops
 from lazy.plugins import Device
 from lazy.symbolic import ConcreteValueError, Node, bound_value, describe, sint
+from lazy.tensor_base import Axis, PyBool, PyFloat, PyInt
 from lazy.tensor_create import CreationMixin, _check_sizes
 from lazy.tensor_index import IndexingMixin
 from lazy.tensor_math import MathMixin
@@ -39,10 +40,6 @@ from lazy.tensor_nn import NNOpsMixin
 from lazy.tensor_reduce import ReduceMixin
 
 TensorLike = Union["Tensor", ConstType]
-# the builtins, for annotations inside Tensor (whose methods `bool`, `int`, `float` shadow them)
-PyBool: TypeAlias = bool
-PyInt: TypeAlias = int
-PyFloat: TypeAlias = float
 
 # tinygrad's name, imported by code written for it (float32 for bfloat16 and fp8, which numpy lacks)
 _to_np_dtype = _dtype_to_np
@@ -95,7 +92,7 @@ def _check_operand(y: Any, op: str) -> None:
 class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     """A lazily evaluated n-dimensional array on a device, with reverse-mode autograd."""
 
-    __slots__ = ("lazydata", "requires_grad", "grad", "_ctx", "__weakref__")
+    __slots__ = ()  # (the data's slots are TensorBase's)
     training: ClassVar[bool] = False
     no_grad: ClassVar[bool] = False
 
@@ -140,34 +137,43 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
 
     @property
     def device(self) -> str:
+        """The canonical name of the device that holds the data ("CPU", "PYTHON", "DISK:/path/to/file", ...)."""
         return self.lazydata.device
 
     @property
     def shape(self) -> tuple[sint, ...]:
+        """The size of each axis: ints, or symbolic `Node`s for sizes given by a bound `Variable`."""
         return self.lazydata.shape
 
     @property
     def dtype(self) -> DType:
+        """The element type, a `DType` (`dtypes.float32`, ...)."""
         return self.lazydata.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of axes."""
         return len(self.shape)
 
     def numel(self) -> sint:
+        """The number of elements (symbolic when the shape is)."""
         return prod(self.shape)
 
     def size(self, dim: int | None = None) -> sint | tuple[sint, ...]:
+        """The shape, or the size of axis `dim` (negative counts from the end) when given, as PyTorch's."""
         return self.shape if dim is None else self.shape[self._resolve_axis(dim)]
 
     def is_floating_point(self) -> bool:
+        """Whether the dtype is a float type (half, bfloat16, fp8 included)."""
         return dtypes.is_float(self.dtype)
 
     def element_size(self) -> int:
+        """The size of one element in bytes."""
         return self.dtype.itemsize
 
     def nbytes(self) -> int:
-        return int(self.numel()) * self.element_size()  # type: ignore[arg-type]
+        """The size of the data in bytes: numel() * element_size() (needs a concrete shape)."""
+        return int(self.numel()) * self.element_size()
 
     def __repr__(self) -> str:
         return f"<Tensor {self.lazydata!r} on {self.device} with grad {self.grad.lazydata if self.grad else None!r}>"
@@ -181,9 +187,12 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
-        return int(self.shape[0])  # type: ignore[arg-type]
+        return int(self.shape[0])
 
     class train(ContextDecorator):
+        """Context manager and decorator: `Tensor.training` is `mode` inside (dropout drops, batchnorm uses batch
+        statistics) and restored after."""
+
         def __init__(self, mode: bool = True):
             self.mode = mode
 
@@ -194,6 +203,8 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
             Tensor.training = self.prev
 
     class test(train):
+        """`train(False)`: evaluation mode inside (`Tensor.training` False)."""
+
         def __init__(self, mode: bool = False):
             super().__init__(mode)
 
@@ -216,10 +227,14 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return create_schedule([t.lazydata for t in (self,) + others])
 
     def realize(self, *others: Tensor, do_update_stats: bool = True) -> Tensor:
+        """Run what computes self and `others` (one schedule for all of them) and return self. `do_update_stats` is
+        tinygrad's argument, accepted and unused."""
         realize([t.lazydata for t in (self,) + others])
         return self
 
     def replace(self, x: Tensor) -> Tensor:
+        """Make self refer to `x`'s data (same shape required; nothing is copied or run) and return self; self's
+        gradient history is kept."""
         if x.shape != self.shape:
             raise ShapeError(f"replace: shape {x.shape} does not match {self.shape}")
         self.lazydata = x.lazydata
@@ -249,6 +264,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return self
 
     def detach(self) -> Tensor:
+        """The same data with no gradient history and requires_grad=False (nothing is copied)."""
         return Tensor(self.lazydata, device=self.device, requires_grad=False)
 
     def _buffer(self) -> Buffer:
@@ -270,9 +286,9 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
             src = self if self.dtype not in HOST_FLOAT32 else self.cast(dtypes.float32)
             buf = src.contiguous().realize().lazydata.base.realized
             assert buf is not None
-            return buf.numpy()[: prod(shape)].reshape(shape).copy()  # type: ignore[arg-type]
+            return buf.numpy()[: prod(shape)].reshape(shape).copy()
         if prod(self.shape) == 0:
-            return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype not in HOST_FLOAT32 else np.float32)  # type: ignore[arg-type]
+            return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype not in HOST_FLOAT32 else np.float32)
         t = self if self.dtype not in HOST_FLOAT32 else self.cast(dtypes.float32)
         # a plain slice is read straight out of memory (copy-only devices need it), unless its elements are still to
         # be computed: then only they are (a few elements of a huge arange must not compute all of it)
@@ -285,17 +301,22 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return buf.numpy()[: prod(self.shape)].reshape(self.shape).copy()
 
     def data(self) -> memoryview:
+        """The values as a memoryview of a host copy (`memoryview(self.numpy())`)."""
         return memoryview(self.numpy())  # type: ignore[arg-type]
 
     def item(self) -> ConstType:
+        """The value of a one-element tensor as a Python number; ValueError for any other number of elements."""
         if self.numel() != 1:
             raise ValueError(f"item() needs a tensor with one element, not shape {self.shape}")
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:
+        """The values as nested Python lists (a plain number for a 0-d tensor), copied to the host."""
         return self.numpy().tolist()
 
     def to(self, device: str | None) -> Tensor:
+        """The tensor on `device` (the default device for None): self when it is already there, else a copy that keeps
+        requires_grad and a copy of `.grad`."""
         device = Device.canonicalize(device) if device is not None else Device.DEFAULT
         if device == self.device:
             return self
@@ -305,6 +326,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return ret
 
     def to_(self, device: str | None) -> Tensor:
+        """Move self's data (and `.grad`) to `device` in place; returns self."""
         moved = self.to(device)
         self.lazydata, self.grad = moved.lazydata, moved.grad
         return self
@@ -316,6 +338,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return F.Contiguous.apply(self, copy=True)
 
     def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
+        """Set `requires_grad` (True, False, or None: undecided, the default) and return self."""
         self.requires_grad = requires_grad
         return self
 
@@ -333,6 +356,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
             self.requires_grad = None  # a parameter again, gradient undecided (the default)
 
     def is_param_(self, is_param: PyBool = True) -> Tensor:
+        """Set `is_param` and return self: False makes optimizers skip the tensor (it sets requires_grad=False)."""
         self.is_param = is_param
         return self
 
@@ -429,9 +453,12 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return self if new_shape == self.shape else F.Reshape.apply(self, shape=new_shape)
 
     def view(self, *shape: Any) -> Tensor:
+        """`reshape`, with the shape given as arguments or a tuple (PyTorch's name)."""
         return self.reshape(argfix(*shape))
 
     def expand(self, shape: Any, *args: Any) -> Tensor:
+        """A view in which axes of size 1 repeat to `shape` (ints or one tuple; -1 keeps an axis's size; new axes are
+        added in front). Nothing is copied."""
         new_shape = _check_sizes(argfix(shape, *args), "expand", keep=(-1,))
         if len(new_shape) < self.ndim:
             raise ShapeError(f"expand: cannot expand {self.shape} to fewer dimensions {new_shape}")
@@ -450,12 +477,14 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return axis + n if axis < 0 else axis
 
     def permute(self, order: Any, *args: Any) -> Tensor:
+        """A view with the axes in `order` (ints or one tuple; negative counts from the end)."""
         order = tuple(self._resolve_axis(a) for a in argfix(order, *args))
         if sorted(order) != list(range(self.ndim)):
             raise ShapeError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
         return F.Permute.apply(self, order=order)
 
     def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+        """A view with axes `dim0` and `dim1` swapped (by default the first two)."""
         order = list(range(self.ndim))
         a, b = self._resolve_axis(dim0), self._resolve_axis(dim1)
         order[a], order[b] = order[b], order[a]
@@ -463,17 +492,22 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
 
     @property
     def T(self) -> Tensor:
+        """`transpose()`: the first two axes swapped (a matrix's transpose). Unlike PyTorch's `.T`, which reverses all
+        axes, it swaps only those two for more than two axes."""
         return self.transpose()
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """Axes `start_dim` to `end_dim` (both included) merged into one."""
         start, end = self._resolve_axis(start_dim), self._resolve_axis(end_dim)
         return self.reshape(self.shape[:start] + (prod(self.shape[start : end + 1]),) + self.shape[end + 1 :])
 
     def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Tensor:
+        """Axis `dim` split into axes of `sizes`."""
         dim = self._resolve_axis(dim)
         return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1 :])
 
     def squeeze(self, dim: int | None = None) -> Tensor:
+        """Every axis of size 1 removed, or with `dim` only that axis (self when its size is not 1)."""
         if dim is None:
             return self.reshape(tuple(s for s in self.shape if s != 1))
         dim = self._resolve_axis(dim)
@@ -482,6 +516,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return self.reshape(self.shape[:dim] + self.shape[dim + 1 :])
 
     def unsqueeze(self, dim: int) -> Tensor:
+        """A new axis of size 1 at `dim` (negative counts from the end of the result)."""
         dim = self._resolve_axis(dim, self.ndim + 1)
         return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
 
@@ -501,17 +536,21 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         if len(arg) != self.ndim:
             raise ShapeError(f"pad: padding {padding} does not match the {self.ndim} axes of {self.shape}")
         if not any(b < 0 or a < 0 for b, a in arg):
-            return self._pad_grown(tuple(arg), mode, value)  # type: ignore[arg-type]
+            return self._pad_grown(tuple(arg), mode, value)
         grow = tuple((max(b, 0), max(a, 0)) for b, a in arg)
         # constant and circular padding crop first (the wrap reads what is left); reflect and replicate mirror or
         # repeat the whole axis, then crop (the order of PyTorch and tinygrad)
         if mode in ("constant", "circular"):
-            return self._crop(tuple(arg))._pad_grown(grow, mode, value)  # type: ignore[arg-type]
-        return self._pad_grown(grow, mode, value)._crop(tuple(arg))  # type: ignore[arg-type]
+            return self._crop(tuple(arg))._pad_grown(grow, mode, value)
+        return self._pad_grown(grow, mode, value)._crop(tuple(arg))
+
+    def pad2d(self, padding: Sequence[Any], value: PyFloat = 0.0) -> Tensor:
+        """`pad(padding, value=value)`: older tinygrad's name."""
+        return self.pad(padding, value=value)
 
     def _crop(self, arg: tuple[tuple[sint, sint], ...]) -> Tensor:
         """Drop -before and -after elements where they are negative."""
-        return self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(arg, self.shape)))  # type: ignore[type-var, operator]
+        return self.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(arg, self.shape)))
 
     def _pad_grown(self, arg: tuple[tuple[sint, sint], ...], mode: str, value: float) -> Tensor:
         """`pad` by amounts >= 0."""
@@ -554,6 +593,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return x
 
     def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
+        """A view of the range (start, end) of each axis (None keeps an axis whole): tinygrad's primitive for slices."""
         if len(arg) != self.ndim:
             raise ShapeError(f"shrink: {arg} does not match the {self.ndim} axes of {self.shape}")
         full = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
@@ -565,6 +605,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return F.Shrink.apply(self, arg=full)
 
     def flip(self, axis: Any, *args: Any) -> Tensor:
+        """The elements in reverse order along the given axes (one or more ints, or a tuple)."""
         axes = tuple(self._resolve_axis(a) for a in argfix(axis, *args))
         if len(set(axes)) != len(axes):
             raise ShapeError(f"flip: axis {argfix(axis, *args)} names a dimension twice (shape {self.shape})")
@@ -583,6 +624,8 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return picked.reshape(self.shape[:axis] + (count,) + self.shape[axis + 1 :])
 
     def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
+        """self and `others` joined along the existing axis `dim` (shapes equal elsewhere; the dtype is their common
+        one). Called on the first tensor, `a.cat(b, c, dim=1)`, where PyTorch takes a list."""
         dim = self._resolve_axis(dim)
         tensors = (self,) + others
         for t in others:
@@ -613,6 +656,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return tensors[0].unsqueeze(dim).cat(*[t.unsqueeze(dim) for t in tensors[1:]], dim=dim)
 
     def repeat(self, repeats: Any, *args: Any) -> Tensor:
+        """The tensor tiled `repeats[i]` times along axis i (PyTorch's `repeat`; extra leading repeats add axes)."""
         reps = argfix(repeats, *args)
         if len(reps) < self.ndim:
             raise ShapeError(f"repeat: {reps} gives fewer repeats than the {self.ndim} axes of {self.shape}")
@@ -686,7 +730,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         tensors = (self, *args)
         if len(tensors) == 1:
             return tensors
-        sizes = [int(prod(t.shape)) for t in tensors]  # type: ignore[call-overload]
+        sizes = [int(prod(t.shape)) for t in tensors]
         order = list(range(len(tensors)))
         if indexing == "xy":
             order[0], order[1] = 1, 0
@@ -697,22 +741,25 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
             out.append(t.reshape(tuple(sizes[i] if a == axis else 1 for a in range(len(shape)))).expand(shape))
         return tuple(out)
 
-    @staticmethod
-    def _tri(rows: int, cols: int, diagonal: int, device: str | None) -> Tensor:
+    @classmethod
+    def _tri(cls, rows: PyInt, cols: PyInt, diagonal: PyInt, device: str | None) -> Tensor:
         """(rows, cols) bool mask, True where col - row >= diagonal (the upper triangle)."""
-        return Tensor.arange(rows, device=device).unsqueeze(-1) + diagonal <= Tensor.arange(cols, device=device)
+        return cls.arange(rows, device=device).unsqueeze(-1) + diagonal <= cls.arange(cols, device=device)
 
     def triu(self, diagonal: int = 0) -> Tensor:
+        """The upper triangle of the last two axes: elements with column - row >= `diagonal` kept, the others 0."""
         rows, cols = self.shape[-2], self.shape[-1]
         assert isinstance(rows, int) and isinstance(cols, int)
         return Tensor._tri(rows, cols, diagonal, self.device).where(self, self.zeros_like())
 
     def tril(self, diagonal: int = 0) -> Tensor:
+        """The lower triangle of the last two axes: elements with column - row <= `diagonal` kept, the others 0."""
         rows, cols = self.shape[-2], self.shape[-1]
         assert isinstance(rows, int) and isinstance(cols, int)
         return Tensor._tri(rows, cols, diagonal + 1, self.device).where(self.zeros_like(), self)
 
     def masked_fill(self, mask: Tensor, value: TensorLike) -> Tensor:
+        """`value` where `mask` is True, self elsewhere (broadcast)."""
         return mask.where(value, self)
 
     # -- diagonals, windows, padding to a shape --------------------------------------------------------------------
@@ -731,7 +778,7 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
             if offset >= 0
             else lead + ((min(-offset, rows), rows), (0, cols))
         )
-        d = min(x.shape[-2], x.shape[-1])  # type: ignore[type-var]
+        d = min(x.shape[-2], x.shape[-1])
         assert isinstance(d, int)
         if d == 0:
             return x.reshape(*x.shape[:-2], 0)
@@ -842,6 +889,20 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
             i += len(real)
         return x.reshape(tuple(merged))
 
+    # -- Functions applied for the mixins (which build on `TensorBase`, where these are declared) --------------------
+
+    def _apply(self, fxn: type[F.Function], *others: Tensor, **kwargs: Any) -> Tensor:
+        """`fxn` applied to self and `others` (a mixin's way to apply a Function it defines, such as `_Conv`)."""
+        return fxn.apply(self, *others, **kwargs)
+
+    def _reduce(self, fxn: type[F.Function], axis: Axis, keepdim: PyBool) -> Tensor:
+        """`fxn` (Sum or Max) over `axis`; the reduced axes kept as size 1 with `keepdim`, else dropped."""
+        axes = self._reduce_axes(axis)
+        if self.ndim == 0:
+            return self
+        ret = fxn.apply(self, axis=axes)
+        return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
     # -- elementwise ---------------------------------------------------------------------------------------------------
 
     def _broadcasted(self, y: TensorLike, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
@@ -881,6 +942,8 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return padded.expand(shape)
 
     def cast(self, dtype: DType | str) -> Tensor:
+        """The values converted to `dtype` (a DType or its name, such as "float16"); self when it already has that
+        dtype."""
         dtype = to_dtype(dtype)
         return self if self.dtype == dtype else F.Cast.apply(self, dtype=dtype)
 
@@ -905,33 +968,44 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return F.Cast.apply(self, dtype=dtype, bitcast=True)
 
     def float(self) -> Tensor:
+        """Cast to float32."""
         return self.cast(dtypes.float32)
 
     def half(self) -> Tensor:
+        """Cast to float16."""
         return self.cast(dtypes.float16)
 
     def bfloat16(self) -> Tensor:
+        """Cast to bfloat16."""
         return self.cast(dtypes.bfloat16)
 
     def short(self) -> Tensor:
+        """Cast to int16."""
         return self.cast(dtypes.int16)
 
     def int(self) -> Tensor:
+        """Cast to int32."""
         return self.cast(dtypes.int32)
 
     def bool(self) -> Tensor:
+        """Cast to bool (nonzero is True)."""
         return self.cast(dtypes.bool)
 
     def long(self) -> Tensor:
+        """Cast to int64."""
         return self.cast(dtypes.int64)
 
     def double(self) -> Tensor:
+        """Cast to float64."""
         return self.cast(dtypes.float64)
 
     def contiguous(self, **kwargs: Any) -> Tensor:
+        """The values in memory of their own, in row-major order, once realized (a view or an unrealized computation is
+        materialized there; fusion stops here). Keyword arguments are accepted and unused (tinygrad's signature)."""
         return F.Contiguous.apply(self)
 
     def contiguous_backward(self) -> Tensor:
+        """self unchanged in the forward pass; in the backward pass its gradient is made contiguous (tinygrad's)."""
         return F.ContiguousBackward.apply(self)
 
     def _float(self) -> Tensor:
@@ -946,49 +1020,69 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return fn(x)
 
     def neg(self) -> Tensor:
+        """-x (logical not for bool)."""
         return self.logical_not() if self.dtype == dtypes.bool else F.Neg.apply(self)
 
     def logical_not(self) -> Tensor:
+        """not x as a bool tensor (nonzero is True)."""
         return F.Neq.apply(*self.cast(dtypes.bool)._broadcasted(True, op="logical_not"))
 
     def reciprocal(self) -> Tensor:
+        """1 / x in a float dtype (integers compute in the default float; half and bfloat16 in float32, rounded
+        once)."""
         return self._transcendental(F.Reciprocal.apply)
 
     def sqrt(self) -> Tensor:
+        """The square root in a float dtype (NaN below 0; integers compute in the default float; half and bfloat16 in
+        float32, rounded once)."""
         return self._transcendental(F.Sqrt.apply)
 
     def rsqrt(self) -> Tensor:
+        """1 / sqrt(x)."""
         return self.sqrt().reciprocal()
 
     def exp(self) -> Tensor:
+        """e**x in a float dtype (integers compute in the default float; half and bfloat16 in float32, rounded once)."""
         return self._transcendental(F.Exp.apply)
 
     def exp2(self) -> Tensor:
+        """2**x in a float dtype (integers compute in the default float; half and bfloat16 in float32, rounded once)."""
         return self._transcendental(F.Exp2.apply)
 
     def log(self) -> Tensor:
+        """The natural logarithm in a float dtype (-inf at 0, NaN below; half and bfloat16 compute in float32, rounded
+        once)."""
         return self._transcendental(F.Log.apply)
 
     def log2(self) -> Tensor:
+        """The base-2 logarithm in a float dtype (-inf at 0, NaN below; half and bfloat16 compute in float32, rounded
+        once)."""
         return self._transcendental(F.Log2.apply)
 
     def sin(self) -> Tensor:
+        """sin(x) in a float dtype (integers compute in the default float; half and bfloat16 in float32, rounded
+        once)."""
         return self._transcendental(F.Sin.apply)
 
     def cos(self) -> Tensor:
-        # 1 - 2 sin(x/2)^2: halving is exact, so cos is as precise as sin for any x (sin(pi/2 - x) is not)
+        """cos(x), as 1 - 2 sin(x/2)^2: halving is exact, so cos is as precise as sin for any x (sin(pi/2 - x) is
+        not)."""
         return 1 - 2 * (self._float() * 0.5).sin().square()
 
     def tan(self) -> Tensor:
+        """sin(x) / cos(x)."""
         return self.sin() / self.cos()
 
     def relu(self) -> Tensor:
+        """max(x, 0); its gradient is 0 where x <= 0 (PyTorch's)."""
         return F.Relu.apply(self)
 
     def sigmoid(self) -> Tensor:
+        """1 / (1 + exp(-x)) in a float dtype (half and bfloat16 compute in float32, rounded once)."""
         return self._transcendental(F.Sigmoid.apply)
 
     def tanh(self) -> Tensor:
+        """tanh(x), as 2 * sigmoid(2x) - 1."""
         return 2.0 * ((2.0 * self._float()).sigmoid()) - 1.0
 
     def gelu(self, approximate: str = "tanh") -> Tensor:
@@ -1000,12 +1094,19 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self**3)).tanh())
 
     def silu(self) -> Tensor:
+        """x * sigmoid(x) (also called swish)."""
         return self * self.sigmoid()
 
+    swish = silu
+
     def leaky_relu(self, neg_slope: PyFloat = 0.01) -> Tensor:
+        """x where x > 0, else neg_slope * x."""
         return self.relu() - (-neg_slope * self).relu()
 
+    leakyrelu = leaky_relu  # (older tinygrad's name)
+
     def elu(self, alpha: PyFloat = 1.0) -> Tensor:
+        """x where x > 0, else alpha * (exp(x) - 1)."""
         return (self > 0).where(self, alpha * (self._negative_part().exp() - 1))
 
     def softplus(self, beta: PyFloat = 1.0, threshold: PyFloat = 20.0) -> Tensor:
@@ -1016,6 +1117,8 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return (scaled > threshold).where(self, (1 / beta) * stable)
 
     def abs(self) -> Tensor:
+        """|x|. Unsigned and bool tensors are returned as they are; the lowest signed integer stays itself (abs(-128) is
+        -128 in int8, as numpy)."""
         if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool:
             return self  # (relu(x) + relu(-x) wraps around for unsigned types: x + (2^n - x) = 0)
         if dtypes.is_int(self.dtype):  # the smallest int is its own negation (abs(-128) is -128 in int8, as numpy)
@@ -1023,11 +1126,13 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return self.relu() + (-self).relu()
 
     def sign(self) -> Tensor:
+        """-1, 0 or 1 by the sign of each element, in self's dtype (bool unchanged); its gradient is 0."""
         if self.dtype == dtypes.bool:
             return self
         return F.Sign.apply(self)
 
     def square(self) -> Tensor:
+        """x * x."""
         return self * self
 
     def clip(self, min_: TensorLike | None = None, max_: TensorLike | None = None) -> Tensor:
@@ -1047,18 +1152,24 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     clamp = clip
 
     def add(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        """self + y, broadcast, in the promoted dtype; `reverse=True` gives y + self."""
         return F.Add.apply(*self._broadcasted(y, reverse, "add"))
 
     def sub(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        """self - y, broadcast, in the promoted dtype (bool tensors raise: use logical_xor); `reverse=True` gives y -
+        self."""
         x, y2 = self._broadcasted(y, reverse, "sub")
         if x.dtype == dtypes.bool:
             raise TypeError("subtraction of bool tensors is not supported; use logical_xor or cast first")
         return F.Add.apply(x, F.Neg.apply(y2))
 
     def mul(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        """self * y, broadcast, in the promoted dtype; `reverse=True` gives y * self."""
         return F.Mul.apply(*self._broadcasted(y, reverse, "mul"))
 
     def div(self, y: TensorLike, reverse: PyBool = False, rounding_mode: str | None = None) -> Tensor:
+        """self / y in a float dtype (integers promote to the default float). rounding_mode "trunc" (toward zero) or
+        "floor" rounds the quotient and keeps integer dtypes, as PyTorch's; `reverse=True` gives y / self."""
         if rounding_mode not in (None, "trunc", "floor"):
             raise ArgumentError(f'div: rounding_mode must be None, "trunc" or "floor", got {rounding_mode!r}')
         x, y2 = self._broadcasted(y, reverse, "div")
@@ -1083,6 +1194,8 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return q - fix.cast(q.dtype)
 
     def floordiv(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        """floor(self / y), Python's `//`: integers stay integers, rounded toward -inf; `reverse=True` gives y //
+        self."""
         x, y2 = self._broadcasted(y, reverse, "floordiv")
         return x._floordiv(y2)
 
@@ -1138,13 +1251,16 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return result if result is not None else self.sign() * 0 + 1
 
     def maximum(self, y: TensorLike) -> Tensor:
+        """The larger of self and y per element (broadcast, promoted)."""
         return F.Maximum.apply(*self._broadcasted(y, False, "maximum"))
 
     def minimum(self, y: TensorLike) -> Tensor:
+        """The smaller of self and y per element (broadcast, promoted)."""
         x, y2 = self._broadcasted(y, False, "minimum")
         return x._order_flip().maximum(y2._order_flip())._order_flip()
 
     def where(self, x: TensorLike, y: TensorLike) -> Tensor:
+        """Per element `x` where self (the condition, cast to bool) is True, else `y`; all three broadcast."""
         if isinstance(x, Tensor):
             x_t, y_t = x._broadcasted(y, op="where")
         elif isinstance(y, Tensor):
@@ -1157,15 +1273,18 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return F.Where.apply(cond, x_t._broadcast_to(shape), y_t._broadcast_to(shape))
 
     def trunc(self) -> Tensor:
+        """Rounded toward zero (integer dtypes unchanged)."""
         if not dtypes.is_float(self.dtype):
             return self
         return F.Trunc.apply(self)
 
     def floor(self) -> Tensor:
+        """The largest integer value not above each element, in the same dtype (integers unchanged)."""
         t = self.trunc()
         return (self < t).where(t - 1, t)
 
     def ceil(self) -> Tensor:
+        """The smallest integer value not below each element, in the same dtype (integers unchanged)."""
         t = self.trunc()
         return (self > t).where(t + 1, t)
 
@@ -1178,15 +1297,19 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
 
     # comparisons
     def lt(self, y: TensorLike) -> Tensor:
+        """self < y per element, a bool tensor (broadcast)."""
         return F.Less.apply(*self._broadcasted(y, False, "<"))
 
     def gt(self, y: TensorLike) -> Tensor:
+        """self > y per element, a bool tensor (broadcast)."""
         return F.Less.apply(*self._broadcasted(y, True, ">"))
 
     def ne(self, y: TensorLike) -> Tensor:
+        """self != y per element, a bool tensor (broadcast; NaN differs from everything)."""
         return F.Neq.apply(*self._broadcasted(y, False, "!="))
 
     def eq(self, y: TensorLike) -> Tensor:
+        """self == y per element, a bool tensor (broadcast; NaN equals nothing)."""
         return F.Neq.apply(*self._broadcasted(y, False, "==")).logical_not()
 
     def __lt__(self, y: TensorLike) -> Tensor:
@@ -1217,21 +1340,30 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
         return F.BitwiseBinary.apply(x, y2, op=op)
 
     def bitwise_and(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        """self & y for integer or bool tensors (a float operand raises ArgumentError); `reverse=True` gives y &
+        self."""
         return self._bitwise(y, Ops.AND, reverse)
 
     def bitwise_or(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        """self | y for integer or bool tensors (a float operand raises ArgumentError); `reverse=True` gives y |
+        self."""
         return self._bitwise(y, Ops.OR, reverse)
 
     def bitwise_xor(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        """self ^ y for integer or bool tensors (a float operand raises ArgumentError); `reverse=True` gives y ^
+        self."""
         return self._bitwise(y, Ops.XOR, reverse)
 
     def xor(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        """self ^ y for integer or bool tensors, as `bitwise_xor`."""
         return self._bitwise(y, Ops.XOR, reverse)
 
     def lshift(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        """self << y for integer tensors; `reverse=True` gives y << self."""
         return self._bitwise(y, Ops.SHL, reverse)
 
     def rshift(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
+        """self >> y for integer tensors; `reverse=True` gives y >> self."""
         return self._bitwise(y, Ops.SHR, reverse)
 
     def __and__(self, y: TensorLike) -> Tensor:
@@ -1361,13 +1493,3 @@ class Tensor(CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
 
     def __irshift__(self, y: TensorLike) -> Tensor:
         return self.assign(self.rshift(y))
-
-
-def _init_aliases() -> None:
-    Tensor.swish = Tensor.silu  # type: ignore[attr-defined]
-    # names older tinygrad code uses
-    Tensor.leakyrelu = Tensor.leaky_relu  # type: ignore[attr-defined]
-    Tensor.pad2d = lambda self, padding, value=0.0: self.pad(padding, value=value)  # type: ignore[attr-defined]
-
-
-_init_aliases()

@@ -3,15 +3,12 @@ counter-based random numbers. A mixin of `Tensor`; every creator builds its resu
 so nothing is copied from the host (except `Tensor(data)`, `from_blob` and a seed) and every device makes the same
 numbers."""
 
-# mypy: disable-error-code="misc"
-# (methods annotate `self: Tensor` / `cls: type[Tensor]`, the class they are mixed into; see lazy.tensor_nn)
-
 from __future__ import annotations
 
 import ctypes
 import hashlib
 import math
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
@@ -22,9 +19,10 @@ from lazy.lazy import LazyBuffer
 from lazy.ops import Ops
 from lazy.plugins import Device
 from lazy.symbolic import Node, sint
+from lazy.tensor_base import TensorBase, TensorT
 
 if TYPE_CHECKING:
-    from lazy.tensor import Tensor
+    from typing_extensions import Self
 
 
 class ValueRangeError(OverflowError, ValueError):
@@ -55,7 +53,7 @@ _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _MANTISSA_BITS = {dtypes.float16: 10, dtypes.bfloat16: 7, dtypes.float32: 23, dtypes.float64: 52}
 
 
-def _threefry2x32(x0: Tensor, x1: Tensor, k0: Tensor, k1: Tensor) -> tuple[Tensor, Tensor]:
+def _threefry2x32(x0: TensorT, x1: TensorT, k0: TensorT, k1: TensorT) -> tuple[TensorT, TensorT]:
     """Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"): the two output
     words for the counter (x0, x1) under the key (k0, k1); uint32 tensors of one shape."""
     ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)
@@ -69,7 +67,7 @@ def _threefry2x32(x0: Tensor, x1: Tensor, k0: Tensor, k1: Tensor) -> tuple[Tenso
     return x0, x1
 
 
-def _threefry_select(key: Tensor, x0: Tensor, x1: Tensor, first: Tensor) -> Tensor:
+def _threefry_select(key: TensorT, x0: TensorT, x1: TensorT, first: TensorT) -> TensorT:
     """Per element, the first output word of Threefry-2x32 of (x0, x1) under `key` (two uint32 words) where `first`,
     else the second; 1-d tensors of one size. Each key word is broadcast from its buffer before any arithmetic, so
     all of it fuses into one kernel."""
@@ -79,13 +77,13 @@ def _threefry_select(key: Tensor, x0: Tensor, x1: Tensor, first: Tensor) -> Tens
     return first.where(out0, out1)
 
 
-def _add64(low: Tensor, high: Tensor, n: int) -> tuple[Tensor, Tensor]:
+def _add64(low: TensorT, high: TensorT, n: int) -> tuple[TensorT, TensorT]:
     """(low, high) + n for a 64-bit number kept as two uint32 words: the low word wraps and carries."""
     new_low = low + (n & 0xFFFFFFFF)
     return new_low, high + (n >> 32) + (new_low < low).cast(dtypes.uint32)
 
 
-def _bits_to_unit_float(bits: Tensor, n: int, dtype: DType) -> Tensor:
+def _bits_to_unit_float(bits: TensorT, n: int, dtype: DType) -> TensorT:
     """The first `n` floats in [0, 1) of `dtype` from random uint32 words, as tinygrad makes them: the words' bytes
     read as unsigned ints of the float's size (little-endian), their top bits as the mantissa under exponent 0 (a
     float in [1, 2)), minus 1."""
@@ -114,49 +112,55 @@ def _bits_to_unit_float(bits: Tensor, n: int, dtype: DType) -> Tensor:
     return ((raw >> (exponent_bits + 1)) | one_bits).bitcast(dtype).shrink(((0, n),)) - 1
 
 
-class CreationMixin:
+class CreationMixin(TensorBase):
     """Creation methods of `Tensor` and the state of its random number generator."""
 
     __slots__ = ()
     _seed: ClassVar[int] = 0
     # tinygrad's generator state, per device: the key (device key, seed) and the 64-bit counter, uint32 pairs
-    _device_seeds: ClassVar[dict[str, Tensor]] = {}
-    _device_rng_counters: ClassVar[dict[str, Tensor]] = {}
+    _device_seeds: ClassVar[dict[str, TensorBase]] = {}
+    _device_rng_counters: ClassVar[dict[str, TensorBase]] = {}
     _rng_order: ClassVar[list[str]] = []  # the devices that drew since the last seed, in order: their key index
     _rng_index: ClassVar[dict[str, int]] = {}  # the key index each device's state holds now
     _rng_saved: ClassVar[dict[str, tuple[Any, Any]]] = {}  # the state of a closed device, kept on the host
 
     @classmethod
-    def empty(
-        cls: type[Tensor], *shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any
-    ) -> Tensor:
+    def empty(cls, *shape: Any, device: str | None = None, dtype: DType | str | None = None, **kwargs: Any) -> Self:
+        """A tensor of `shape` whose memory is allocated but not set (its values are whatever is there); the dtype
+        defaults to the default float. Other keyword arguments go to Tensor (requires_grad)."""
         dtype = to_dtype(dtype) if dtype is not None else dtypes.default_float
         dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
         shape = _check_sizes(argfix(*shape), "empty")
         return cls(LazyBuffer.metaop(Ops.EMPTY, shape, dtype, dev), dev, dtype, **kwargs)
 
     @classmethod
-    def full(cls: type[Tensor], shape: tuple[sint, ...] | sint, fill_value: ConstType, device: str | None = None,
-             dtype: DType | str | None = None, **kwargs: Any) -> Tensor:  # fmt: skip
+    def full(cls, shape: tuple[sint, ...] | sint, fill_value: ConstType, device: str | None = None,
+             dtype: DType | str | None = None, **kwargs: Any) -> Self:  # fmt: skip
+        """A tensor of `shape` filled with `fill_value`: one constant broadcast, no memory until it is realized. The
+        dtype defaults to the value's kind (bool, the default int or the default float)."""
         shape = _check_sizes(argfix(shape) if not isinstance(shape, tuple) else shape, "full")
         dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
         return cls(fill_value, device=device, dtype=dt, **kwargs).reshape((1,) * len(shape)).expand(shape)
 
     @classmethod
-    def zeros(cls: type[Tensor], *shape: Any, **kwargs: Any) -> Tensor:
+    def zeros(cls, *shape: Any, **kwargs: Any) -> Self:
+        """A tensor of `shape` (ints or one tuple) filled with 0, by default in the default float; other keyword
+        arguments (device, dtype, requires_grad) as `full`'s."""
         return cls.full(
             _check_sizes(argfix(*shape), "zeros"), 0.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs
         )
 
     @classmethod
-    def ones(cls: type[Tensor], *shape: Any, **kwargs: Any) -> Tensor:
+    def ones(cls, *shape: Any, **kwargs: Any) -> Self:
+        """A tensor of `shape` (ints or one tuple) filled with 1, by default in the default float; other keyword
+        arguments (device, dtype, requires_grad) as `full`'s."""
         return cls.full(
             _check_sizes(argfix(*shape), "ones"), 1.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs
         )
 
     @classmethod
-    def from_blob(cls: type[Tensor], ptr: int, shape: Any, dtype: DType | str | None = None,
-                  device: str | None = None, requires_grad: bool | None = None) -> Tensor:  # fmt: skip
+    def from_blob(cls, ptr: int, shape: Any, dtype: DType | str | None = None,
+                  device: str | None = None, requires_grad: bool | None = None) -> Self:  # fmt: skip
         """A tensor of `shape` and `dtype` (default: the default float) from the bytes at host address `ptr` (an
         `ndarray.ctypes.data`, a ctypes buffer's address), on `device`. tinygrad wraps that memory without copying,
         so the caller must keep it alive and unchanged for the tensor's life; lazy copies the bytes now instead: the
@@ -172,7 +176,8 @@ class CreationMixin:
         raw = cls(ctypes.string_at(ptr, nbytes), device=device, requires_grad=False)  # (nbytes,) uint8, a copy
         return raw.bitcast(dt).reshape(shape).requires_grad_(requires_grad)
 
-    def full_like(self: Tensor, fill_value: ConstType, **kwargs: Any) -> Tensor:
+    def full_like(self, fill_value: ConstType, **kwargs: Any) -> Self:
+        """A tensor of self's shape filled with `fill_value`, with self's dtype and device unless given as keywords."""
         return self.full(
             self.shape,
             fill_value,
@@ -181,30 +186,38 @@ class CreationMixin:
             **kwargs,
         )
 
-    def zeros_like(self: Tensor, **kwargs: Any) -> Tensor:
+    def zeros_like(self, **kwargs: Any) -> Self:
+        """Zeros of self's shape, with self's dtype and device unless given as keywords."""
         return self.full_like(0, **kwargs)
 
-    def ones_like(self: Tensor, **kwargs: Any) -> Tensor:
+    def ones_like(self, **kwargs: Any) -> Self:
+        """Ones of self's shape, with self's dtype and device unless given as keywords."""
         return self.full_like(1, **kwargs)
 
-    def empty_like(self: Tensor, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    def empty_like(self, dtype: DType | str | None = None, device: str | None = None) -> Self:
+        """A tensor of self's shape whose memory is not set, with self's dtype and device unless given."""
         return self.empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
 
-    def rand_like(self: Tensor, **kwargs: Any) -> Tensor:
+    def rand_like(self, **kwargs: Any) -> Self:
+        """Uniform numbers in [0, 1) of self's shape on its device, in its dtype when that is a float (else the default
+        float); keywords as `rand`'s."""
         dt = kwargs.pop("dtype", self.dtype if dtypes.is_float(self.dtype) else None)
         return self.rand(*self.shape, device=kwargs.pop("device", self.device), dtype=dt, **kwargs)
 
-    def randn_like(self: Tensor, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
+    def randn_like(self, dtype: DType | str | None = None, **kwargs: Any) -> Self:
+        """Standard normal numbers of self's shape on its device, in its dtype when that is a float (else the default
+        float); keywords as `randn`'s."""
         dt = dtype or (self.dtype if dtypes.is_float(self.dtype) else None)
         return self.randn(*self.shape, device=kwargs.pop("device", self.device), dtype=dt, **kwargs)
 
-    def const_like(self: Tensor, b: ConstType, dtype: DType | None = None) -> Tensor:
+    def const_like(self, b: ConstType, dtype: DType | None = None) -> Self:
+        """A tensor of self's shape and device filled with `b`, in `dtype` (default: self's)."""
         return self.full_like(b, dtype=dtype or self.dtype)
 
     @classmethod
-    def arange(cls: type[Tensor], start: int | float, stop: int | float | None = None, step: int | float = 1,
+    def arange(cls, start: int | float, stop: int | float | None = None, step: int | float = 1,
                dtype: DType | str | None = None, device: str | None = None,
-               requires_grad: bool | None = None) -> Tensor:  # fmt: skip
+               requires_grad: bool | None = None) -> Self:  # fmt: skip
         """start, start + step, ... up to `stop` (excluded). The default dtype is the default float when any argument
         is a float, else the default int, or int64 when the values need it (tinygrad's rule, taken on the values
         themselves: a long step past 2**31 gets int64 too, where tinygrad would wrap)."""
@@ -235,13 +248,13 @@ class CreationMixin:
         return (idx.cast(dt) * step + start).cast(dt).requires_grad_(requires_grad)
 
     @classmethod
-    def _index_ramp(cls: type[Tensor], count: int, device: str | None) -> Tensor:
+    def _index_ramp(cls, count: int, device: str | None) -> Self:
         """0, 1, ..., count-1 (int32, int64 past 2**31) from masked constants (one per bit): no host data needed."""
         dtype = dtypes.int32 if count <= 2**31 else dtypes.int64
         if count <= 1:
             return cls.zeros(count, dtype=dtype, device=device)
         bits = max(1, (count - 1).bit_length())
-        total: Tensor | None = None
+        total: Self | None = None
         for axis in range(bits):
             weight = 1 << (bits - 1 - axis)
             bit = cls.full((1,), weight, dtype=dtype, device=device).pad(((1, 0),))  # [0, weight]
@@ -253,15 +266,17 @@ class CreationMixin:
         return total.reshape(1 << bits).shrink(((0, count),))
 
     @classmethod
-    def eye(cls: type[Tensor], n: int, m: int | None = None, dtype: DType | str | None = None,
-            device: str | None = None, requires_grad: bool | None = None) -> Tensor:  # fmt: skip
+    def eye(cls, n: int, m: int | None = None, dtype: DType | str | None = None,
+            device: str | None = None, requires_grad: bool | None = None) -> Self:  # fmt: skip
+        """The n x m identity matrix (m defaults to n): ones on the diagonal, zeros elsewhere, in the default float
+        unless `dtype` is given."""
         n, m = _check_sizes((n, n if m is None else m), f"eye(n={n!r}, m={m!r})")
         rows = cls._index_ramp(n, device).reshape(n, 1)
         cols = cls._index_ramp(m, device).reshape(1, m)
         return (rows == cols).cast(dtype or dtypes.default_float).requires_grad_(requires_grad)
 
     @classmethod
-    def manual_seed(cls: type[Tensor], seed: int = 0) -> None:
+    def manual_seed(cls, seed: int = 0) -> None:
         """Restart the random numbers from `seed` (tinygrad's generator: the same seed gives tinygrad 0.14's numbers).
         Each device's key mixes the seed with the order in which devices first draw after this call, as in tinygrad;
         the state of a device that drew before is reset in place, so a `jit` that captured it restarts too."""
@@ -286,7 +301,7 @@ class CreationMixin:
         return int.from_bytes(hashlib.sha256(index.to_bytes(4, "big")).digest(), "big") & 0xFFFFFFFF
 
     @classmethod
-    def _rng_reset(cls: type[Tensor], device: str, index: int) -> None:
+    def _rng_reset(cls, device: str, index: int) -> None:
         """Start `device`'s generator: key (device key, seed) and a 64-bit counter of 0 (two uint32 words, low first),
         each a uint32 buffer that later draws read and advance in place."""
         key = [cls._device_key(index), CreationMixin._seed & 0xFFFFFFFF]
@@ -300,7 +315,7 @@ class CreationMixin:
         CreationMixin._rng_index[device] = index
 
     @classmethod
-    def _rng_keys(cls: type[Tensor], device: str | None, count: int) -> Tensor:
+    def _rng_keys(cls, device: str | None, count: int) -> Self:
         """The Threefry keys of a draw of `count` uint32 words on `device` (two words per chunk of up to 2**32 - 1
         words: the hash of the counter at the chunk's start under the device's key), as a realized buffer; the
         counter advances by `count`. The counter is a kernel input, so one shape of draw compiles once and a `jit`
@@ -315,10 +330,13 @@ class CreationMixin:
             for states, host in zip((CreationMixin._device_seeds, CreationMixin._device_rng_counters), saved):
                 states[dev] = cls(host, device=dev, dtype=dtypes.uint32, requires_grad=False).realize()
         chunks = max(1, -(-count // _CHUNK))
-        key, counter = CreationMixin._device_seeds[dev], CreationMixin._device_rng_counters[dev]
+        # (the state is shared by the class and typed as the base, but `cls` made it: a Self)
+        key, counter = cast(
+            "tuple[Self, Self]", (CreationMixin._device_seeds[dev], CreationMixin._device_rng_counters[dev])
+        )
         k0, k1, low, high = (t.shrink(((i, i + 1),)) for t in (key, counter) for i in (0, 1))
         # one kernel computes every word from the old state: the chunks' keys, then the advanced counter
-        words: list[Tensor] = []
+        words: list[Self] = []
         for chunk in range(chunks):
             chunk_low, chunk_high = _add64(low, high, chunk * _CHUNK)
             words.extend(_threefry2x32(chunk_low, chunk_high, k0, k1))
@@ -333,7 +351,7 @@ class CreationMixin:
         return keys.realize(counter)
 
     @staticmethod
-    def _threefry_random_bits(key: Tensor, counts0: Tensor, counts1: Tensor) -> Tensor:
+    def _threefry_random_bits(key: TensorT, counts0: TensorT, counts1: TensorT) -> TensorT:
         """Threefry-2x32 of the counters (counts0[i], counts1[i]) under `key` (two uint32 words): all first output
         words, then all second ones (tinygrad's layout and name)."""
         n = counts0.shape[0]
@@ -343,7 +361,7 @@ class CreationMixin:
         return _threefry_select(key, x0, x1, first)
 
     @classmethod
-    def _random_bits(cls: type[Tensor], count: int, device: str | None) -> Tensor:
+    def _random_bits(cls, count: int, device: str | None) -> Self:
         """`count` random uint32 words from the device's generator: the same words as tinygrad 0.14 on every device.
         Chunk c (of up to 2**32 - 1 words, m of them) is `_threefry_random_bits` of the counters j and j + ceil(m/2)
         under the chunk's key, built here from one ramp so that the whole chunk is one kernel. No op is recorded for
@@ -363,8 +381,8 @@ class CreationMixin:
         return parts[0].cat(*parts[1:]).detach() if len(parts) > 1 else parts[0].detach()
 
     @classmethod
-    def rand(cls: type[Tensor], *shape: Any, device: str | None = None, dtype: DType | str | None = None,
-             requires_grad: bool | None = None, contiguous: bool = False) -> Tensor:  # fmt: skip
+    def rand(cls, *shape: Any, device: str | None = None, dtype: DType | str | None = None,
+             requires_grad: bool | None = None, contiguous: bool = False) -> Self:  # fmt: skip
         """Uniform in [0, 1), a float dtype (default: the default float). The mantissa of each element comes from
         the generator's words (one word per float32, half a word per half, two per double: tinygrad's numbers).
         `contiguous=True` realizes them in a buffer of their own (tinygrad's default); without it they fuse into the
@@ -379,8 +397,8 @@ class CreationMixin:
         return (out.contiguous() if contiguous else out).requires_grad_(requires_grad)
 
     @classmethod
-    def randn(cls: type[Tensor], *shape: Any, device: str | None = None, dtype: DType | str | None = None,
-              requires_grad: bool | None = None) -> Tensor:  # fmt: skip
+    def randn(cls, *shape: Any, device: str | None = None, dtype: DType | str | None = None,
+              requires_grad: bool | None = None) -> Self:  # fmt: skip
         """Standard normal (Box-Muller over two float32 uniform draws, as tinygrad)."""
         shape = _check_sizes(argfix(*shape), "randn")
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
@@ -389,8 +407,8 @@ class CreationMixin:
         return out.cast(dt).requires_grad_(requires_grad)
 
     @classmethod
-    def uniform(cls: type[Tensor], *shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
-                **kwargs: Any) -> Tensor:  # fmt: skip
+    def uniform(cls, *shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
+                **kwargs: Any) -> Self:  # fmt: skip
         """Uniform in [low, high); `kwargs` are rand's (device, requires_grad)."""
         if not low < high:
             raise ValueError(f"uniform needs low < high, got low={low} high={high}")
@@ -399,29 +417,36 @@ class CreationMixin:
         return (((high - low) * cls.rand(*shape, **kwargs)).cast(dt) + low).requires_grad_(requires_grad)
 
     @classmethod
-    def scaled_uniform(cls: type[Tensor], *shape: Any, **kwargs: Any) -> Tensor:
+    def scaled_uniform(cls, *shape: Any, **kwargs: Any) -> Self:
+        """Uniform in [-1, 1) times prod(shape) ** -0.5 (tinygrad's); keywords as `uniform`'s."""
         return cls.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5)
 
     @classmethod
-    def glorot_uniform(cls: type[Tensor], *shape: Any, **kwargs: Any) -> Tensor:
+    def glorot_uniform(cls, *shape: Any, **kwargs: Any) -> Self:
+        """Uniform in [-b, b) with b = sqrt(6 / (shape[0] + prod(shape[1:]))), Xavier/Glorot initialization with
+        tinygrad's fans; keywords as `uniform`'s."""
         shape = _check_sizes(argfix(*shape), "glorot_uniform")  # before the bound: a negative size made it complex
         bound = (6 / (shape[0] + prod(shape[1:]))) ** 0.5
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @classmethod
-    def kaiming_uniform(cls: type[Tensor], *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+    def kaiming_uniform(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> Self:
+        """Uniform in [-b, b) with b = sqrt(6 / ((1 + a^2) * prod(shape[1:]))), He initialization for a leaky ReLU of
+        slope `a`; keywords as `uniform`'s."""
         shape = _check_sizes(argfix(*shape), "kaiming_uniform")  # before the bound: a negative size made it complex
         bound = (6 / (1 + a**2) / prod(shape[1:])) ** 0.5  # (written as tinygrad does, so the last bit agrees)
         return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
 
     @classmethod
-    def kaiming_normal(cls: type[Tensor], *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+    def kaiming_normal(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> Self:
+        """Normal with std sqrt(2 / ((1 + a^2) * prod(shape[1:]))), He initialization for a leaky ReLU of slope `a`;
+        keywords as `normal`'s."""
         shape = _check_sizes(argfix(*shape), "kaiming_normal")  # before the bound: a negative size made it complex
         std = (2 / (1 + a**2) / prod(shape[1:])) ** 0.5
         return cls.normal(*shape, mean=0.0, std=std, **kwargs)
 
     @classmethod
-    def normal(cls: type[Tensor], *shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+    def normal(cls, *shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Self:
         """Normal with `mean` and `std`; `kwargs` are randn's (device, dtype, requires_grad)."""
         if std < 0:
             raise ValueError(f"normal needs std >= 0, got {std}")
@@ -429,8 +454,8 @@ class CreationMixin:
         return (std * cls.randn(*shape, **kwargs) + mean).requires_grad_(requires_grad)
 
     @classmethod
-    def randint(cls: type[Tensor], *shape: Any, low: int = 0, high: int = 10, dtype: DType | str = dtypes.int32,
-                **kwargs: Any) -> Tensor:  # fmt: skip
+    def randint(cls, *shape: Any, low: int = 0, high: int = 10, dtype: DType | str = dtypes.int32,
+                **kwargs: Any) -> Self:  # fmt: skip
         """Uniform integers in [low, high): floor((high - low) * rand) + low, as tinygrad; `kwargs` are rand's."""
         dt = to_dtype(dtype)
         if not isinstance(low, int) or not isinstance(high, int):
@@ -446,8 +471,8 @@ class CreationMixin:
         return (offset.minimum(high - low - 1) + low).cast(dt).requires_grad_(requires_grad)
 
     @classmethod
-    def linspace(cls: type[Tensor], start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None,
-                 device: str | None = None, requires_grad: bool | None = None) -> Tensor:  # fmt: skip
+    def linspace(cls, start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None,
+                 device: str | None = None, requires_grad: bool | None = None) -> Self:  # fmt: skip
         """`steps` evenly spaced values from `start` to `stop`, both included."""
         (steps,) = _check_sizes((steps,), "linspace")
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
@@ -459,12 +484,12 @@ class CreationMixin:
         return (start + ramp * ((stop - start) / (steps - 1))).cast(dt).requires_grad_(requires_grad)
 
     @classmethod
-    def randperm(cls: type[Tensor], n: int, device: str | None = None, dtype: DType | str = dtypes.int32,
-                 requires_grad: bool | None = None) -> Tensor:  # fmt: skip
+    def randperm(cls, n: int, device: str | None = None, dtype: DType | str = dtypes.int32,
+                 requires_grad: bool | None = None) -> Self:  # fmt: skip
         """A random permutation of 0..n-1 (the order that sorts n uniform draws)."""
         return cls.rand(n, device=device).argsort().cast(dtype).requires_grad_(requires_grad)
 
-    def multinomial(self: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
+    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Self:
         """`num_samples` indices per row drawn with probability proportional to the (non-negative) weights in self."""
         if not 1 <= self.ndim <= 2 or num_samples < 1:
             raise ArgumentError(

@@ -10,28 +10,26 @@ axis selects nothing (zeros), unless `LAZY_CHECK_INDEX=1` reads it on the host a
 A slice may have bound-variable bounds (`a[:, :vi]`, `a[vi : vi + 2]`): step 1, a shrink of symbolic size checked
 against the variables' bound values."""
 
-# mypy: disable-error-code="misc"
-# (methods annotate `self: Tensor`, the class they are mixed into; see lazy.tensor_nn)
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 import numpy as np
 
 from lazy.dtype import ConstType, dtypes
+from lazy.engine.realize import copy_now
 from lazy.helpers import CHECK_INDEX, ArgumentError, ShapeError, all_int, broadcast_shape, prod
+from lazy.plugins import Device
 from lazy.symbolic import Node, bound_value, concrete, sint, to_sint
+from lazy.tensor_base import PyInt, TensorBase, TensorT
 
 if TYPE_CHECKING:
-    from lazy.tensor import PyInt, Tensor, TensorLike
+    from typing_extensions import Self
 
 
 def _copy_only(device: str) -> bool:
     """Whether `device` declares it runs no kernels (it only stores and copies, like DISK)."""
-    from lazy.plugins import Device
-
     return "kernels" in dict(Device[device].renderer.caps.unsupported)
 
 
@@ -56,23 +54,23 @@ def _symbolic_slice(idx: slice, size: sint, axis: int, shape: tuple[sint, ...]) 
 
 
 @dataclass
-class _Plan:
+class _Plan(Generic[TensorT]):
     """What an index does: per axis of the source a plain step, then one-hot selection by index tensors."""
 
     # per source axis: ("int", i) | ("slice", start, count, step) | ("all",) for axes an index tensor selects on
     axes: list[tuple[Any, ...]] = field(default_factory=list)
     shape: list[sint] = field(default_factory=list)  # after the plain steps (None adds 1, ints drop their axis)
-    tensors: list[tuple[int, Tensor]] = field(default_factory=list)  # (axis in `shape`, integer index tensor)
+    tensors: list[tuple[int, TensorT]] = field(default_factory=list)  # (axis in `shape`, integer index tensor)
 
 
-class IndexingMixin:
+class IndexingMixin(TensorBase):
     """`__getitem__`, `__setitem__`, gather, scatter, scatter_reduce, masked_select of `Tensor`."""
 
     __slots__ = ()
 
     # -- checking index tensors ----------------------------------------------------------------------------------------
 
-    def _check_index(self: Tensor, op: str, low: int, high: sint, target: str, ignore: int | None = None) -> None:
+    def _check_index(self, op: str, low: int, high: sint, target: str, ignore: int | None = None) -> None:
         """With LAZY_CHECK_INDEX=1, raise an IndexError naming `op`, the first value of this index tensor outside
         [low, high) (other than `ignore`) and its position. Off by default: it reads the index on the host (a sync),
         and without it an out-of-range index selects nothing (zeros), as the one-hot selection does. Inside `jit` it
@@ -93,9 +91,7 @@ class IndexingMixin:
 
     # -- the plan ------------------------------------------------------------------------------------------------------
 
-    def _index_plan(self: Tensor, indices: Any, op: str = "index") -> _Plan:
-        from lazy.tensor import Tensor
-
+    def _index_plan(self, indices: Any, op: str = "index") -> _Plan[Self]:
         if not isinstance(indices, tuple) and not (
             isinstance(indices, list) and indices and not all(_is_int(i) or isinstance(i, bool) for i in indices)
         ):
@@ -104,7 +100,7 @@ class IndexingMixin:
         for idx in indices:
             if idx is None or idx is Ellipsis or isinstance(idx, slice) or _is_int(idx):
                 items.append(idx)
-            elif isinstance(idx, Tensor):
+            elif isinstance(idx, type(self)):
                 if idx.dtype == dtypes.bool:
                     items.append(np.asarray(idx.numpy(), dtype=np.bool_))
                 elif dtypes.is_int(idx.dtype):
@@ -135,13 +131,14 @@ class IndexingMixin:
         if consumed > self.ndim:
             raise IndexError(f"too many indices for a tensor of shape {self.shape}: {consumed} axes indexed")
         fill = [slice(None)] * (self.ndim - consumed)
-        if Ellipsis in [i for i in items if not isinstance(i, (np.ndarray, Tensor))]:
+        if Ellipsis in [i for i in items if not isinstance(i, (np.ndarray, TensorBase))]:
             pos = next(k for k, i in enumerate(items) if i is Ellipsis)
             items[pos : pos + 1] = fill
         else:
             items += fill
 
-        plan, axis = _Plan(), 0
+        plan: _Plan[Self] = _Plan()
+        axis = 0
         for idx in items:
             if idx is None:
                 plan.shape.append(1)
@@ -159,7 +156,7 @@ class IndexingMixin:
                         f"of a tensor of shape {self.shape} (starting at axis {axis})"
                     )
                 for p in np.nonzero(idx):
-                    plan.tensors.append((len(plan.shape), Tensor(p.astype(np.int32), device=self.device)))
+                    plan.tensors.append((len(plan.shape), type(self)(p.astype(np.int32), device=self.device)))
                     plan.axes.append(("all",))
                     plan.shape.append(self.shape[axis])
                     axis += 1
@@ -192,7 +189,7 @@ class IndexingMixin:
                         raise IndexError(
                             f"index {bad} is out of bounds for axis {axis} with size {size} (shape {self.shape})"
                         )
-                    t = Tensor(np.where(idx < 0, idx + size, idx).astype(np.int32), device=self.device)
+                    t = type(self)(np.where(idx < 0, idx + size, idx).astype(np.int32), device=self.device)
                 else:
                     idx._check_index(op, -size if isinstance(size, int) else 0, size,
                                      f"axis {axis} with size {size} (shape {self.shape})")  # fmt: skip
@@ -206,7 +203,7 @@ class IndexingMixin:
 
     # -- the plain part: movement ops and their inverse ----------------------------------------------------------------
 
-    def _index_plain(self: Tensor, plan: _Plan) -> Tensor:
+    def _index_plain(self, plan: _Plan[Self]) -> Self:
         x = self
         for axis, step in enumerate(plan.axes):
             if step[0] == "int":
@@ -224,16 +221,14 @@ class IndexingMixin:
                 x = x._stride(axis, abs(stride))
         return x.reshape(tuple(plan.shape))
 
-    def _index_embed(self: Tensor, plan: _Plan, value: Tensor) -> tuple[Tensor, Tensor]:
+    def _index_embed(self, plan: _Plan[Self], value: Self) -> tuple[Self, Self]:
         """The inverse of `_index_plain`: `value` (shaped like its result) placed into this tensor's shape, and the
         bool mask of the places it covers (zero and False elsewhere)."""
-        from lazy.tensor import Tensor
-
         # value is shaped like plan.shape: drop the None axes, put back the int ones as 1
         src_shape = tuple(1 if step[0] == "int" else step[2] if step[0] == "slice" else self.shape[a]
                           for a, step in enumerate(plan.axes))  # fmt: skip
         value = value.reshape(src_shape)
-        parts = [value, Tensor.ones(src_shape, dtype=dtypes.bool, device=self.device)]
+        parts = [value, type(self).ones(src_shape, dtype=dtypes.bool, device=self.device)]
         for axis, step in enumerate(plan.axes):
             size = self.shape[axis]
             if step[0] == "all":
@@ -258,16 +253,14 @@ class IndexingMixin:
                     p = p.shrink(tuple((0, span) if a == axis else None for a in range(p.ndim)))
                 parts[k] = p.pad(tuple((low, size - low - span) if a == axis else (0, 0) for a in range(p.ndim)))
         if any(p.shape != self.shape for p in parts):  # an empty slice: nothing is covered
-            return self.zeros_like(), Tensor.zeros(self.shape, dtype=dtypes.bool, device=self.device)
+            return self.zeros_like(), type(self).zeros(self.shape, dtype=dtypes.bool, device=self.device)
         return parts[0], parts[1]
 
     # -- the fancy part: one-hot selection -----------------------------------------------------------------------------
 
-    def _index_masks(self: Tensor, plan: _Plan) -> tuple[Tensor, tuple[sint, ...], list[int]]:
+    def _index_masks(self, plan: _Plan[Self]) -> tuple[Self, tuple[sint, ...], list[int]]:
         """(mask, broadcast index shape, indexed axes): mask has shape x[:d0] + big + x[d0:] with True where the
         index tensors pick the element."""
-        from lazy.tensor import Tensor
-
         dims = [d for d, _ in plan.tensors]
         try:
             big = broadcast_shape("index", *(t.shape for _, t in plan.tensors))
@@ -275,13 +268,12 @@ class IndexingMixin:
             shapes = ", ".join(str(t.shape) for _, t in plan.tensors)
             raise IndexError(f"index tensors of shapes {shapes} cannot be broadcast together") from None
         d0, nb, nd = dims[0], len(big), len(plan.shape)
-        mask: Tensor | None = None
+        mask: Self | None = None
         for d, t in plan.tensors:
             idx = t.reshape((1,) * d0 + (1,) * (nb - t.ndim) + t.shape + (1,) * (nd - d0))
             size = plan.shape[d]
-            ramp = Tensor.arange(concrete(size, "tensor indexing"), device=self.device).reshape(
-                tuple(size if a == d + nb else 1 for a in range(nd + nb))
-            )
+            ramp = type(self).arange(concrete(size, "tensor indexing"), device=self.device)
+            ramp = ramp.reshape(tuple(size if a == d + nb else 1 for a in range(nd + nb)))
             hit = idx == ramp
             mask = hit if mask is None else mask & hit
         assert mask is not None
@@ -295,10 +287,10 @@ class IndexingMixin:
             return None
         return [*range(d0, d0 + nb), *range(0, d0), *range(d0 + nb, ndim)]
 
-    def __getitem__(self: Tensor, indices: Any) -> Tensor:
+    def __getitem__(self, indices: Any) -> Self:
         return self._getitem(indices, "index")
 
-    def _getitem(self: Tensor, indices: Any, op: str) -> Tensor:
+    def _getitem(self, indices: Any, op: str) -> Self:
         plan = self._index_plan(indices, op)
         x = self._index_plain(plan)
         if not plan.tensors:
@@ -312,12 +304,10 @@ class IndexingMixin:
         perm = self._fancy_perm(d0, nb, dims, picked.ndim)
         return picked if perm is None else picked.permute(perm)
 
-    def __setitem__(self: Tensor, indices: Any, value: TensorLike) -> None:
-        from lazy.tensor import Tensor
-
+    def __setitem__(self, indices: Any, value: Self | ConstType) -> None:
         if _copy_only(self.device):
             return self._setitem_by_copy(indices, value)
-        v = value if isinstance(value, Tensor) else Tensor(value, device=self.device, dtype=self.dtype)
+        v = value if isinstance(value, type(self)) else type(self)(value, device=self.device, dtype=self.dtype)
         v = v.to(self.device).cast(self.dtype)
         if self.requires_grad and self._ctx is None:
             raise RuntimeError(
@@ -325,9 +315,9 @@ class IndexingMixin:
                 "(y = x.clone(); y[...] = v) or to x.detach()"
             )
         # the value before assignment, as its own node: `self` is about to become the node after it
-        this = Tensor(self.lazydata, device=self.device, requires_grad=self.requires_grad)
+        this = type(self)(self.lazydata, device=self.device, requires_grad=self.requires_grad)
         this._ctx = self._ctx
-        if isinstance(indices, Tensor) and indices.dtype == dtypes.bool and indices.shape == self.shape \
+        if isinstance(indices, type(self)) and indices.dtype == dtypes.bool and indices.shape == self.shape \
                 and v.numel() == 1:  # fmt: skip
             new = indices.where(v.reshape(()), this)  # a full mask with a scalar: no host round trip
         else:
@@ -350,7 +340,7 @@ class IndexingMixin:
                     layout.insert(d + nb, 1)
                 vb = vb.reshape(tuple(layout))
                 # repeated indices: the last write wins (as in a sequential loop), found by the largest position
-                order = (Tensor.arange(prod(big), device=this.device) + 1).reshape(
+                order = (type(self).arange(prod(big), device=this.device) + 1).reshape(
                     (1,) * d0 + big + (1,) * (mask.ndim - d0 - nb)
                 )
                 big_axes = tuple(range(d0, d0 + nb))
@@ -374,13 +364,9 @@ class IndexingMixin:
         self.assign(new)
         self._ctx = history
 
-    def _setitem_by_copy(self: Tensor, indices: Any, value: TensorLike) -> None:
+    def _setitem_by_copy(self, indices: Any, value: Self | ConstType) -> None:
         """Setitem on a device that only copies (DISK): the value is computed where it lives and copied into the
         consecutive range of memory the index selects."""
-        from lazy.engine.realize import copy_now
-        from lazy.plugins import Device
-        from lazy.tensor import Tensor
-
         plan = self._index_plan(indices)
         view = None if plan.tensors else self._index_plain(plan).lazydata.buffer_view()
         if view is None:
@@ -389,17 +375,17 @@ class IndexingMixin:
                 f"memory (ints and plain slices of the leading axes), got {indices!r}; or write a copy on a "
                 "compute device and copy it back"
             )
-        src = value if isinstance(value, Tensor) else Tensor(value, device=Device.DEFAULT, dtype=self.dtype)
+        src = value if isinstance(value, type(self)) else type(self)(value, device=Device.DEFAULT, dtype=self.dtype)
         if _copy_only(src.device):  # computed on the default device, then copied
             src = src.to(Device.DEFAULT)
         src = self._broadcast_value(src.cast(self.dtype), view.shape).contiguous().realize()
         self.realize()
-        dest = Tensor(view, device=self.device).realize().lazydata.base.realized
+        dest = type(self)(view, device=self.device).realize().lazydata.base.realized
         data = src.lazydata.base.realized
         assert dest is not None and data is not None
         copy_now(dest, data)  # through the engine, so a jit capturing now records it
 
-    def _broadcast_value(self: Tensor, v: Tensor, shape: tuple[sint, ...]) -> Tensor:
+    def _broadcast_value(self, v: Self, shape: tuple[sint, ...]) -> Self:
         try:
             broadcast_shape("setitem", v.shape, shape)
         except ValueError:
@@ -411,12 +397,10 @@ class IndexingMixin:
 
     # -- index-driven ops ----------------------------------------------------------------------------------------------
 
-    def masked_select(self: Tensor, mask: Tensor, size: PyInt | None = None, fill_value: ConstType = 0) -> Tensor:
+    def masked_select(self, mask: Self, size: PyInt | None = None, fill_value: ConstType = 0) -> Self:
         """The elements where `mask` (broadcast to this shape) is True, as a 1-d tensor. Without `size` the mask is
         read on the host (the length depends on it); with `size` the result has that length, cut or filled with
         `fill_value`, and nothing leaves the device (so it can run inside `jit`)."""
-        from lazy.tensor import Tensor
-
         if mask.dtype != dtypes.bool:
             raise ArgumentError(f"masked_select: the mask must be a bool tensor, not {mask.dtype}")
         shape = broadcast_shape("masked_select", self.shape, mask.shape)
@@ -425,28 +409,26 @@ class IndexingMixin:
             return x[m]
         # element i lands at slot cumsum(m)[i] - 1 when m[i]: a (size, n) one-hot of slots, summed over n
         slot = m.cast(dtypes.int32).cumsum() - 1
-        hit = (slot.unsqueeze(0) == Tensor.arange(size, device=self.device).unsqueeze(1)) & m.unsqueeze(0)
+        hit = (slot.unsqueeze(0) == type(self).arange(size, device=self.device).unsqueeze(1)) & m.unsqueeze(0)
         work = x.cast(dtypes.int32) if x.dtype == dtypes.bool else x
         picked = hit.where(work.unsqueeze(0), 0).sum(1, dtype=work.dtype).cast(self.dtype)
-        return hit.any(1).where(picked, Tensor(fill_value, device=self.device, dtype=self.dtype))
+        return hit.any(1).where(picked, type(self)(fill_value, device=self.device, dtype=self.dtype))
 
-    def nonzero(self: Tensor, size: PyInt | None = None, fill_value: ConstType = 0) -> Tensor:
+    def nonzero(self, size: PyInt | None = None, fill_value: ConstType = 0) -> Self:
         """(count, ndim) int32 coordinates of the non-zero elements in row-major order; `size` fixes the count
         (cut or filled with `fill_value`) so that nothing leaves the device."""
-        from lazy.tensor import Tensor
-
         if size is None:
             found = np.argwhere(self.numpy()).astype(np.int32)
-            return Tensor(found.reshape(-1, self.ndim), device=self.device)
+            return type(self)(found.reshape(-1, self.ndim), device=self.device)
         if self.ndim == 0:
-            return Tensor.zeros(size, 0, dtype=dtypes.int32, device=self.device)
-        coords = [Tensor.arange(concrete(n, "nonzero"), device=self.device).reshape(
+            return type(self).zeros(size, 0, dtype=dtypes.int32, device=self.device)
+        coords = [type(self).arange(concrete(n, "nonzero"), device=self.device).reshape(
             tuple(n if a == i else 1 for a in range(self.ndim))) for i, n in enumerate(self.shape)]  # fmt: skip
-        grid = Tensor.stack(*[c._broadcast_to(self.shape).flatten() for c in coords], dim=-1)  # (numel, ndim)
+        grid = type(self).stack(*[c._broadcast_to(self.shape).flatten() for c in coords], dim=-1)  # (numel, ndim)
         mask = (self != 0).flatten().unsqueeze(-1)._broadcast_to(grid.shape)
         return grid.masked_select(mask, size * self.ndim, fill_value).reshape(size, self.ndim)
 
-    def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
+    def gather(self, dim: int, index: Self) -> Self:
         """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim`; other dims of index may be smaller. An
         index outside [0, size) gives 0 (an IndexError with LAZY_CHECK_INDEX=1)."""
         dim = self._resolve_axis(dim)
@@ -455,10 +437,8 @@ class IndexingMixin:
             index._check_index("gather", 0, n, f"dimension {dim} with size {n} (shape {self.shape})")
         return self._gather(dim, index)
 
-    def _gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
+    def _gather(self, dim: int, index: Self) -> Self:
         """gather without the index check, for callers that checked (or mean) the indices themselves."""
-        from lazy.tensor import Tensor
-
         if index.ndim != self.ndim:
             raise ShapeError(f"gather: index has {index.ndim} dimensions, self has {self.ndim} ({self.shape})")
         if not dtypes.is_int(index.dtype):
@@ -470,24 +450,22 @@ class IndexingMixin:
         # (..., 1 at dim, ..., n): the candidates along dim moved to a new last axis
         x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
         x = x.unsqueeze(-1).transpose(-1, dim)
-        hit = index.unsqueeze(-1) == Tensor.arange(concrete(n, "gather"), device=self.device)  # (*index.shape, n)
+        hit = index.unsqueeze(-1) == type(self).arange(concrete(n, "gather"), device=self.device)  # (*index.shape, n)
         work = x.cast(dtypes.int32) if x.dtype == dtypes.bool else x
         out = hit.where(work, 0).sum(-1, dtype=work.dtype)
         return out.cast(self.dtype) if work is not x else out
 
-    def _scatter_hits(self: Tensor, op: str, dim: int, index: Tensor, src: TensorLike
-                      ) -> tuple[int, Tensor, Tensor]:  # fmt: skip
+    def _scatter_hits(self, op: str, dim: int, index: Self, src: Self | ConstType
+                      ) -> tuple[int, Self, Self]:  # fmt: skip
         """(dim, hit, values): hit[..., t at dim, ..., k] is True where source element k (along `dim`) lands on
         target t; values[..., 1 at dim, ..., k] are the source values. Both are padded to this tensor's shape."""
-        from lazy.tensor import Tensor
-
         if index.ndim != self.ndim:
             raise ShapeError(f"{op}: index has {index.ndim} dimensions, self has {self.ndim} ({self.shape})")
         if not dtypes.is_int(index.dtype):
             raise ArgumentError(f"{op}: index must have an integer dtype, not {index.dtype}")
         dim = self._resolve_axis(dim)
-        if not isinstance(src, Tensor):
-            src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+        if not isinstance(src, TensorBase):
+            src = type(self).full(index.shape, src, dtype=self.dtype, device=self.device)
         if src.ndim != self.ndim or any(i > s for i, s in zip(index.shape, src.shape)) or \
                 any(i > s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != dim):  # fmt: skip
             raise ShapeError(
@@ -497,37 +475,35 @@ class IndexingMixin:
         n = self.shape[dim]
         index._check_index(op, 0, n, f"dimension {dim} with size {n} (shape {self.shape})")
         src = src.to(self.device).cast(self.dtype).shrink(tuple((0, i) for i in index.shape))
-        hit = (index.to(self.device).unsqueeze(-1) == Tensor.arange(concrete(n, op), device=self.device)).transpose(
+        hit = (index.to(self.device).unsqueeze(-1) == type(self).arange(concrete(n, op), device=self.device)).transpose(
             dim, -1
         )
         values = src.unsqueeze(-1).transpose(dim, -1)
         pad = tuple((0, s - i) if d != dim else (0, 0) for d, (s, i) in enumerate(zip(self.shape, index.shape)))
         return dim, hit.pad(pad + ((0, 0),)), values.pad(pad + ((0, 0),))
 
-    def scatter(self: Tensor, dim: int, index: Tensor, src: TensorLike, reduce: str | None = None) -> Tensor:
+    def scatter(self, dim: int, index: Self, src: Self | ConstType, reduce: str | None = None) -> Self:
         """self with src[..., k, ...] written at [..., index[..., k, ...], ...] along `dim` (a new tensor). With
         `reduce` "add" or "multiply", combined with what is there instead. Of repeated indices, the last wins."""
-        from lazy.tensor import Tensor
-
         if reduce is not None:
             if reduce not in ("add", "multiply"):
                 raise ArgumentError(f"scatter: reduce must be None, 'add' or 'multiply', not {reduce!r}")
-            if isinstance(src, Tensor):  # (tinygrad's rule; PyTorch would accept it)
+            if isinstance(src, type(self)):  # (tinygrad's rule; PyTorch would accept it)
                 raise ArgumentError("scatter: reduce= takes a scalar src; for a tensor src use scatter_reduce")
             return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")  # type: ignore[arg-type]
         _check_src_dtype("scatter", self, src)
 
         dim, hit, values = self._scatter_hits("scatter", dim, index, src)
         k = hit.shape[-1]
-        order = (Tensor.arange(concrete(k, "scatter"), device=self.device) + 1).reshape((1,) * self.ndim + (k,))
+        order = (type(self).arange(concrete(k, "scatter"), device=self.device) + 1).reshape((1,) * self.ndim + (k,))
         last = hit.where(order, 0)._max(-1)  # (0 where nothing lands)
         chosen = hit & (order == last.unsqueeze(-1))
         work = values.cast(dtypes.int32) if values.dtype == dtypes.bool else values
         picked = chosen.where(work, 0).sum(-1, dtype=work.dtype).cast(self.dtype)
         return (last > 0).where(picked, self)
 
-    def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str,
-                       include_self: bool = True) -> Tensor:  # fmt: skip
+    def scatter_reduce(self, dim: int, index: Self, src: Self, reduce: str,
+                       include_self: bool = True) -> Self:  # fmt: skip
         """Combine src into self along `dim` at `index` with "sum", "prod", "mean", "amax" or "amin" (PyTorch's
         semantics; `include_self=False` leaves out the original value wherever something lands)."""
         _check_src_dtype("scatter_reduce", self, src)
@@ -557,7 +533,7 @@ class IndexingMixin:
             red = red.maximum(keep) if reduce == "amax" else red.minimum(keep)
         return landed.where(red, self)
 
-    def index_select(self: Tensor, dim: PyInt, index: Tensor) -> Tensor:
+    def index_select(self, dim: PyInt, index: Self) -> Self:
         """The slices at positions `index` (1-d) along `dim`."""
         dim = self._resolve_axis(dim)
         if index.ndim != 1:
@@ -565,7 +541,7 @@ class IndexingMixin:
         return self._getitem((slice(None),) * dim + (index,), "index_select")
 
 
-def _check_src_dtype(op: str, target: Tensor, src: Any) -> None:
+def _check_src_dtype(op: str, target: TensorBase, src: Any) -> None:
     """A tensor src must have the target's dtype (a RuntimeError in PyTorch and tinygrad): no silent rounding."""
     if hasattr(src, "lazydata") and src.dtype != target.dtype:
         raise RuntimeError(f"{op}: src is {src.dtype} but self is {target.dtype}; cast src with .cast({target.dtype})")

@@ -1,9 +1,6 @@
 """`Tensor` elementwise functions beyond the basics: inverse trig and hyperbolic functions, erf, float checks,
 the activation zoo, logical ops. A mixin of `Tensor`, built only from its basic methods."""
 
-# mypy: disable-error-code="misc"
-# (the methods annotate `self: Tensor`, the class they are mixed into; see lazy.tensor_nn)
-
 from __future__ import annotations
 
 import math
@@ -12,30 +9,34 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lazy.dtype import dtypes, to_np_dtype
+from lazy import function as F
+from lazy.dtype import ConstType, dtypes, to_np_dtype
 from lazy.helpers import ArgumentError
+from lazy.tensor_base import PyBool, PyFloat, TensorBase
 
 if TYPE_CHECKING:
-    from lazy.tensor import PyBool, PyFloat, Tensor, TensorLike
+    from typing_extensions import Self
 
 
-class MathMixin:
+class MathMixin(TensorBase):
     """Derived elementwise math and activations of `Tensor`."""
 
     __slots__ = ()  # Tensor keeps its slots: no per-instance __dict__
 
     # -- more elementwise: inverse trig/hyperbolic, erf, activations, float checks -------------------------------------
 
-    def _poly(self: Tensor, coefficients: Sequence[PyFloat]) -> Tensor:
+    def _poly(self, coefficients: Sequence[PyFloat]) -> Self:
         """c[0]*x^(k-1) + ... + c[-1], by Horner's rule."""
-        out: Tensor | PyFloat = coefficients[0]
+        out: Self | PyFloat = coefficients[0]
         for c in coefficients[1:]:
             out = out * self + c
         assert isinstance(out, type(self))
         return out
 
-    def asin(self: Tensor) -> Tensor:
-        # Abramowitz & Stegun 4.4.46 on |x|, |error| <= 2e-8: asin(x) = pi/2 - sqrt(1 - x) * poly(x)
+    def asin(self) -> Self:
+        """arcsin(x) in [-pi/2, pi/2], NaN outside [-1, 1] (Abramowitz & Stegun 4.4.46: |error| <= 2e-8 before
+        rounding)."""
+        # on |x|: asin(x) = pi/2 - sqrt(1 - x) * poly(x)
         a = self._float().abs()
         coefficients = (
             -0.0012624911,
@@ -49,62 +50,72 @@ class MathMixin:
         )
         return self._float().sign() * (math.pi / 2 - (1.0 - a).sqrt() * a._poly(coefficients))
 
-    def acos(self: Tensor) -> Tensor:
+    def acos(self) -> Self:
+        """arccos(x) = pi/2 - asin(x), in [0, pi]."""
         return math.pi / 2 - self.asin()
 
-    def atan(self: Tensor) -> Tensor:
+    def atan(self) -> Self:
+        """arctan(x) in (-pi/2, pi/2), through asin (of 1/x where |x| > 1, so that nothing overflows)."""
         x = self._float()
         big = x.abs() > 1  # atan(x) = sign(x) pi/2 - atan(1/x) there: x*x would overflow for large x
         inner = big.where(x.reciprocal(), x)
         a = (inner / (1 + inner * inner).sqrt()).asin()
         return big.where(x.sign() * (math.pi / 2) - a, a)
 
-    def sinh(self: Tensor) -> Tensor:
+    def sinh(self) -> Self:
+        """(exp(x) - exp(-x)) / 2."""
         return (self.exp() - (-self._float()).exp()) / 2
 
-    def cosh(self: Tensor) -> Tensor:
+    def cosh(self) -> Self:
+        """(exp(x) + exp(-x)) / 2."""
         return (self.exp() + (-self._float()).exp()) / 2
 
-    def asinh(self: Tensor) -> Tensor:
+    def asinh(self) -> Self:
+        """log(x + sqrt(x^2 + 1)), and sign(x) * log(2|x|) where |x| > 1e4 (before x^2 overflows)."""
         x = self._float()
         a = x.abs()
         big = a > 1e4  # log(2|x|) there, before x*x overflows (the dropped term is below float precision)
         small = big.where(1.0, a)
         return x.sign() * big.where(a.log() + math.log(2), (small + (small.square() + 1).sqrt()).log())
 
-    def acosh(self: Tensor) -> Tensor:
+    def acosh(self) -> Self:
+        """log(x + sqrt(x^2 - 1)), NaN below 1, and log(2x) where x > 1e4 (before x^2 overflows)."""
         x = self._float()
         big = x > 1e4  # log(2x) there, before x*x overflows
         small = (x.abs() > 1e4).where(x.sign(), x)  # (x <= -1e4 stays below 1: NaN, as it should)
         return big.where(x.log() + math.log(2), (small + (small.square() - 1).sqrt()).log())
 
-    def atanh(self: Tensor) -> Tensor:
+    def atanh(self) -> Self:
+        """log((1 + x) / (1 - x)) / 2: +-inf at +-1, NaN outside [-1, 1]."""
         x = self._float()
         return ((1 + x) / (1 - x)).log() / 2
 
-    def erf(self: Tensor) -> Tensor:
-        # Abramowitz & Stegun 7.1.26 on |x|, |error| <= 1.5e-7
+    def erf(self) -> Self:
+        """The error function (Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7 before rounding)."""
+        # on |x|, with the sign put back
         x = self._float()
         t = 1.0 / (1.0 + 0.3275911 * x.abs())
         tail = t * t._poly((1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)) * (-x.square()).exp()
         return x.sign() * (1.0 - tail)
 
-    def lerp(self: Tensor, end: Tensor, weight: TensorLike) -> Tensor:
+    def lerp(self, end: Self, weight: Self | ConstType) -> Self:
+        """self + (end - self) * weight: linear interpolation from self (weight 0) to `end` (weight 1)."""
         return self + (end - self) * weight
 
-    def isnan(self: Tensor) -> Tensor:
+    def isnan(self) -> Self:
+        """Whether each element is NaN (x != x), a bool tensor."""
         return self != self
 
-    def isinf(self: Tensor, detect_positive: PyBool = True, detect_negative: PyBool = True) -> Tensor:
+    def isinf(self, detect_positive: PyBool = True, detect_negative: PyBool = True) -> Self:
+        """Whether each element is +inf (with `detect_positive`) or -inf (with `detect_negative`), a bool tensor."""
         pos = (self == math.inf) if detect_positive else self.full_like(False, dtype=dtypes.bool)
         return pos | (self == -math.inf) if detect_negative else pos
 
-    def isfinite(self: Tensor) -> Tensor:
+    def isfinite(self) -> Self:
+        """Whether each element is neither infinite nor NaN, a bool tensor."""
         return (self.isinf() | self.isnan()).logical_not()
 
-    def nan_to_num(
-        self: Tensor, nan: PyFloat = 0.0, posinf: PyFloat | None = None, neginf: PyFloat | None = None
-    ) -> Tensor:
+    def nan_to_num(self, nan: PyFloat = 0.0, posinf: PyFloat | None = None, neginf: PyFloat | None = None) -> Self:
         """NaN -> `nan`, +inf -> `posinf`, -inf -> `neginf` (default: the largest/lowest finite value of the dtype)."""
         if not dtypes.is_float(self.dtype):
             return self
@@ -116,89 +127,103 @@ class MathMixin:
         out = self.isnan().where(nan, self)
         return (self == math.inf).where(hi, (self == -math.inf).where(lo, out))
 
-    def relu6(self: Tensor) -> Tensor:
+    def relu6(self) -> Self:
+        """min(max(x, 0), 6)."""
         return self.relu().minimum(6)  # (not relu(x) - relu(x - 6): inf - inf, and rounding for large x)
 
-    def hardswish(self: Tensor) -> Tensor:
+    def hardswish(self) -> Self:
+        """x * relu6(x + 3) / 6."""
         return self * (self + 3).relu6() * (1 / 6)
 
-    def hardsigmoid(self: Tensor, alpha: PyFloat = 1 / 6, beta: PyFloat = 0.5) -> Tensor:
+    def hardsigmoid(self, alpha: PyFloat = 1 / 6, beta: PyFloat = 0.5) -> Self:
+        """min(max(alpha * x + beta, 0), 1); the defaults are PyTorch's (1/6, 0.5)."""
         return (alpha * self + beta).relu().minimum(1)
 
-    def hardtanh(self: Tensor, min_val: PyFloat = -1, max_val: PyFloat = 1) -> Tensor:
+    def hardtanh(self, min_val: PyFloat = -1, max_val: PyFloat = 1) -> Self:
+        """x clipped to [min_val, max_val]."""
         return self.clip(min_val, max_val)
 
-    def quick_gelu(self: Tensor) -> Tensor:
+    def quick_gelu(self) -> Self:
+        """x * sigmoid(1.702 * x), a cheaper approximation of GELU."""
         return self * (self * 1.702).sigmoid()
 
-    def _negative_part(self: Tensor) -> Tensor:
+    def _negative_part(self) -> Self:
         """min(x, 0) whose gradient is exactly 1 below zero and 0 above: exp() of it never overflows into a NaN."""
         return (self < 0).where(self, 0)
 
-    def celu(self: Tensor, alpha: PyFloat = 1.0) -> Tensor:
+    def celu(self, alpha: PyFloat = 1.0) -> Self:
+        """x where x >= 0, else alpha * (exp(x / alpha) - 1)."""
         return (self >= 0).where(self, alpha * ((self._negative_part() / alpha).exp() - 1))
 
-    def selu(self: Tensor, alpha: PyFloat = 1.67326, gamma: PyFloat = 1.0507) -> Tensor:
+    def selu(self, alpha: PyFloat = 1.67326, gamma: PyFloat = 1.0507) -> Self:
+        """gamma * (x where x >= 0, else alpha * (exp(x) - 1)); the default constants are tinygrad's, rounded (PyTorch's
+        have more digits)."""
         return gamma * (self >= 0).where(self, alpha * (self._negative_part().exp() - 1))
 
-    def mish(self: Tensor) -> Tensor:
+    def mish(self) -> Self:
+        """x * tanh(softplus(x))."""
         return self * self.softplus().tanh()
 
-    def logsigmoid(self: Tensor) -> Tensor:
+    def logsigmoid(self) -> Self:
+        """log(sigmoid(x)), computed as -softplus(-x) (no overflow for large |x|)."""
         return -(-self).softplus()
 
-    def softsign(self: Tensor) -> Tensor:
+    def softsign(self) -> Self:
+        """x / (1 + |x|)."""
         return self / (1 + self.abs())
 
-    def logical_and(self: Tensor, y: TensorLike) -> Tensor:
+    def logical_and(self, y: Self | ConstType) -> Self:
+        """Both operands cast to bool (nonzero is True), then and; a bool tensor (broadcast)."""
         x, y2 = self._broadcasted(y, op="logical_and")
         return x.cast(dtypes.bool) & y2.cast(dtypes.bool)
 
-    def logical_or(self: Tensor, y: TensorLike) -> Tensor:
+    def logical_or(self, y: Self | ConstType) -> Self:
+        """Both operands cast to bool (nonzero is True), then or; a bool tensor (broadcast)."""
         x, y2 = self._broadcasted(y, op="logical_or")
         return x.cast(dtypes.bool) | y2.cast(dtypes.bool)
 
-    def logical_xor(self: Tensor, y: TensorLike) -> Tensor:
+    def logical_xor(self, y: Self | ConstType) -> Self:
+        """Both operands cast to bool (nonzero is True), then xor; a bool tensor (broadcast)."""
         x, y2 = self._broadcasted(y, op="logical_xor")
         return x.cast(dtypes.bool) ^ y2.cast(dtypes.bool)
 
-    def bitwise_not(self: Tensor) -> Tensor:
+    def bitwise_not(self) -> Self:
+        """~x for integer and bool tensors (logical not for bool); a float tensor raises ArgumentError."""
         if dtypes.is_float(self.dtype):
             raise ArgumentError(f"bitwise_not needs an integer or bool tensor, not {self.dtype}")
         return ~self
 
     # -- more binary math ----------------------------------------------------------------------------------------------
 
-    def log10(self: Tensor) -> Tensor:
+    def log10(self) -> Self:
+        """The base-10 logarithm, log2(x) * log10(2)."""
         return self.log2() * math.log10(2)
 
-    def logaddexp(self: Tensor, other: TensorLike) -> Tensor:
+    def logaddexp(self, other: Self | ConstType) -> Self:
         """log(exp(self) + exp(other)) without overflow: the larger argument is factored out."""
         a, b = self._broadcasted(other, op="logaddexp")
         top = a.maximum(b).detach()
         top = top.isinf().where(0, top)  # both -inf (or inf): factor out nothing, the log gives the answer
         return ((a - top).exp() + (b - top).exp()).log() + top
 
-    def copysign(self: Tensor, other: TensorLike) -> Tensor:
+    def copysign(self, other: Self | ConstType) -> Self:
         """|self| with the sign of `other`: its sign bit for floats (-0.0 and -NaN count as negative), exactly and
         with PyTorch's gradient (`function.CopySign`). Integers keep their dtype (tinygrad's rule)."""
-        from lazy import function as F
-
         if isinstance(other, float):  # only its sign counts (and a constant -0.0 would not survive as such)
             other = math.copysign(1.0, other)
         a, b = self._broadcasted(other, op="copysign")
         if dtypes.is_float(a.dtype):
-            return F.CopySign.apply(a, b)
+            return a._apply(F.CopySign, b)
         magnitude = a.abs()
         return (b < 0).where(-magnitude, magnitude)
 
-    def fmod(self: Tensor, other: TensorLike) -> Tensor:
+    def fmod(self, other: Self | ConstType) -> Self:
         """C's remainder: the sign follows the dividend (truncating division), unlike `%` (floor, Python's)."""
         a, b = self._broadcasted(other, op="fmod")
         return a - a.div(b, rounding_mode="trunc") * b
 
-    def isclose(self: Tensor, other: TensorLike, rtol: PyFloat = 1e-05, atol: PyFloat = 1e-08,
-                equal_nan: PyBool = False) -> Tensor:  # fmt: skip
+    def isclose(self, other: Self | ConstType, rtol: PyFloat = 1e-05, atol: PyFloat = 1e-08,
+                equal_nan: PyBool = False) -> Self:  # fmt: skip
         """|self - other| <= atol + rtol * |other| elementwise; infinities are close only to themselves, NaN only to
         NaN and only with equal_nan."""
         a, b = self._broadcasted(other, op="isclose")
@@ -206,7 +231,7 @@ class MathMixin:
         out = finite | ((a.isinf() | b.isinf()) & (a == b))
         return out | (a.isnan() & b.isnan()) if equal_nan else out
 
-    def allclose(self: Tensor, other: TensorLike, rtol: PyFloat = 1e-05, atol: PyFloat = 1e-08,
-                 equal_nan: PyBool = False) -> Tensor:  # fmt: skip
+    def allclose(self, other: Self | ConstType, rtol: PyFloat = 1e-05, atol: PyFloat = 1e-08,
+                 equal_nan: PyBool = False) -> Self:  # fmt: skip
         """Whether every element is `isclose` (a bool scalar tensor; `.item()` gives the Python bool)."""
         return self.isclose(other, rtol, atol, equal_nan).all()

@@ -1,10 +1,6 @@
 """`Tensor` methods for neural networks: matmul and linear, convolution, pooling, attention, sorting,
 resampling, losses. A mixin of `Tensor`, kept apart from the array itself (tensor.py had grown two concepts)."""
 
-# mypy: disable-error-code="misc"
-# (the methods annotate `self: Tensor`, the class they are mixed into: mypy checks their bodies against
-# Tensor but reports that self type as not a supertype of the mixin, which is the point of a mixin)
-
 from __future__ import annotations
 
 import math
@@ -16,13 +12,16 @@ from lazy import function as F
 from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 from lazy.helpers import TRAINING, ArgumentError, ShapeError, all_int, broadcast_shape, prod
 from lazy.symbolic import concrete, sint
+from lazy.tensor_base import PyBool, PyFloat, PyInt, TensorBase, TensorT
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
+
     from lazy.lazy import LazyBuffer
-    from lazy.tensor import PyBool, PyFloat, PyInt, Tensor
+    from lazy.tensor import Tensor
 
 
-def _lerp_uint8(at_low: Tensor, at_high: Tensor, frac: list[PyFloat], view: tuple[PyInt, ...]) -> Tensor:
+def _lerp_uint8(at_low: TensorT, at_high: TensorT, frac: list[PyFloat], view: tuple[PyInt, ...]) -> TensorT:
     """at_low + frac * (at_high - at_low) for uint8 values (held as int32), as PyTorch resamples uint8 images: the
     weights as integers with the most fraction bits (at most 15) that keep the largest below 2**15 (an int16), then
     the sum rounded to nearest and clamped to [0, 255]. `frac` has one weight per output position along the axis
@@ -30,11 +29,13 @@ def _lerp_uint8(at_low: Tensor, at_high: Tensor, frac: list[PyFloat], view: tupl
     largest = max([*frac, *(1 - f for f in frac)], default=1.0)
     bits = next(b for b in range(15, 0, -1) if math.floor(0.5 + largest * 2**b) < 2**15)
 
-    def weights(ws: list[PyFloat]) -> Tensor:
-        fixed = [math.floor(0.5 + w * 2**bits) for w in ws]
-        return type(at_low)(fixed, dtype=dtypes.int32, device=at_low.device).reshape(view)
-
-    total = at_low * weights([1 - f for f in frac]) + at_high * weights(frac)
+    weight_low, weight_high = (
+        type(at_low)([math.floor(0.5 + w * 2**bits) for w in ws], dtype=dtypes.int32, device=at_low.device).reshape(
+            view
+        )
+        for ws in ([1 - f for f in frac], frac)
+    )
+    total = at_low * weight_low + at_high * weight_high
     return ((total + (1 << (bits - 1))) >> bits).maximum(0).minimum(255)
 
 
@@ -94,7 +95,7 @@ def _conv_input_grad(g: Tensor, x: Tensor, w: Tensor, groups: PyInt, stride: tup
     full = tuple((d * (k - 1) - pb, xs + pb - gs) for d, k, xs, gs, (pb, pa) in
                  zip(dilation, kernel, x.shape[lead:], g.shape[lead:], padding))  # fmt: skip
     # materialized: the convolution then loads whole vectors rather than gating each lane on the padding
-    g = g.pad(((0, 0), (0, 0)) + full).contiguous()  # type: ignore[operator]
+    g = g.pad(((0, 0), (0, 0)) + full).contiguous()
     cout, cin_g = w.shape[:2]
     wt = w.reshape(groups, cout // groups, cin_g, *kernel).transpose(1, 2).flip(tuple(range(3, 3 + nd)))
     wt = wt.reshape(groups * cin_g, cout // groups, *kernel).contiguous()
@@ -120,14 +121,17 @@ def _conv_weight_grad(g: Tensor, x: Tensor, w: Tensor, groups: PyInt, stride: tu
     return (win * gg).sum((1, *range(5, 5 + nd))).sum(0).reshape(w.shape)
 
 
-class NNOpsMixin:
+class NNOpsMixin(TensorBase):
     """Linear algebra and neural-network operations of `Tensor`."""
 
     __slots__ = ()  # Tensor keeps its slots: no per-instance __dict__
 
     # -- linear algebra and nn -----------------------------------------------------------------------------------------
 
-    def dot(self: Tensor, w: Tensor, dtype: Any = None) -> Tensor:
+    def dot(self, w: Self, dtype: Any = None) -> Self:
+        """The matrix product with PyTorch's matmul rules (1-d operands, broadcast batch axes): a broadcast multiply and
+        a sum over the shared axis. Float products are computed in the accumulation dtype (float32 for half) and rounded
+        once; `dtype` sets the result's dtype."""
         if self.ndim == 0 or w.ndim == 0:
             raise ShapeError(f"matmul: both arguments need at least 1 dimension, got {self.shape} and {w.shape}")
         k_x, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
@@ -148,18 +152,21 @@ class NNOpsMixin:
             x, w2 = x.cast(acc), w2.cast(acc)
         return (x * w2).sum(-1, acc_dtype=acc).cast(out_dtype)
 
-    def matmul(self: Tensor, w: Tensor, reverse: PyBool = False, dtype: Any = None) -> Tensor:
+    def matmul(self, w: Self, reverse: PyBool = False, dtype: Any = None) -> Self:
+        """self @ w (see `dot`); `reverse=True` gives w @ self."""
         return w.dot(self, dtype) if reverse else self.dot(w, dtype)
 
-    def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None, dtype: Any = None) -> Tensor:
+    def linear(self, weight: Self, bias: Self | None = None, dtype: Any = None) -> Self:
+        """self @ weight + bias with weight (in, out), the transpose of PyTorch's (out, in) layout; a 1-d weight
+        multiplies elementwise."""
         x = self.mul(weight) if weight.ndim == 1 else self.dot(weight, dtype)
         return x.add(bias) if bias is not None else x
 
     @staticmethod
-    def einsum(formula: str, *operands: Tensor | Sequence[Tensor], dtype: DType | str | None = None) -> Tensor:
+    def einsum(formula: str, *operands: TensorT | Sequence[TensorT], dtype: DType | str | None = None) -> TensorT:
         """Einstein summation: "ij,jk->ik", "...ij,...jk->...ik" (broadcast batch axes), "ii->i" (a letter twice
         in one operand takes its diagonal); without "->" the output is the letters used once, in order."""
-        tensors: list[Tensor] = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
+        tensors: list[TensorT] = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
             else list(operands)  # type: ignore[arg-type]  # fmt: skip
         spec = formula.replace(" ", "")
         inputs, output = spec.split("->") if "->" in spec else (spec, None)
@@ -200,7 +207,7 @@ class NNOpsMixin:
                     sizes[c] = n
             aligned.append((term, t))
         letters = sorted(sizes)
-        product: Tensor | None = None
+        product: TensorT | None = None
         for term, t in aligned:
             t = t.permute(tuple(term.index(c) for c in sorted(term)))
             t = t.reshape(tuple(t.shape[sorted(term).index(c)] if c in term else 1 for c in letters))
@@ -212,7 +219,7 @@ class NNOpsMixin:
         out = product.sum(summed, dtype=dtype) if summed else (product.cast(dtype) if dtype is not None else product)
         return out.permute(tuple(kept.index(c) for c in output)) if output else out
 
-    def qr(self: Tensor) -> tuple[Tensor, Tensor]:
+    def qr(self) -> tuple[Self, Self]:
         """QR decomposition of (..., m, n) by Householder reflections: Q (..., m, m) orthogonal, R (..., m, n) upper
         triangular, Q @ R == self. One reflection per column, each a rank-1 update built from tensor ops."""
         if self.ndim < 2:
@@ -240,15 +247,13 @@ class NNOpsMixin:
             q = q - 2 * (q @ v) @ v.transpose(-2, -1)
         return q, r.triu()  # (what is left below the diagonal is rounding error)
 
-    def _windows(
-        self: Tensor, kernel: tuple[PyInt, ...], stride: tuple[PyInt, ...], dilation: tuple[PyInt, ...]
-    ) -> Tensor:
+    def _windows(self, kernel: tuple[PyInt, ...], stride: tuple[PyInt, ...], dilation: tuple[PyInt, ...]) -> Self:
         """(..., *spatial) -> (..., *out, *kernel): every window over the last len(kernel) axes. Movement ops only (no
         copy, no kernel of its own): a window axis is the input repeated and re-read with a row length that shifts
         each kernel tap by its dilation (see docs/architecture.md, "Windows without copies")."""
         nd = len(kernel)
         spatial = self.shape[-nd:]
-        outs = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(spatial, kernel, stride, dilation)]  # type: ignore[operator]
+        outs = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(spatial, kernel, stride, dilation)]
         if any(o <= 0 for o in outs):
             raise ShapeError(
                 f"conv: kernel {kernel} (dilation {dilation}) does not fit the input's spatial shape {spatial}"
@@ -264,7 +269,7 @@ class NNOpsMixin:
             x = x._window_axis(axis, k, st, d, concrete(o, "pooling and convolution"))
         return x
 
-    def _window_axis(self: Tensor, axis: PyInt, k: PyInt, st: PyInt, d: PyInt, o: PyInt) -> Tensor:
+    def _window_axis(self, axis: PyInt, k: PyInt, st: PyInt, d: PyInt, o: PyInt) -> Self:
         """Axis `axis` of size n becomes `o` windows (in place) and a new last axis of the `k` taps: out[w, j] =
         in[w * st + j * d]."""
         n = self.shape[axis]
@@ -297,15 +302,15 @@ class NNOpsMixin:
         return x.permute(order)
 
     def conv2d(
-        self: Tensor,
-        weight: Tensor,
-        bias: Tensor | None = None,
+        self,
+        weight: Self,
+        bias: Self | None = None,
         groups: PyInt = 1,
         stride: Any = 1,
         dilation: Any = 1,
         padding: Any = 0,
         dtype: Any = None,
-    ) -> Tensor:
+    ) -> Self:
         """Convolution of (N, C_in, *spatial) with weight (C_out, C_in/groups, *kernel); 1-d, 2-d and 3-d alike
         (the kernel's rank decides). stride/dilation/padding: an int or one value per spatial axis."""
         nd, kernel = self._conv_kernel("conv2d", weight, groups)
@@ -317,26 +322,26 @@ class NNOpsMixin:
                 f"conv2d: input {self.shape} does not match weight {weight.shape} with groups={groups} "
                 f"(expects {cin_g * groups} channels and {nd} spatial axes)"
             )
-        if cout % groups:  # type: ignore[operator]
+        if cout % groups:
             raise ShapeError(f"conv2d: the {cout} output channels of weight {weight.shape} do not split into {groups} "
                              "groups; C_out must be a multiple of groups")  # fmt: skip
         pads = self._conv_pads(padding, nd, kernel, stride_, dilation_)
         geometry: dict[str, Any] = {"groups": groups, "stride": stride_, "dilation": dilation_}
         same = dtype is None or to_dtype(dtype) == self.dtype
         if same and self.dtype == weight.dtype and dtypes.is_float(self.dtype) and all_int(self.shape):
-            out = _Conv.apply(self, weight, padding=pads, **geometry)  # the gradients as convolutions (see _Conv)
+            out = self._apply(_Conv, weight, padding=pads, **geometry)  # the gradients as convolutions (see _Conv)
         else:
             out = self.pad(((0, 0), (0, 0), *pads))._conv_windows(weight, dtype=dtype, **geometry)
         return out if bias is None else out + bias.reshape(1, -1, *([1] * nd))
 
     def _conv_windows(
-        self: Tensor,
-        weight: Tensor,
+        self,
+        weight: Self,
         groups: PyInt,
         stride: tuple[PyInt, ...],
         dilation: tuple[PyInt, ...],
         dtype: Any = None,
-    ) -> Tensor:
+    ) -> Self:
         """The convolution of an already padded input: every window times the weight, summed."""
         nd, kernel = len(stride), tuple(int(k) for k in weight.shape[2:])
         n, (cout, cin_g) = self.shape[0], weight.shape[:2]
@@ -365,18 +370,18 @@ class NNOpsMixin:
         return ints
 
     @staticmethod
-    def _conv_kernel(op: str, weight: Tensor, groups: Any) -> tuple[PyInt, tuple[PyInt, ...]]:
+    def _conv_kernel(op: str, weight: TensorBase, groups: Any) -> tuple[PyInt, tuple[PyInt, ...]]:
         """(number of spatial axes, kernel sizes) of a convolution weight (C, C', *kernel), checking the weight and
         `groups`."""
         if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
             raise ArgumentError(f"{op}: groups must be an int >= 1, got {groups!r}")
         kernel = weight.shape[2:]
-        if weight.ndim < 3 or not all_int(kernel) or any(k < 1 for k in kernel):  # type: ignore[operator]
+        if weight.ndim < 3 or not all_int(kernel) or any(k < 1 for k in kernel):
             raise ShapeError(
                 f"{op}: weight {weight.shape} must have two channel axes and at least one kernel axis, each kernel "
                 "size an int >= 1"
             )
-        return len(kernel), tuple(int(k) for k in kernel)  # type: ignore[arg-type]
+        return len(kernel), tuple(int(k) for k in kernel)
 
     @staticmethod
     def _conv_pads(
@@ -412,15 +417,15 @@ class NNOpsMixin:
         raise ValueError(f"conv: padding must be an int or a sequence of {nd} or {2 * nd} values, got {padding}")
 
     def conv_transpose2d(
-        self: Tensor,
-        weight: Tensor,
-        bias: Tensor | None = None,
+        self,
+        weight: Self,
+        bias: Self | None = None,
         groups: PyInt = 1,
         stride: Any = 1,
         dilation: Any = 1,
         padding: Any = 0,
         output_padding: Any = 0,
-    ) -> Tensor:
+    ) -> Self:
         """The gradient of conv2d with respect to its input: (N, C_in, *spatial) with weight (C_in, C_out/groups,
         *kernel). Built as a conv2d over the input spread out by `stride` with the flipped, transposed kernel."""
         nd, kernel = self._conv_kernel("conv_transpose2d", weight, groups)
@@ -434,14 +439,14 @@ class NNOpsMixin:
             )
         pads = self._conv_pads(padding, nd)
         cin, cout_g = weight.shape[:2]
-        if self.ndim != nd + 2 or self.shape[1] != cin or cin % groups:  # type: ignore[operator]
+        if self.ndim != nd + 2 or self.shape[1] != cin or cin % groups:
             raise ShapeError(
                 f"conv_transpose2d: input {self.shape} does not match weight {weight.shape} with groups={groups} "
                 f"(expects {cin} channels, a multiple of groups, and {nd} spatial axes)"
             )
         # weight (G, C_in/G, C_out/G, *k) -> (C_out, C_in/G, *k), taps reversed
-        w = weight.reshape(groups, cin // groups, cout_g, *kernel).transpose(1, 2)  # type: ignore[operator]
-        w = w.reshape(groups * cout_g, cin // groups, *kernel).flip(tuple(range(2, 2 + nd)))  # type: ignore[operator]
+        w = weight.reshape(groups, cin // groups, cout_g, *kernel).transpose(1, 2)
+        w = w.reshape(groups * cout_g, cin // groups, *kernel).flip(tuple(range(2, 2 + nd)))
         x = self
         for i, s in enumerate(stride_):  # spread out: s - 1 zeros between neighbours
             if s == 1:
@@ -464,7 +469,7 @@ class NNOpsMixin:
     # -- pooling -------------------------------------------------------------------------------------------------------
 
     def _pool_pads(
-        self: Tensor,
+        self,
         kernel: tuple[PyInt, ...],
         stride: tuple[PyInt, ...],
         dilation: tuple[PyInt, ...],
@@ -501,7 +506,7 @@ class NNOpsMixin:
         return pads, extra, outs
 
     def _pool(
-        self: Tensor,
+        self,
         kernel: tuple[PyInt, ...],
         stride: tuple[PyInt, ...],
         dilation: tuple[PyInt, ...],
@@ -509,7 +514,7 @@ class NNOpsMixin:
         extra: list[PyInt],
         outs: list[PyInt],
         value: ConstType,
-    ) -> Tensor:
+    ) -> Self:
         """(..., *spatial) -> (..., *outs, *kernel): the windows over the last len(kernel) axes, padded with `value`."""
         nd = len(kernel)
         lead = self.shape[:-nd]
@@ -520,7 +525,7 @@ class NNOpsMixin:
         return win.reshape(*lead, *outs, *kernel)
 
     def _pool_args(
-        self: Tensor, op: str, kernel_size: Any, stride: Any, dilation: Any
+        self, op: str, kernel_size: Any, stride: Any, dilation: Any
     ) -> tuple[tuple[PyInt, ...], tuple[PyInt, ...], tuple[PyInt, ...]]:
         """(kernel, stride, dilation) per spatial axis: an int kernel_size means two axes, stride defaults to the
         kernel; ValueError naming the argument for sizes below 1."""
@@ -532,14 +537,14 @@ class NNOpsMixin:
         return kernel, stride_, self._spatial_arg(op, "dilation", dilation, nd)
 
     def avg_pool2d(
-        self: Tensor,
+        self,
         kernel_size: Any = (2, 2),
         stride: Any = None,
         dilation: Any = 1,
         padding: Any = 0,
         ceil_mode: PyBool = False,
         count_include_pad: PyBool = True,
-    ) -> Tensor:
+    ) -> Self:
         """Average pooling over the last len(kernel_size) axes (any number of them). With count_include_pad the
         zero padding asked for counts in the average, the extra padding of ceil_mode never does."""
         kernel, stride_, dilation_ = self._pool_args("avg_pool2d", kernel_size, stride, dilation)
@@ -564,14 +569,14 @@ class NNOpsMixin:
         return windows.sum(axes) / count
 
     def max_pool2d(
-        self: Tensor,
+        self,
         kernel_size: Any = (2, 2),
         stride: Any = None,
         dilation: Any = 1,
         padding: Any = 0,
         ceil_mode: PyBool = False,
         return_indices: PyBool = False,
-    ) -> Tensor | tuple[Tensor, Tensor]:
+    ) -> Self | tuple[Self, Self]:
         """Max pooling over the last len(kernel_size) axes; padding never wins. return_indices adds the (int32) index
         of the first maximum of each window within the flattened spatial axes."""
         kernel, stride_, dilation_ = self._pool_args("max_pool2d", kernel_size, stride, dilation)
@@ -598,14 +603,14 @@ class NNOpsMixin:
     # -- attention -----------------------------------------------------------------------------------------------------
 
     def scaled_dot_product_attention(
-        self: Tensor,
-        key: Tensor,
-        value: Tensor,
-        attn_mask: Tensor | None = None,
+        self,
+        key: Self,
+        value: Self,
+        attn_mask: Self | None = None,
         dropout_p: PyFloat = 0.0,
         is_causal: PyBool = False,
         enable_gqa: PyBool = False,
-    ) -> Tensor:
+    ) -> Self:
         """softmax(q @ k^T / sqrt(E) + mask) @ v for q (..., L, E), k (..., S, E), v (..., S, Ev). `attn_mask`: bool
         (True = attend) or an additive float mask; is_causal masks out keys after each query (no attn_mask then)."""
         if enable_gqa:  # grouped-query attention: each key/value head serves a group of query heads
@@ -629,7 +634,7 @@ class NNOpsMixin:
 
     # -- sorting -------------------------------------------------------------------------------------------------------
 
-    def sort(self: Tensor, dim: PyInt = -1, descending: PyBool = False) -> tuple[Tensor, Tensor]:
+    def sort(self, dim: PyInt = -1, descending: PyBool = False) -> tuple[Self, Self]:
         """The values along `dim` in order and their (int32) indices; a stable sort (equal values keep their order,
         -0.0 ties with 0.0) with NaN above +inf: last ascending, first descending, as in PyTorch. The rank of each
         element counts the elements before it, then a one-hot of the ranks moves it in place."""
@@ -659,12 +664,11 @@ class NNOpsMixin:
         indices = place.where(index, 0).sum(-2, dtype=dtypes.int32)
         return values.transpose(dim, -1), indices.transpose(dim, -1)
 
-    def argsort(self: Tensor, dim: PyInt = -1, descending: PyBool = False) -> Tensor:
+    def argsort(self, dim: PyInt = -1, descending: PyBool = False) -> Self:
+        """The (int32) indices that sort self along `dim`: a stable sort, largest first with `descending`."""
         return self.sort(dim, descending)[1]
 
-    def topk(
-        self: Tensor, k: PyInt, dim: PyInt = -1, largest: PyBool = True, sorted_: PyBool = True
-    ) -> tuple[Tensor, Tensor]:
+    def topk(self, k: PyInt, dim: PyInt = -1, largest: PyBool = True, sorted_: PyBool = True) -> tuple[Self, Self]:
         """The k largest (or smallest) values along `dim` and their indices, always in sorted order (which also
         satisfies sorted_=False); equal values keep their order."""
         dim = self._resolve_axis(dim)
@@ -680,7 +684,7 @@ class NNOpsMixin:
 
     # -- resampling ----------------------------------------------------------------------------------------------------
 
-    def interpolate(self: Tensor, size: Sequence[PyInt], mode: str = "linear", align_corners: PyBool = False) -> Tensor:
+    def interpolate(self, size: Sequence[PyInt], mode: str = "linear", align_corners: PyBool = False) -> Self:
         """Resamples the last len(size) axes to `size` (any batch axes before them). mode: "linear" (bilinear,
         trilinear, ... by the length of size), "nearest" (floor(o * in / out)) or "nearest-exact" (pixel centres)."""
         if not isinstance(size, (tuple, list)) or not all_int(size) or not 0 < len(size) <= self.ndim or min(size) < 0:
@@ -711,36 +715,40 @@ class NNOpsMixin:
             shape = tuple(n_out if i == axis else s for i, s in enumerate(x.shape))
             view = tuple(n_out if i == axis else 1 for i in range(x.ndim))
 
-            def index(values: list[PyInt], shape: tuple[sint, ...] = shape, view: tuple[PyInt, ...] = view) -> Tensor:
-                return type(self)(values, dtype=dtypes.int32, device=self.device).reshape(view).expand(shape)
-
+            # the source positions along the axis, broadcast to the output's shape
+            at_low_index, at_high_index = (
+                type(self)(values, dtype=dtypes.int32, device=self.device).reshape(view).expand(shape)
+                for values in (low, high if mode == "linear" else low)
+            )
             if mode != "linear":
-                x = x.gather(axis, index(low))
+                x = x.gather(axis, at_low_index)
                 continue
-            at_low, at_high = x.gather(axis, index(low)), x.gather(axis, index(high))
+            at_low, at_high = x.gather(axis, at_low_index), x.gather(axis, at_high_index)
             if fixed_point:
                 x = _lerp_uint8(at_low, at_high, frac, view)
             else:
                 x = at_low.lerp(at_high, type(self)(frac, dtype=x.dtype, device=self.device).reshape(view))
         return x.cast(self.dtype)
 
-    def sequential(self: Tensor, layers: list[Any]) -> Tensor:
+    def sequential(self, layers: list[Any]) -> Self:
+        """self passed through each callable of `layers` in turn."""
         x = self
         for f in layers:
             x = f(x)
         return x
 
-    def layernorm(self: Tensor, axis: PyInt = -1, eps: PyFloat = 1e-5) -> Tensor:
+    def layernorm(self, axis: PyInt = -1, eps: PyFloat = 1e-5) -> Self:
+        """(x - mean) / sqrt(var + eps) over `axis`, with the biased variance and no weight or bias."""
         y = self - self.mean(axis, keepdim=True)
         return y.mul((y * y).mean(axis, keepdim=True).add(eps).rsqrt())
 
     @classmethod
-    def _training_mode(cls: type[Tensor]) -> PyBool:
+    def _training_mode(cls) -> PyBool:
         """Training mode, in which dropout drops and batchnorm uses batch statistics: `Tensor.training` (what
         `Tensor.train()` sets) or the TRAINING setting (`Context(TRAINING=1)`, tinygrad's switch)."""
         return bool(cls.training or TRAINING)
 
-    def dropout(self: Tensor, p: PyFloat = 0.5) -> Tensor:
+    def dropout(self, p: PyFloat = 0.5) -> Self:
         """Zero each element with probability p and scale the rest by 1 / (1 - p), in training mode only (see
         `_training_mode`); the same draws as tinygrad's after the same `manual_seed`."""
         if not 0 <= p <= 1:
@@ -752,7 +760,7 @@ class NNOpsMixin:
         keep = type(self).rand(*self.shape, device=self.device) >= p
         return keep.where(self, 0) / (1.0 - p)
 
-    def one_hot(self: Tensor, num_classes: PyInt = -1) -> Tensor:
+    def one_hot(self, num_classes: PyInt = -1) -> Self:
         """(...) -> (..., num_classes) int32 from integer class indices; a class outside [0, num_classes) gives a row
         of zeros (an IndexError with LAZY_CHECK_INDEX=1). num_classes=-1: the largest index + 1 (read on the host, a
         sync, as in tinygrad and PyTorch)."""
@@ -765,14 +773,14 @@ class NNOpsMixin:
         self._check_index("one_hot", 0, num_classes, f"{num_classes} classes")
         return (self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int32)
 
-    def _do_reduction(self: Tensor, reduction: str = "mean") -> Tensor:
+    def _do_reduction(self, reduction: str = "mean") -> Self:
         if reduction not in ("none", "mean", "sum"):
             raise ValueError(f'reduction must be "none", "mean" or "sum", not {reduction!r}')
         return self.mean() if reduction == "mean" else self.sum() if reduction == "sum" else self
 
     def sparse_categorical_crossentropy(
-        self: Tensor, Y: Tensor, ignore_index: PyInt = -1, label_smoothing: PyFloat = 0.0, reduction: str = "mean"
-    ) -> Tensor:
+        self, Y: Self, ignore_index: PyInt = -1, label_smoothing: PyFloat = 0.0, reduction: str = "mean"
+    ) -> Self:
         """Cross entropy of logits (..., classes) against integer labels Y (...); labels equal to ignore_index
         count for nothing (the mean divides by the labels that count)."""
         if not 0.0 <= label_smoothing <= 1.0:
@@ -789,7 +797,7 @@ class NNOpsMixin:
             return loss.sum() / keep.sum()
         return loss._do_reduction(reduction)
 
-    def cross_entropy(self: Tensor, Y: Tensor, reduction: str = "mean", label_smoothing: PyFloat = 0.0) -> Tensor:
+    def cross_entropy(self, Y: Self, reduction: str = "mean", label_smoothing: PyFloat = 0.0) -> Self:
         """Cross entropy of logits with classes on axis 1 (PyTorch's layout: (N, C) or (N, C, d1, ...)) against
         class indices (N, d1, ...) or class probabilities shaped like the logits."""
         if not 0.0 <= label_smoothing <= 1.0:
@@ -809,8 +817,8 @@ class NNOpsMixin:
         y = (1 - label_smoothing) * y + label_smoothing / n
         return (-(self.log_softmax(axis) * y).sum(axis))._do_reduction(reduction)
 
-    def nll_loss(self: Tensor, Y: Tensor, weight: Tensor | None = None, ignore_index: PyInt | None = None,
-                 reduction: str = "mean") -> Tensor:  # fmt: skip
+    def nll_loss(self, Y: Self, weight: Self | None = None, ignore_index: PyInt | None = None,
+                 reduction: str = "mean") -> Self:  # fmt: skip
         """Negative log likelihood of log-probabilities (N, C, ...) at class indices Y (N, ...); `weight` per class;
         the mean is weighted (divided by the weights of the labels that count), as PyTorch's."""
         axis = 1 if self.ndim > 1 else 0
@@ -826,33 +834,37 @@ class NNOpsMixin:
             return loss.sum() / w.sum()
         return loss._do_reduction(reduction)
 
-    def binary_crossentropy(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:
+    def binary_crossentropy(self, Y: Self, reduction: str = "mean") -> Self:
         """BCE of probabilities against targets; logs are clamped at -100 like PyTorch's."""
         return (-(Y * self.log().maximum(-100) + (1 - Y) * (1 - self).log().maximum(-100)))._do_reduction(reduction)
 
-    def binary_crossentropy_logits(self: Tensor, Y: Tensor, reduction: str = "mean",
-                                   pos_weight: Tensor | None = None) -> Tensor:  # fmt: skip
+    def binary_crossentropy_logits(self, Y: Self, reduction: str = "mean",
+                                   pos_weight: Self | None = None) -> Self:  # fmt: skip
         """BCE of logits, computed stably through logsigmoid; `pos_weight` scales the positive term."""
         log_p, log_not_p = self.logsigmoid(), (-self).logsigmoid()
         pos = Y * log_p if pos_weight is None else pos_weight * Y * log_p
         return (-(pos + (1 - Y) * log_not_p))._do_reduction(reduction)
 
-    def mse_loss(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:
+    def mse_loss(self, Y: Self, reduction: str = "mean") -> Self:
+        """(self - Y)^2 reduced by `reduction` ("mean", "sum" or "none")."""
         return (self - Y).square()._do_reduction(reduction)
 
-    def l1_loss(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:
+    def l1_loss(self, Y: Self, reduction: str = "mean") -> Self:
+        """|self - Y| reduced by `reduction` ("mean", "sum" or "none")."""
         return (self - Y).abs()._do_reduction(reduction)
 
-    def smooth_l1_loss(self: Tensor, Y: Tensor, reduction: str = "mean", beta: PyFloat = 1.0) -> Tensor:
+    def smooth_l1_loss(self, Y: Self, reduction: str = "mean", beta: PyFloat = 1.0) -> Self:
+        """0.5 * d^2 / beta where |d| < beta, else |d| - 0.5 * beta, for d = self - Y, reduced by `reduction` (PyTorch's
+        smooth_l1_loss)."""
         diff = (self - Y).abs()
         return (diff < beta).where(0.5 * diff.square() / beta, diff - 0.5 * beta)._do_reduction(reduction)
 
-    def normalize(self: Tensor, p: PyFloat = 2.0, dim: PyInt = 1, eps: PyFloat = 1e-12) -> Tensor:
+    def normalize(self, p: PyFloat = 2.0, dim: PyInt = 1, eps: PyFloat = 1e-12) -> Self:
         """self / max(||self||_p along dim, eps)."""
         return self / self.norm(p, dim, keepdim=True).maximum(eps)
 
-    def batchnorm(self: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
-                  axis: PyInt | tuple[PyInt, ...] = 1) -> Tensor:  # fmt: skip
+    def batchnorm(self, weight: Self | None, bias: Self | None, mean: Self, invstd: Self,
+                  axis: PyInt | tuple[PyInt, ...] = 1) -> Self:  # fmt: skip
         """(self - mean) * invstd * weight + bias, the statistics shaped like the axes in `axis`."""
         axes = tuple(self._resolve_axis(a) for a in ((axis,) if isinstance(axis, int) else axis))
         shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
@@ -862,8 +874,8 @@ class NNOpsMixin:
         x = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
         return x + bias.reshape(shape) if bias is not None else x
 
-    def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: Any = (2, 2), stride: Any = None,
-                     dilation: Any = 1, padding: Any = 0, output_size: Any = None) -> Tensor:  # fmt: skip
+    def max_unpool2d(self, indices: Self, kernel_size: Any = (2, 2), stride: Any = None,
+                     dilation: Any = 1, padding: Any = 0, output_size: Any = None) -> Self:  # fmt: skip
         """Puts each pooled value back at its index (from max_pool2d(return_indices=True)) in a zero tensor of the
         unpooled size; any number of spatial axes."""
         n, c, *spatial = self.shape
@@ -872,7 +884,7 @@ class NNOpsMixin:
             kernel = self._spatial_arg("max_unpool2d", "kernel_size", kernel_size, nd)
             stride_ = kernel if stride is None else self._spatial_arg("max_unpool2d", "stride", stride, nd)
             dil, pads = self._spatial_arg("max_unpool2d", "dilation", dilation, nd), self._conv_pads(padding, nd)
-            output_size = tuple((i - 1) * s - (b + a) + d * (k - 1) + 1  # type: ignore[operator]
+            output_size = tuple((i - 1) * s - (b + a) + d * (k - 1) + 1
                                 for i, k, d, s, (b, a) in zip(spatial, kernel, dil, stride_, pads))  # fmt: skip
         else:
             output_size = tuple(output_size)[-nd:]

@@ -2,24 +2,19 @@
 cumulative forms. A mixin of `Tensor`: each reduction is `lazy.function`'s Sum or Max over some axes, with the
 casts (accumulation dtypes) and shifts (max subtraction) that keep it exact and finite."""
 
-# mypy: disable-error-code="misc"
-# (methods annotate `self: Tensor`, the class they are mixed into; see lazy.tensor_nn)
-
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING
 
 from lazy import function as F
 from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
 from lazy.helpers import prod
 from lazy.symbolic import Node
+from lazy.tensor_base import Axis, PyFloat, TensorBase
 
 if TYPE_CHECKING:
-    from lazy.tensor import PyFloat, Tensor
-
-Axis: TypeAlias = int | Sequence[int] | None  # the axes to reduce: one, several, or all (None)
+    from typing_extensions import Self
 
 
 class EmptyReductionError(IndexError, RuntimeError):
@@ -27,26 +22,22 @@ class EmptyReductionError(IndexError, RuntimeError):
     raises when an axis is named) and a RuntimeError (what it raises for a whole empty tensor)."""
 
 
-class ReduceMixin:
+class ReduceMixin(TensorBase):
     """Reductions and cumulative ops of `Tensor`."""
 
     __slots__ = ()
 
-    def _reduce_axes(self: Tensor, axis: Axis) -> tuple[int, ...]:
+    def _reduce_axes(self, axis: Axis) -> tuple[int, ...]:
         if axis is None:
             return tuple(range(self.ndim))
         axes = (axis,) if isinstance(axis, int) else tuple(axis)
         return tuple(sorted({self._resolve_axis(a) for a in axes}))
 
-    def _reduce(self: Tensor, fxn: type[F.Function], axis: Axis, keepdim: bool) -> Tensor:
-        axes = self._reduce_axes(axis)
-        if self.ndim == 0:
-            return self
-        ret = fxn.apply(self, axis=axes)
-        return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
-
-    def sum(self: Tensor, axis: Axis = None, keepdim: bool = False, acc_dtype: DType | None = None,
-            dtype: DType | str | None = None) -> Tensor:  # fmt: skip
+    def sum(self, axis: Axis = None, keepdim: bool = False, acc_dtype: DType | None = None,
+            dtype: DType | str | None = None) -> Self:  # fmt: skip
+        """The sum over `axis` (all axes when None; `keepdim` keeps them with size 1). It accumulates in `acc_dtype`
+        (default: float32 for half types, int32 or uint32 for narrower ints and bool, as tinygrad); the result has
+        `dtype` when given, else a float input's dtype, else the accumulation dtype (an int8 sum is int32)."""
         acc = acc_dtype or sum_acc_dtype(self.dtype)
         if dtype is not None and acc_dtype is None:
             dtype = to_dtype(dtype)
@@ -56,7 +47,7 @@ class ReduceMixin:
             return out.cast(dtype)
         return out.cast(self.dtype) if dtypes.is_float(self.dtype) and acc_dtype is None else out
 
-    def _check_nonempty(self: Tensor, op: str, axis: Axis) -> None:
+    def _check_nonempty(self, op: str, axis: Axis) -> None:
         """Raise for a reduction without identity (max, min, argmax, argmin) over no elements: the identity the
         kernel starts from (-inf, or the dtype's lowest value) would come out as if it were an element."""
         if self.ndim == 0:
@@ -74,38 +65,42 @@ class ReduceMixin:
             "over axes whose size is not 0"
         )
 
-    def max(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    def max(self, axis: Axis = None, keepdim: bool = False) -> Self:
         """The largest value over `axis` (NaN if there is one, as in PyTorch); raises for no elements."""
         self._check_nonempty("max", axis)
         return self._max(axis, keepdim)
 
-    def _max(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    def _max(self, axis: Axis = None, keepdim: bool = False) -> Self:
         """max without the emptiness check, for ops that define their own result over no elements (softmax, any,
         scatter): an empty axis gives the dtype's lowest value."""
         return self._reduce(F.Max, axis, keepdim)
 
-    def _order_flip(self: Tensor) -> Tensor:
+    def _order_flip(self) -> Self:
         """An order-reversing map with no overflow: -x for floats, ~x for ints (-x-1), not x for bool."""
         if self.dtype == dtypes.bool:
             return self.logical_not()
         return -self if dtypes.is_float(self.dtype) else ~self
 
-    def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    def min(self, axis: Axis = None, keepdim: bool = False) -> Self:
         """The smallest value over `axis` (NaN if there is one, as in PyTorch); raises for no elements."""
         self._check_nonempty("min", axis)
         return self._min(axis, keepdim)
 
-    def _min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    def _min(self, axis: Axis = None, keepdim: bool = False) -> Self:
         """min without the emptiness check (see `_max`)."""
         return self._order_flip()._max(axis, keepdim)._order_flip()
 
-    def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    def mean(self, axis: Axis = None, keepdim: bool = False) -> Self:
+        """The mean over `axis` (all axes when None), in a float dtype (integers give the default float); NaN over no
+        elements."""
         out_dtype = least_upper_float(self.dtype)
         total = self.cast(out_dtype).sum(axis, keepdim, acc_dtype=sum_acc_dtype(out_dtype))  # divided before rounding
         count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
         return (total.div(count) if count != 0 else total * math.nan).cast(out_dtype)
 
-    def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    def var(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Self:
+        """The variance over `axis`: the squared deviations from the mean summed and divided by max(0, n - correction)
+        (Bessel's correction by default, as PyTorch)."""
         squares = (self - self.mean(axis, keepdim=True)).square()
         count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
         total = squares.sum(axis, keepdim, acc_dtype=sum_acc_dtype(squares.dtype))  # divided before rounding
@@ -113,13 +108,14 @@ class ReduceMixin:
             return total.div(type(self)(count - correction, device=self.device).maximum(0)).cast(squares.dtype)
         return total.div(max(0, count - correction)).cast(squares.dtype)
 
-    def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Self:
+        """sqrt(var(axis, keepdim, correction)); its gradient is 0 where the variance is 0 (PyTorch's convention)."""
         var = self.var(axis, keepdim, correction)
         # where the variance is exactly 0 the gradient is 0, not 0 * inf (PyTorch's convention)
         positive = var > 0
         return positive.where(positive.where(var, 1).sqrt(), var.sqrt().detach())
 
-    def _exp_sum(self: Tensor, axis: int | None, shift: Tensor, broadcast: bool) -> tuple[Tensor, Tensor]:
+    def _exp_sum(self, axis: int | None, shift: Self, broadcast: bool) -> tuple[Self, Self]:
         """(exp(self - shift), its sum over `axis`), for a shift that is the max along `axis` (or equals it where it
         is finite); the sum kept (size 1) along `axis`, or broadcast to self's shape. The elements at the max (each
         exp(0) = 1) and the rest are summed apart and added last: summed together, each small term added to the
@@ -150,38 +146,47 @@ class ReduceMixin:
         )
         return e, at_max + rest
 
-    def softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
+        """exp(x) / sum(exp(x)) along `axis`, with the maximum subtracted first (no overflow); in `dtype` when given,
+        else in a float dtype."""
         x = self.cast(dtype) if dtype is not None else self._float()
         e, total = x._exp_sum(axis, x._max(axis, keepdim=True), broadcast=True)
         return e.div(total)
 
-    def log_softmax(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
+        """x - log(sum(exp(x))) along `axis`, with the maximum subtracted first (no overflow); in `dtype` when given,
+        else in a float dtype."""
         x = self.cast(dtype) if dtype is not None else self._float()
         top = x._max(axis, keepdim=True)
         return x - top - x._exp_sum(axis, top, broadcast=True)[1].log()
 
-    def softmin(self: Tensor, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
+    def softmin(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
+        """softmax(-x) along `axis`."""
         return (-self).softmax(axis, dtype)
 
-    def logsumexp(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    def logsumexp(self, axis: int | None = None, keepdim: bool = False) -> Self:
+        """log(sum(exp(x))) over `axis` (all axes when None), with the maximum factored out (no overflow); -inf when
+        every term is -inf."""
         x = self._float()  # (ints would wrap in x - max)
         m = x._max(axis, keepdim=True).detach()
         m = m.isinf().where(0, m)  # all -inf (or an inf): shift by nothing, the log gives -inf (or inf)
         return x._exp_sum(axis, m, broadcast=False)[1].log().add(m).squeeze_axes(axis, keepdim, self.ndim)
 
-    def squeeze_axes(self: Tensor, axis: Axis, keepdim: bool, ndim: int) -> Tensor:
+    def squeeze_axes(self, axis: Axis, keepdim: bool, ndim: int) -> Self:
+        """self with the reduced axes `axis` (all `ndim` of them when None) dropped, unless `keepdim`: the shape of a
+        reduction without keepdim."""
         if keepdim:
             return self
         axes = tuple(range(ndim)) if axis is None else self._reduce_axes(axis)
         return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
-    def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    def argmax(self, axis: int | None = None, keepdim: bool = False) -> Self:
         """The (int32) index of the first maximum along `axis` (of the flattened tensor when None); a NaN counts as
         the maximum (PyTorch's rule); raises for no elements."""
         self._check_nonempty("argmax", axis)
         return self._argmax(axis, keepdim)
 
-    def _argmax(self: Tensor, axis: int | None, keepdim: bool) -> Tensor:
+    def _argmax(self, axis: int | None, keepdim: bool) -> Self:
         if axis is None:
             return self.flatten()._argmax(0, False)
         axis = self._resolve_axis(axis)
@@ -193,19 +198,21 @@ class ReduceMixin:
         best = (is_max * score)._max(axis, keepdim=keepdim)
         return (n - best).cast(dtypes.int32)
 
-    def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Self:
         """The (int32) index of the first minimum along `axis`; a NaN counts as the minimum (PyTorch's rule)."""
         self._check_nonempty("argmin", axis)
         return self._order_flip()._argmax(axis, keepdim)
 
-    def any(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    def any(self, axis: Axis = None, keepdim: bool = False) -> Self:
+        """Whether any element over `axis` is nonzero (False over no elements), a bool tensor."""
         return self.cast(dtypes.bool)._max(axis, keepdim)  # (False over no elements)
 
-    def all(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    def all(self, axis: Axis = None, keepdim: bool = False) -> Self:
+        """Whether every element over `axis` is nonzero (True over no elements), a bool tensor."""
         return self.logical_not().any(axis, keepdim).logical_not()
 
-    def prod(self: Tensor, axis: Axis = None, keepdim: bool = False,
-             dtype: DType | str | None = None) -> Tensor:  # fmt: skip
+    def prod(self, axis: Axis = None, keepdim: bool = False,
+             dtype: DType | str | None = None) -> Self:  # fmt: skip
         """Product over `axis`, keeping the dtype (ints stay ints): halves multiplied pairwise, log2(n) steps.
         Odd sizes are not padded with 1: products of shrinks of a padded view currently come out wrong (engine bug)."""
         x = self.cast(dtype) if dtype is not None else self
@@ -222,7 +229,7 @@ class ReduceMixin:
         if x.dtype == dtypes.bool:
             flat = flat.cast(dtypes.int32)
         lead: tuple[None, ...] = (None,) * len(kept_shape)
-        leftovers: list[Tensor] = []  # an odd element out is set aside, not padded with 1 (see the note below)
+        leftovers: list[Self] = []  # an odd element out is set aside, not padded with 1 (see the note below)
         while flat.shape[-1] != 1:
             n = flat.shape[-1]
             assert isinstance(n, int)
@@ -235,15 +242,17 @@ class ReduceMixin:
         out = flat.cast(x.dtype)
         return out.reshape(tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdim else kept_shape)
 
-    def var_mean(self: Tensor, axis: Axis = None, keepdim: bool = False,
-                 correction: int = 1) -> tuple[Tensor, Tensor]:  # fmt: skip
+    def var_mean(self, axis: Axis = None, keepdim: bool = False,
+                 correction: int = 1) -> tuple[Self, Self]:  # fmt: skip
+        """(var, mean) over `axis`, as torch.var_mean."""
         return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
 
-    def std_mean(self: Tensor, axis: Axis = None, keepdim: bool = False,
-                 correction: int = 1) -> tuple[Tensor, Tensor]:  # fmt: skip
+    def std_mean(self, axis: Axis = None, keepdim: bool = False,
+                 correction: int = 1) -> tuple[Self, Self]:  # fmt: skip
+        """(std, mean) over `axis`, as torch.std_mean."""
         return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
-    def norm(self: Tensor, ord: PyFloat = 2.0, axis: Axis = None, keepdim: bool = False) -> Tensor:
+    def norm(self, ord: PyFloat = 2.0, axis: Axis = None, keepdim: bool = False) -> Self:
         """Vector p-norm over `axis` (all elements when None): inf/-inf are max/min of |x|, 0 counts non-zeros."""
         x = self._float().abs()
         if ord == math.inf:
@@ -258,7 +267,7 @@ class ReduceMixin:
             return x.square().sum(axis, keepdim).sqrt()
         return x.pow(ord).sum(axis, keepdim).pow(1.0 / ord)
 
-    def _cumulative(self: Tensor, axis: int, reduce: str, identity: ConstType) -> Tensor:
+    def _cumulative(self, axis: int, reduce: str, identity: ConstType) -> Self:
         """out[i] = reduce(x[0..i]) along `axis`: each output sees the whole axis, masked to its prefix."""
         axis = self._resolve_axis(axis)
         if self.ndim == 0 or 0 in self.shape:
@@ -270,22 +279,22 @@ class ReduceMixin:
         windows = prefix.where(identity, x.unsqueeze(-2))  # (..., n_out, n_in)
         return getattr(windows, reduce)(-1).transpose(-1, axis)
 
-    def cumsum(self: Tensor, axis: int = 0, dtype: DType | str | None = None) -> Tensor:
+    def cumsum(self, axis: int = 0, dtype: DType | str | None = None) -> Self:
         """Running sums along `axis`: in `dtype` when given (a DType or its name; the input is cast first, as
         PyTorch), else in the sum's accumulation dtype (small ints sum to int32, as tinygrad)."""
         return self._cumulative_in(axis, "sum", 0, dtype)
 
-    def cumprod(self: Tensor, axis: int, dtype: DType | str | None = None) -> Tensor:
+    def cumprod(self, axis: int, dtype: DType | str | None = None) -> Self:
         """Running products along `axis`, in `dtype` when given (the input is cast first)."""
         return self._cumulative_in(axis, "prod", 1, dtype)
 
-    def _cumulative_in(self: Tensor, axis: int, reduce: str, identity: ConstType, dtype: DType | str | None) -> Tensor:
+    def _cumulative_in(self, axis: int, reduce: str, identity: ConstType, dtype: DType | str | None) -> Self:
         if dtype is None:
             return self._cumulative(axis, reduce, identity)
         dt = to_dtype(dtype)
         return self.cast(dt)._cumulative(axis, reduce, identity).cast(dt)
 
-    def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    def cummax(self, axis: int = 0) -> tuple[Self, Self]:
         """The running maximum along `axis` and the index where it was first reached."""
         if self.ndim == 0:
             return self, type(self).zeros((), dtype=dtypes.int32, device=self.device)
@@ -305,12 +314,12 @@ class ReduceMixin:
         idx = (n - (reached.cast(dtypes.int32) * score)._max(-2)).cast(dtypes.int32)
         return values, idx.transpose(-1, axis)
 
-    def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+    def cummin(self, axis: int = 0) -> tuple[Self, Self]:
         """The running minimum along `axis` and the index where it was first reached."""
         values, idx = self._order_flip().cummax(axis)
         return values._order_flip(), idx
 
-    def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
+    def logcumsumexp(self, axis: int = 0) -> Self:
         """log(cumsum(exp(x))) without overflow: every prefix is shifted by its own running max."""
         if self.ndim == 0:
             return self
