@@ -508,7 +508,8 @@ class Max(Function):
     def backward(self, grad_output: B, ret: B, x: B) -> B:
         # the gradient is split between all elements equal to the max
         hit = x.e(Ops.CMPNE, ret.expand(x.shape)).e(Ops.CMPNE, x.const(True).cast(dtypes.bool))
-        hit_f = hit.cast(grad_output.dtype)
+        # 1.0 / 0.0 by a select rather than a cast of the bool: it vectorizes (pooling backward kernels)
+        hit_f = hit.e(Ops.WHERE, grad_output.const(1, x.shape), grad_output.const(0, x.shape))
         count = hit_f.r(Ops.SUM, self.axis).expand(x.shape)
         return hit_f.e(Ops.MUL, count.e(Ops.RECIP)).e(Ops.MUL, grad_output.expand(x.shape))
 

@@ -468,6 +468,27 @@ class NNOpsMixin(TensorBase):
 
     # -- pooling -------------------------------------------------------------------------------------------------------
 
+    def _blocks(
+        self,
+        kernel: tuple[PyInt, ...],
+        stride: tuple[PyInt, ...],
+        dilation: tuple[PyInt, ...],
+        pads: list[tuple[PyInt, PyInt]],
+        extra: list[PyInt],
+    ) -> Self | None:
+        """Windows that tile the input exactly (stride = kernel, no dilation or padding, sizes divisible) as a plain
+        reshape (..., o1, k1, o2, k2, ...), reduced over the k axes in place: its gradient is a reshape back too. The
+        general window view moves the taps last, and the gradient's views then do not merge (a div and a mod per
+        element in the pooling backward kernel). None where the windows do not tile."""
+        nd = len(kernel)
+        spatial = self.shape[-nd:]
+        if stride != kernel or any(d != 1 for d in dilation) or any(p != (0, 0) for p in pads) or any(extra):
+            return None
+        if not all(isinstance(s, int) and s % k == 0 for s, k in zip(spatial, kernel)):
+            return None
+        blocks = (v for s, k in zip(spatial, kernel) for v in (s // k, k))
+        return self.reshape(*self.shape[:-nd], *blocks)
+
     def _pool_pads(
         self,
         kernel: tuple[PyInt, ...],
@@ -552,6 +573,8 @@ class NNOpsMixin(TensorBase):
         pads, extra, outs = self._pool_pads(kernel, stride_, dilation_, padding, ceil_mode)
         axes = tuple(range(-nd, 0))
         x = self._float()
+        if (blocks := x._blocks(kernel, stride_, dilation_, pads, extra)) is not None:
+            return blocks.mean(tuple(range(-2 * nd + 1, 0, 2)))
         windows = x._pool(kernel, stride_, dilation_, pads, extra, outs, 0.0)
         if count_include_pad and not any(extra):
             return windows.mean(axes)
@@ -582,6 +605,8 @@ class NNOpsMixin(TensorBase):
         kernel, stride_, dilation_ = self._pool_args("max_pool2d", kernel_size, stride, dilation)
         nd = len(kernel)
         pads, extra, outs = self._pool_pads(kernel, stride_, dilation_, padding, ceil_mode)
+        if not return_indices and (blocks := self._blocks(kernel, stride_, dilation_, pads, extra)) is not None:
+            return blocks.max(tuple(range(-2 * nd + 1, 0, 2)))
         axes = tuple(range(-nd, 0))
         windows = self._pool(kernel, stride_, dilation_, pads, extra, outs, dtypes.min(self.dtype))
         values = windows.max(axes)
