@@ -83,7 +83,7 @@ def register_zoo() -> None:
     """One good plugin and one of each kind of broken plugin."""
     Device.register(DevicePlugin([make_spec("FAKE", priority=50)]), "fake", dist="lazy-fake", version="1.2")
     Device.register(DevicePlugin(raising_hook), "raiser", dist="lazy-raiser")
-    Device.register(DevicePlugin([make_spec("FUTURE", api=(2, 0))]), "future", dist="lazy-future")
+    Device.register(DevicePlugin([make_spec("FUTURE", api=(9, 0))]), "future", dist="lazy-future")
     Device.register(DevicePlugin([make_spec("TWIN")]), "twin_a", dist="lazy-twin-a")
     Device.register(DevicePlugin([make_spec("TWIN")]), "twin_b", dist="lazy-twin-b")
 
@@ -300,7 +300,7 @@ def test_broken_plugins_are_listed_and_do_not_hide_the_good_one() -> None:
     future = info("future")
     core_api = f"{PLUGIN_API_VERSION[0]}.{PLUGIN_API_VERSION[1]}"
     assert (
-        future.status == "error" and "2.0" in future.reason and core_api in future.reason and "FUTURE" in future.reason
+        future.status == "error" and "9.0" in future.reason and core_api in future.reason and "FUTURE" in future.reason
     )
     with pytest.raises(DeviceError, match="unknown device 'FUTURE'"):
         Device["FUTURE"]

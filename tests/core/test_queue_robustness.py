@@ -15,13 +15,13 @@ import lazy.hcq
 from lazy import Tensor
 from lazy.conformance.support import run_interrupted
 from lazy.device import Compiled, DeviceError
-from lazy.hcq import HostSignal, SyncQueue, SyncSignal, adapt_simple_tier
+from lazy.hcq import HostSignal, SyncQueue, SyncSignal
 from lazy.pydevice import PythonProgram, open_python_device
 
 
 @pytest.fixture
 def dev() -> Compiled:
-    return adapt_simple_tier(open_python_device("PYTHON"))  # a private instance: tests may leave it in any state
+    return open_python_device("PYTHON")  # a private instance: tests may leave it in any state
 
 
 def broken(exc: BaseException):

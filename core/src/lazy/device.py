@@ -1,5 +1,6 @@
-"""Device-side parts every plugin builds on: `Buffer`, `Allocator`/`LRUAllocator`, `Compiler` (with the on-disk
-cache), `Program`, `ProgramSpec` and `Compiled`, the object a plugin's `DeviceSpec.open` returns."""
+"""Device-side parts every plugin builds on: `Buffer`, `Allocator`/`LRUAllocator` (with its declared optional
+features), `Compiler` (with the on-disk cache), `Program`, `ProgramSpec` and `Compiled`, the object a plugin's
+`DeviceSpec.open` returns; `opened_devices`, the one registry of opened devices."""
 
 from __future__ import annotations
 
@@ -12,21 +13,22 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, get_args
 
 import numpy as np
 
 from lazy.dtype import DType, storage_to_values, to_np_dtype
 from lazy.helpers import DEBUG, GlobalCounters, cache_dir
+from lazy.renderer import Capabilities, Renderer
 
 if TYPE_CHECKING:
     from lazy.codegen.uops import UOp
     from lazy.hcq import HWQueue, Signal
-    from lazy.renderer import Renderer
 
 
 # Buffers name their device; `lazy.plugins` (a higher layer) installs the function that opens a device by name, so
-# this module never imports upward.
+# this module never imports upward. `opened_devices` (canonical name -> device) is the registry's record of what it
+# opened, the only one: `lazy.plugins.Device` adds and removes its entries.
 _device_opener: Callable[[str], Compiled] | None = None
 opened_devices: dict[str, Compiled] = {}
 
@@ -34,6 +36,16 @@ opened_devices: dict[str, Compiled] = {}
 def set_device_opener(opener: Callable[[str], Compiled]) -> None:
     global _device_opener
     _device_opener = opener
+
+
+# The signal and queue types a simple-tier `Compiled` (built without any) gets: core's synchronous ones, installed by
+# `lazy.hcq` (a higher layer) when it is imported, which `import lazy` does.
+_simple_tier: tuple[type[Signal], type[HWQueue[Any]]] | None = None
+
+
+def install_simple_tier(signal_t: type[Signal], queue_t: type[HWQueue[Any]]) -> None:
+    global _simple_tier
+    _simple_tier = (signal_t, queue_t)
 
 
 # Called with a device's name when that opened device closes, before it does: caches in layers above this one (the
@@ -78,14 +90,36 @@ class BufferSpec:
     nolru: bool = False
 
 
+AllocatorFeature = Literal["as_buffer", "offset", "transfer"]
+ALLOCATOR_FEATURES: tuple[AllocatorFeature, ...] = get_args(AllocatorFeature)
+# what each optional feature's method looks like, for the registry's messages
+FEATURE_METHODS: dict[AllocatorFeature, str] = {
+    "as_buffer": "_as_buffer(src) -> memoryview",
+    "offset": "_offset(buf, size, offset) -> opaque",
+    "transfer": "_transfer(dest, src, size, src_dev, dest_dev)",
+}
+REQUIRED_METHODS = ("_alloc", "_copyin", "_copyout")
+
+
 class Allocator:
     """Device memory. A plugin implements the `_` methods; core calls the public ones.
 
-    Required: `_alloc(size, spec) -> opaque`, `_free(opaque, size, spec)`, `_copyin(dest, src: memoryview)`,
-    `_copyout(dest: memoryview, src)`. Optional (declare by overriding): `_as_buffer(src) -> memoryview` for a
-    zero-copy host view, `_offset(buf, size, offset) -> opaque` for sub-buffers, `_transfer(dest, src, size,
-    src_dev, dest_dev)` for copies between two devices of the same plugin.
+    Required: `_alloc(size, spec) -> opaque`, `_copyin(dest, src: memoryview)`, `_copyout(dest: memoryview, src)`
+    (and `_free(opaque, size, spec)` when memory must be given back). Optional, each declared by name in `features`
+    and implemented (the registry refuses a device whose allocator declares one and lacks its method, or the other
+    way round):
+
+    - "as_buffer": `_as_buffer(src) -> memoryview`, a zero-copy host view (else reads copy out);
+    - "offset": `_offset(buf, size, offset) -> opaque`, a sub-buffer sharing `buf`'s memory (else a view of a buffer
+      is read and written through its base, and only a view at offset 0 can be handed to a kernel);
+    - "transfer": `_transfer(dest, src, size, src_dev, dest_dev)`, a copy between two devices of this allocator
+      class (else copies go through the host).
     """
+
+    features: ClassVar[frozenset[AllocatorFeature]] = frozenset()
+
+    def supports(self, feature: AllocatorFeature) -> bool:
+        return feature in self.features
 
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
         if size < 0:
@@ -107,13 +141,43 @@ class Allocator:
     def _copyout(self, dest: memoryview, src: Any) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement _copyout")
 
-    # optional capabilities: core checks `supports(...)` before using them
-    _as_buffer: Callable[[Any], memoryview] | None = None
-    _offset: Callable[[Any, int, int], Any] | None = None
-    _transfer: Callable[[Any, Any, int, Any, Any], None] | None = None
+    # optional features: core calls them only when `supports(...)` says so
+    def _as_buffer(self, src: Any) -> memoryview:
+        raise NotImplementedError(f"{type(self).__name__} does not declare the 'as_buffer' feature")
 
-    def supports(self, capability: str) -> bool:
-        return getattr(self, f"_{capability}", None) is not None
+    def _offset(self, buf: Any, size: int, offset: int) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not declare the 'offset' feature")
+
+    def _transfer(self, dest: Any, src: Any, size: int, src_dev: Any, dest_dev: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not declare the 'transfer' feature")
+
+
+def allocator_contract_problems(allocator: Allocator) -> list[str]:
+    """What an allocator's class gets wrong about the contract above, each with its fix (checked on open)."""
+    cls = type(allocator)
+    name = cls.__name__
+    problems = [f"allocator {name} does not implement {method}: it is required" for method in REQUIRED_METHODS
+                if getattr(cls, method) is getattr(Allocator, method)]  # fmt: skip
+    features = cls.features
+    if not isinstance(features, (frozenset, set)) or not all(isinstance(f, str) for f in features):
+        return [*problems, f"allocator {name}.features is {features!r}: declare a frozenset of feature names, e.g. "
+                           "frozenset({'offset'})"]  # fmt: skip
+    for feature in sorted(set(features) - set(ALLOCATOR_FEATURES)):
+        known = ", ".join(ALLOCATOR_FEATURES)
+        problems.append(f"allocator {name} declares the unknown feature {feature!r} (known: {known}): fix the name "
+                        f"or remove it from {name}.features")  # fmt: skip
+    for feature in ALLOCATOR_FEATURES:
+        method = f"_{feature}"
+        implemented = getattr(cls, method) is not getattr(Allocator, method)
+        if feature in features and not implemented:
+            problems.append(f"allocator {name} declares the feature {feature!r} but does not implement "
+                            f"{FEATURE_METHODS[feature]}: implement it, or remove {feature!r} from "
+                            f"{name}.features")  # fmt: skip
+        elif implemented and feature not in features:
+            problems.append(f"allocator {name} implements {method} but does not declare the feature {feature!r}, "
+                            f"so core never calls it: add {feature!r} to {name}.features (or remove "
+                            f"{method})")  # fmt: skip
+    return problems
 
 
 class LRUAllocator(Allocator):
@@ -144,6 +208,10 @@ class LRUAllocator(Allocator):
             for opaque in opaques:
                 super().free(opaque, size, spec)
         self.cache.clear()
+
+
+# The handle of a view whose allocator has no sub-buffers (no "offset" feature): it has none of its own.
+_THROUGH_BASE = object()
 
 
 class Buffer:
@@ -180,9 +248,10 @@ class Buffer:
         assert self._opaque is None, "buffer already allocated"
         if self.base is not None:
             self.base.ensure_allocated()
-            if not self.allocator.supports("offset"):
-                raise DeviceError(f"{self.device} does not support sub-buffers (Allocator._offset)")
-            self._opaque = self.allocator._offset(self.base._opaque, self.nbytes, self.offset)  # type: ignore[misc]
+            if self.allocator.supports("offset"):
+                self._opaque = self.allocator._offset(self.base._opaque, self.nbytes, self.offset)
+            else:  # no sub-buffers: copies go through the base, and a view at offset 0 is the base's own memory
+                self._opaque = self.base._opaque if self.offset == 0 else _THROUGH_BASE
         else:
             self._opaque = opaque if opaque is not None else self.allocator.alloc(self.nbytes, self.spec)
             self.allocated_here = opaque is None
@@ -191,7 +260,20 @@ class Buffer:
 
     @property
     def opaque(self) -> Any:
-        return self.ensure_allocated()._opaque
+        """The allocator's handle of this memory, for a kernel or a queue command."""
+        opaque = self.ensure_allocated()._opaque
+        if opaque is _THROUGH_BASE:
+            alloc = type(self.allocator).__name__
+            raise DeviceError(f"{self.device}: a kernel cannot take a view at byte {self.offset} of a buffer: the "
+                              f"allocator {alloc} has no sub-buffers (it does not declare the 'offset' feature); make "
+                              f"the tensor contiguous first (.contiguous()), or implement {alloc}._offset and add "
+                              "'offset' to its features")  # fmt: skip
+        return opaque
+
+    @property
+    def through_base(self) -> bool:
+        """A view that has no handle of its own (its allocator has no sub-buffers): copies go through its base."""
+        return self.base is not None and not self.allocator.supports("offset")
 
     def deallocate(self) -> None:
         if self._opaque is None:
@@ -226,6 +308,11 @@ class Buffer:
         mv = memoryview(src).cast("B")
         if mv.nbytes != self.nbytes:
             raise ValueError(f"copyin of {mv.nbytes} bytes into {self} of {self.nbytes} bytes")
+        if self.base is not None and self.through_base:  # read, patch and write back the whole base
+            whole = bytearray(self.base.copyout(memoryview(bytearray(self.base.nbytes))))
+            whole[self.offset : self.offset + self.nbytes] = mv
+            self.base.copyin(memoryview(whole))
+            return self
         get_device(self.device).synchronize_if_pending()  # a queued kernel may still read this memory
         self.allocator._copyin(self.opaque, mv)
         return self
@@ -234,6 +321,9 @@ class Buffer:
         mv = dest.cast("B") if dest.format != "B" or dest.ndim != 1 else dest
         if mv.nbytes != self.nbytes:
             raise ValueError(f"copyout of {self} ({self.nbytes} bytes) into {mv.nbytes} bytes")
+        if self.base is not None and self.through_base:
+            mv[:] = self.base.as_buffer()[self.offset : self.offset + self.nbytes]
+            return dest
         get_device(self.device).synchronize()
         self.allocator._copyout(mv, self.opaque)
         return dest
@@ -241,8 +331,10 @@ class Buffer:
     def as_buffer(self, allow_zero_copy: bool = True) -> memoryview:
         """The contents as host memory: a zero-copy view where the allocator offers one, else a copy."""
         if allow_zero_copy and self.allocator.supports("as_buffer"):
+            if self.base is not None and self.through_base:
+                return self.base.as_buffer()[self.offset : self.offset + self.nbytes]
             get_device(self.device).synchronize()
-            return self.allocator._as_buffer(self.opaque)  # type: ignore[misc]
+            return self.allocator._as_buffer(self.opaque)
         return self.copyout(memoryview(bytearray(self.nbytes)))
 
     def numpy(self) -> np.ndarray:
@@ -370,38 +462,75 @@ class Program(Protocol):
     ) -> float | None: ...
 
 
+class CopyOnlyRenderer(Renderer):
+    """The renderer core gives a device that runs no kernels: its capabilities say so (with `reason`), which is what
+    the engine, indexing and the conformance suite read; rendering refuses with the same reason."""
+
+    def __init__(self, device: str, reason: str):
+        self.device, self.reason = device, reason
+        self.caps = Capabilities(unsupported=(("kernels", reason),))  # every dtype can be stored, none computed in
+
+    def render(self, name: str, uops: list[UOp]) -> str:
+        raise DeviceError(f"cannot render kernel {name}: {self.reason}")
+
+
+class CopyOnlyCompiler(Compiler):
+    """The compiler core gives a device that runs no kernels."""
+
+    def __init__(self, reason: str):
+        super().__init__(cachekey=None)
+        self.reason = reason
+
+    def compile(self, src: str) -> bytes:
+        raise DeviceError(f"cannot compile a kernel: {self.reason}")
+
+
 class Compiled:
-    """An opened device: the parts a plugin wrote. HCQ tier: also `signal_t` and queue types. Simple tier: none;
-    `lazy.hcq.adapt_simple_tier` (applied by the registry on open) fits core's synchronous queues."""
+    """An opened device: the parts a plugin wrote, given all at once.
 
-    def __init__(self, device: str, allocator: Allocator, renderer: Renderer, compiler: Compiler,
-                 runtime: Callable[[str, bytes, ProgramSpec], Any], signal_t: type[Signal] | None = None,
-                 compute_queue_t: type[HWQueue] | None = None, copy_queue_t: type[HWQueue] | None = None):  # fmt: skip
-        self.device, self.allocator, self.renderer, self.compiler, self.runtime = (
-            device,
-            allocator,
-            renderer,
-            compiler,
-            runtime,
-        )
-        self.hcq = (
-            compute_queue_t is not None
-        )  # False: simple tier; the registry fits core's synchronous queues on open
-        self.set_queues(signal_t, compute_queue_t, copy_queue_t)
+    A device that runs kernels passes `renderer`, `compiler` and `runtime` (`(name, lib, spec) -> Program`); a
+    copy-only device (files, say) passes none of them, and core refuses kernels on it with a message saying to move
+    the tensor to a compute device. HCQ tier: `signal_t` and `compute_queue_t` (and `copy_queue_t` where copies have
+    a queue of their own). Simple tier: none of them, and the device gets core's synchronous queues
+    (`lazy.hcq.SyncQueue`), so the engine drives every device through queues."""
 
-    signal_t: type[Signal]
-    compute_queue_t: type[HWQueue]
-
-    def set_queues(self, signal_t: type[Signal] | None, compute_queue_t: type[HWQueue] | None,
-                   copy_queue_t: type[HWQueue] | None = None) -> None:  # fmt: skip
-        self.signal_t = signal_t  # type: ignore[assignment]
-        self.compute_queue_t = compute_queue_t  # type: ignore[assignment]
-        self.copy_queue_t = copy_queue_t
-        self.timeline_signal: Signal = signal_t(0) if signal_t is not None else None  # type: ignore[assignment]
+    def __init__(self, device: str, allocator: Allocator, renderer: Renderer | None = None,
+                 compiler: Compiler | None = None, runtime: Callable[[str, bytes, ProgramSpec], Any] | None = None,
+                 signal_t: type[Signal] | None = None, compute_queue_t: type[HWQueue[Any]] | None = None,
+                 copy_queue_t: type[HWQueue[Any]] | None = None):  # fmt: skip
+        if (renderer is None) != (compiler is None) or (renderer is None) != (runtime is None):
+            raise TypeError(f"{device}: pass renderer, compiler and runtime together (a device that runs kernels), "
+                            "or none of them (a copy-only device)")  # fmt: skip
+        if (signal_t is None) != (compute_queue_t is None) or (copy_queue_t is not None and compute_queue_t is None):
+            raise TypeError(f"{device}: pass signal_t and compute_queue_t together (and copy_queue_t only with them), "
+                            "or none of them for core's synchronous queues")  # fmt: skip
+        self.device, self.allocator = device, allocator
+        # why kernels are refused here, or None on a device that runs them
+        self.kernel_refusal: str | None = None
+        if renderer is None or compiler is None or runtime is None:
+            self.kernel_refusal = (f"{device.partition(':')[0]} is a copy-only device: move the tensor to a compute "
+                                   "device first, e.g. .to('CPU')")  # fmt: skip
+            renderer, compiler = CopyOnlyRenderer(device, self.kernel_refusal), CopyOnlyCompiler(self.kernel_refusal)
+            runtime = self._refuse_program
+        self.renderer: Renderer = renderer
+        self.compiler: Compiler = compiler
+        self.runtime: Callable[[str, bytes, ProgramSpec], Any] = runtime
+        self.hcq = compute_queue_t is not None  # False: simple tier, on core's synchronous queues
+        if signal_t is None or compute_queue_t is None:
+            if _simple_tier is None:
+                raise DeviceError(f"{device}: core's queues are not installed: `import lazy` before opening a device")
+            signal_t, compute_queue_t = _simple_tier
+        self.signal_t: type[Signal] = signal_t
+        self.compute_queue_t: type[HWQueue[Any]] = compute_queue_t
+        self.copy_queue_t: type[HWQueue[Any]] | None = copy_queue_t
+        self.timeline_signal: Signal = signal_t(0)
         self.timeline_value = 1  # the value `next_value` hands out next
         self.timeline_submitted = 0  # the highest timeline value a finished `submit` will set: what sync waits for
         self.submit_lock = threading.RLock()  # held by `HWQueue.submit`: one submission at a time
         self._timeline_lock = threading.Lock()  # guards the two counters (taken inside submit_lock, never around it)
+
+    def _refuse_program(self, name: str, lib: bytes, spec: ProgramSpec | None = None) -> Any:
+        raise DeviceError(f"cannot load kernel {name}: {self.kernel_refusal}")
 
     def next_value(self) -> int:
         """A fresh timeline value for a piece of work to signal; safe to call from several threads."""
@@ -425,13 +554,12 @@ class Compiled:
 
     @property
     def pending(self) -> bool:
-        return self.timeline_signal is not None and self.timeline_signal.value < self.timeline_submitted
+        return self.timeline_signal.value < self.timeline_submitted
 
     def synchronize(self) -> None:
         """Wait until everything submitted to this device has finished. Values handed out by `next_value` whose
         submission never happened (or failed) are not waited for: nothing would ever set them."""
-        if self.timeline_signal is not None:
-            self.timeline_signal.wait(self.timeline_submitted)
+        self.timeline_signal.wait(self.timeline_submitted)
 
     def synchronize_if_pending(self) -> None:
         if self.pending:

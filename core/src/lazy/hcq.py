@@ -1,25 +1,26 @@
-"""Hardware command queues: `Signal` (a timeline value with timestamps), `HWQueue` (recorded commands a plugin
-submits), the synchronous adapter for simple-tier devices, and `HCQGraph` (one recorded queue replayed by `jit`).
+"""Hardware command queues: `Signal` (a timeline value with timestamps), the commands a queue records (`Exec`, `Copy`,
+`SetSignal`, `Wait`, `Timestamp`, `Barrier`), `HWQueue` (records them and dispatches each to the plugin's handler),
+`HostQueue` (handlers that run on a host thread), the simple tier's `SyncQueue`, and `HCQGraph` (one recorded queue
+replayed by `jit`).
 
-A queue records commands as mutable lists so a recorded queue can be replayed with new kernel arguments and signal
-values (`update_exec`, `update_signal`, `update_wait`). A plugin's queue subclass implements `_submit(dev)`: run or
-enqueue the recorded commands in order. Command layouts (index 0 is the kind):
-
-    ["exec", program, bufs (opaques), vals (ints), global_size, local_size]
-    ["copy", dest (opaque), src (opaque), nbytes]
-    ["signal", signal, value]      ["wait", signal, value]      ["timestamp", signal]      ["barrier"]
+Commands are small frozen dataclasses. A recorded queue is replayed with new arguments by replacing a command with a
+copy whose fields are changed by name (`dataclasses.replace(cmd, bufs=...)`), never by patching a list in place, so a
+worker still running the previous submission keeps the commands it was given. A plugin's queue handles each kind of
+command in a method named after it (`on_exec`, `on_copy`, `on_signal`, `on_wait`, `on_timestamp`, `on_barrier`);
+`HWQueue.submit` refuses, before anything runs, a command its queue type has no handler for.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from lazy.device import DeviceError
+from lazy.device import Compiled, DeviceError, Program, install_simple_tier
 
 if TYPE_CHECKING:
-    from lazy.device import Compiled
+    from typing_extensions import Self
 
 
 # A long host wait wakes this often to check that whoever is to set the signal still exists (it never gives up while
@@ -32,7 +33,11 @@ class Signal:
 
     Setting a lower value than the current one leaves it unchanged: with several submitting threads, a late setter
     must never move the timeline back. The base class is set by hand only, so a wait for a value it has not reached
-    can never end and fails at once."""
+    can never end and fails at once.
+
+    `timestamp` is on the host's `time.perf_counter` clock, in seconds: a device with a clock of its own converts its
+    readings (e.g. adds the offset between the two clocks measured when it opens), so timestamps of two devices and of
+    the host compare."""
 
     def __init__(self, value: int = 0):
         self._value = value
@@ -48,8 +53,12 @@ class Signal:
 
     @property
     def timestamp(self) -> float:
-        """Seconds (perf_counter clock, or the device's own clock converted to seconds) when last set."""
+        """Seconds on the perf_counter clock when the last `Timestamp` command for this signal ran (or it was set)."""
         return self._timestamp
+
+    def stamp(self) -> None:
+        """Take the time now (a host-run `Timestamp` command)."""
+        self._timestamp = time.perf_counter()
 
     def promise(self, value: int, setter: threading.Thread) -> None:
         """`setter` (a thread) has been given work that ends by setting `value` (called by `HWQueue.submit`)."""
@@ -79,7 +88,11 @@ class HostSignal(Signal):
         self._cond = threading.Condition()
         self._promises: list[tuple[int, threading.Thread]] = []  # (value, the thread that will set it), unreached
 
-    @Signal.value.setter  # type: ignore[attr-defined, untyped-decorator]
+    @property
+    def value(self) -> int:
+        return self._value
+
+    @value.setter
     def value(self, new: int) -> None:
         with self._cond:
             if new > self._value:
@@ -131,173 +144,309 @@ class HostSignal(Signal):
                               "child): reopen the device")  # fmt: skip
 
 
-class HWQueue:
-    """Commands recorded in order, then submitted to a device. Every method returns the queue for chaining."""
+# ---------------------------------------------------------------------------------------------------------------------
+# commands
+
+
+@dataclass(frozen=True)
+class Exec:
+    """Run `program` on `bufs` (allocator opaques) with `vals` (the symbolic variables' values), over `global_size`
+    work groups of `local_size` items (None: the kernel loops over its range itself)."""
+
+    program: Program
+    bufs: tuple[Any, ...]
+    vals: tuple[int, ...] = ()
+    global_size: tuple[int, ...] | None = None
+    local_size: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Copy `nbytes` from `src` to `dest`, two allocator opaques of the queue's device."""
+
+    dest: Any
+    src: Any
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class SetSignal:
+    """Set `signal` to `value` once every command before this one has finished."""
+
+    signal: Signal
+    value: int
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Run the commands after this one only once `signal` is >= `value` (set by another queue, or by the host)."""
+
+    signal: Signal
+    value: int
+
+
+@dataclass(frozen=True)
+class Timestamp:
+    """Record in `signal.timestamp` when the queue reaches this point (perf_counter seconds, see `Signal`)."""
+
+    signal: Signal
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """Memory written by the commands before this one is visible to the commands after it."""
+
+
+Command = Exec | Copy | SetSignal | Wait | Timestamp | Barrier
+
+# each command kind and the queue method that handles it
+HANDLERS: dict[type[Command], str] = {Exec: "on_exec", Copy: "on_copy", SetSignal: "on_signal", Wait: "on_wait",
+                                      Timestamp: "on_timestamp", Barrier: "on_barrier"}  # fmt: skip
+SYNC_COMMANDS: frozenset[type[Command]] = frozenset({SetSignal, Wait, Timestamp, Barrier})
+
+DeviceT = TypeVar("DeviceT", bound=Compiled)
+
+
+class HWQueue(Generic[DeviceT]):
+    """Commands recorded in order, then submitted to a device. Every recording method returns the queue for chaining.
+
+    A plugin subclasses it (`HWQueue[MyDevice]`) and implements the handlers of the commands its device runs;
+    `handled` (worked out per class) lists them. A simple queue needs only the handlers: the default `_submit` walks
+    the commands in order and calls `dispatch`. A queue that enqueues on a device overrides `_submit` too (to flush at
+    the end, say), still calling `dispatch` for each command."""
+
+    handled: ClassVar[frozenset[type[Command]]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.handled = frozenset(
+            kind for kind, name in HANDLERS.items() if getattr(cls, name) is not getattr(HWQueue, name)
+        )
 
     def __init__(self) -> None:
-        self.cmds: list[list[Any]] = []
+        self.cmds: list[Command] = []
 
-    def exec(
-        self,
-        program: Any,
-        bufs: tuple[Any, ...],
-        vals: tuple[int, ...] = (),
-        global_size: tuple[int, ...] | None = None,
-        local_size: tuple[int, ...] | None = None,
-    ) -> HWQueue:
-        self.cmds.append(["exec", program, bufs, vals, global_size, local_size])
+    # ---- recording ---------------------------------------------------------------------------------------------------
+
+    def record(self, cmd: Command) -> Self:
+        self.cmds.append(cmd)
         return self
 
-    def copy(self, dest: Any, src: Any, nbytes: int) -> HWQueue:
-        self.cmds.append(["copy", dest, src, nbytes])
-        return self
+    def exec(self, program: Program, bufs: tuple[Any, ...], vals: tuple[int, ...] = (),
+             global_size: tuple[int, ...] | None = None,
+             local_size: tuple[int, ...] | None = None) -> Self:  # fmt: skip
+        return self.record(Exec(program, bufs, vals, global_size, local_size))
 
-    def signal(self, signal: Signal, value: int) -> HWQueue:
-        self.cmds.append(["signal", signal, value])
-        return self
+    def copy(self, dest: Any, src: Any, nbytes: int) -> Self:
+        return self.record(Copy(dest, src, nbytes))
 
-    def wait(self, signal: Signal, value: int) -> HWQueue:
-        self.cmds.append(["wait", signal, value])
-        return self
+    def signal(self, signal: Signal, value: int) -> Self:
+        return self.record(SetSignal(signal, value))
 
-    def timestamp(self, signal: Signal) -> HWQueue:
-        self.cmds.append(["timestamp", signal])
-        return self
+    def wait(self, signal: Signal, value: int) -> Self:
+        return self.record(Wait(signal, value))
 
-    def memory_barrier(self) -> HWQueue:
-        self.cmds.append(["barrier"])
-        return self
+    def timestamp(self, signal: Signal) -> Self:
+        return self.record(Timestamp(signal))
 
-    # replay: change a recorded command in place
-    def update_exec(
-        self, cmd_idx: int, bufs: tuple[Any, ...] | None = None, vals: tuple[int, ...] | None = None
-    ) -> None:
-        cmd = self.cmds[cmd_idx]
-        assert cmd[0] == "exec", f"command {cmd_idx} is {cmd[0]}, not exec"
-        if bufs is not None:
-            cmd[2] = bufs
-        if vals is not None:
-            cmd[3] = vals
+    def memory_barrier(self) -> Self:
+        return self.record(Barrier())
 
-    def update_signal(self, cmd_idx: int, signal: Signal | None = None, value: int | None = None) -> None:
-        self._update_sync(cmd_idx, "signal", signal, value)
+    # ---- submitting --------------------------------------------------------------------------------------------------
 
-    def update_wait(self, cmd_idx: int, signal: Signal | None = None, value: int | None = None) -> None:
-        self._update_sync(cmd_idx, "wait", signal, value)
-
-    def _update_sync(self, cmd_idx: int, kind: str, signal: Signal | None, value: int | None) -> None:
-        cmd = self.cmds[cmd_idx]
-        assert cmd[0] == kind, f"command {cmd_idx} is {cmd[0]}, not {kind}"
-        if signal is not None:
-            cmd[1] = signal
-        if value is not None:
-            cmd[2] = value
-
-    def submit(self, dev: Compiled) -> None:
+    def submit(self, dev: DeviceT) -> None:
         """Run or enqueue the recorded commands on `dev`; safe to call from several threads.
 
         Submissions to one device are serialized, and the device's timeline is set in submission order: a timeline
         value not above the last one submitted (another thread took a later value and submitted first) is replaced
         by a fresh one, so the timeline never goes back and `synchronize` still covers this work. The values this
-        submission will set are promised to its signals (see `HostSignal`) before it runs."""
+        submission will set are promised to its signals (see `HostSignal`) before it runs. A command this queue type
+        has no handler for, or a kernel on a copy-only device, refuses the whole submission before anything runs."""
         with dev.submit_lock:
+            self._refuse_unhandled(dev)
             setter = self.setter_thread(dev)
-            signals = [cmd for cmd in self.cmds if cmd[0] == "signal"]
-            for cmd in signals:
-                if cmd[1] is dev.timeline_signal:
-                    cmd[2] = dev.claim_timeline_value(cmd[2])
-                cmd[1].promise(cmd[2], setter)
+            cmds = list(self.cmds)  # this submission's own list: the recorded queue may be changed and resubmitted
+            signals: list[SetSignal] = []
+            for i, cmd in enumerate(cmds):
+                if isinstance(cmd, SetSignal):
+                    if cmd.signal is dev.timeline_signal:
+                        cmd = cmds[i] = replace(cmd, value=dev.claim_timeline_value(cmd.value))
+                    cmd.signal.promise(cmd.value, setter)
+                    signals.append(cmd)
             try:
-                self._submit(dev)
+                self._submit(dev, cmds)
             except BaseException:
                 for cmd in signals:
-                    cmd[1].withdraw(cmd[2], setter)
+                    cmd.signal.withdraw(cmd.value, setter)
                 raise
             for cmd in signals:
-                if cmd[1] is dev.timeline_signal:
-                    dev.commit_timeline_value(cmd[2])
+                if cmd.signal is dev.timeline_signal:
+                    dev.commit_timeline_value(cmd.value)
 
-    def setter_thread(self, dev: Compiled) -> threading.Thread:
+    def _refuse_unhandled(self, dev: DeviceT) -> None:
+        for cmd in self.cmds:
+            kind = type(cmd)
+            if kind is Exec and dev.kernel_refusal is not None:
+                raise DeviceError(f"{dev.device}: a queue with a kernel launch was submitted: {dev.kernel_refusal}")
+            if kind not in self.handled:
+                raise DeviceError(unhandled_message(type(self), kind, dev.device))
+
+    def setter_thread(self, dev: DeviceT) -> threading.Thread:
         """The thread that will run this queue's signal commands: the submitting one, unless `_submit` hands the
         commands to a worker (then override this to return the worker, started if need be)."""
         return threading.current_thread()
 
-    def _submit(self, dev: Compiled) -> None:
-        raise NotImplementedError(f"{type(self).__name__} must implement _submit")
+    def _submit(self, dev: DeviceT, cmds: list[Command]) -> None:
+        """Run or enqueue `cmds` in order (called by `submit` with the device's submit lock held)."""
+        for cmd in cmds:
+            self.dispatch(dev, cmd)
+
+    def dispatch(self, dev: DeviceT, cmd: Command) -> None:
+        """Hand one command to its handler."""
+        match cmd:
+            case Exec():
+                self.on_exec(dev, cmd)
+            case Copy():
+                self.on_copy(dev, cmd)
+            case SetSignal():
+                self.on_signal(dev, cmd)
+            case Wait():
+                self.on_wait(dev, cmd)
+            case Timestamp():
+                self.on_timestamp(dev, cmd)
+            case Barrier():
+                self.on_barrier(dev, cmd)
+
+    # ---- handlers: a plugin's queue overrides those of the commands it runs ------------------------------------------
+
+    def on_exec(self, dev: DeviceT, cmd: Exec) -> None:
+        raise DeviceError(unhandled_message(type(self), Exec, dev.device))
+
+    def on_copy(self, dev: DeviceT, cmd: Copy) -> None:
+        raise DeviceError(unhandled_message(type(self), Copy, dev.device))
+
+    def on_signal(self, dev: DeviceT, cmd: SetSignal) -> None:
+        raise DeviceError(unhandled_message(type(self), SetSignal, dev.device))
+
+    def on_wait(self, dev: DeviceT, cmd: Wait) -> None:
+        raise DeviceError(unhandled_message(type(self), Wait, dev.device))
+
+    def on_timestamp(self, dev: DeviceT, cmd: Timestamp) -> None:
+        raise DeviceError(unhandled_message(type(self), Timestamp, dev.device))
+
+    def on_barrier(self, dev: DeviceT, cmd: Barrier) -> None:
+        raise DeviceError(unhandled_message(type(self), Barrier, dev.device))
 
 
-def run_command(dev: Compiled, cmd: list[Any]) -> None:
-    """Execute one recorded command on the calling thread (the simple-tier adapter, and host-run queues)."""
-    kind = cmd[0]
-    if kind == "exec":
-        _, program, bufs, vals, global_size, local_size = cmd
-        program(*bufs, global_size=global_size, local_size=local_size, vals=vals)
-    elif kind == "copy":
-        _, dest, src, nbytes = cmd
-        dev.allocator._transfer(dest, src, nbytes, dev, dev)  # type: ignore[misc]
-    elif kind == "signal":
-        cmd[1].value = cmd[2]
-    elif kind == "wait":
-        if isinstance(cmd[1], HostSignal):
-            cmd[1].wait(cmd[2], gate=True)  # the host may open the gate by hand later
+def unhandled_message(queue_t: type, kind: type[Command], device: str) -> str:
+    handler = HANDLERS[kind]
+    return (f"{device}: queue {queue_t.__module__}.{queue_t.__qualname__} does not handle {kind.__name__} commands; "
+            f"the plugin must implement {queue_t.__name__}.{handler}(dev, cmd: lazy.hcq.{kind.__name__}) (or derive "
+            "the queue from lazy.hcq.HostQueue, which runs every command on a host thread)")  # fmt: skip
+
+
+class HostQueue(HWQueue[DeviceT]):
+    """Handlers that run each command on the calling thread: kernels are plain calls (core's `Program`), copies go
+    through the allocator's `_transfer`, signals are host signals. Core's simple-tier `SyncQueue` is one; a plugin's
+    host-run queue (a worker thread that calls `dispatch`) derives from it."""
+
+    def on_exec(self, dev: DeviceT, cmd: Exec) -> None:
+        cmd.program(*cmd.bufs, global_size=cmd.global_size, local_size=cmd.local_size, vals=cmd.vals)
+
+    def on_copy(self, dev: DeviceT, cmd: Copy) -> None:
+        if not dev.allocator.supports("transfer"):
+            raise DeviceError(f"{dev.device}: a Copy command needs the allocator's 'transfer' feature, which "
+                              f"{type(dev.allocator).__name__} does not declare; copy through the host "
+                              "(Buffer.copyin/copyout) instead")  # fmt: skip
+        dev.allocator._transfer(cmd.dest, cmd.src, cmd.nbytes, dev, dev)
+
+    def on_signal(self, dev: DeviceT, cmd: SetSignal) -> None:
+        cmd.signal.value = cmd.value
+
+    def on_wait(self, dev: DeviceT, cmd: Wait) -> None:
+        if isinstance(cmd.signal, HostSignal):
+            cmd.signal.wait(cmd.value, gate=True)  # the host may open the gate by hand later
         else:
-            cmd[1].wait(cmd[2])
-    elif kind == "timestamp":
-        sig = cmd[1]
-        if isinstance(sig, HostSignal):
-            sig.stamp()
-        else:
-            sig._timestamp = time.perf_counter()
-    elif kind != "barrier":
-        raise ValueError(f"unknown queue command {kind!r}")
+            cmd.signal.wait(cmd.value)
+
+    def on_timestamp(self, dev: DeviceT, cmd: Timestamp) -> None:
+        cmd.signal.stamp()
+
+    def on_barrier(self, dev: DeviceT, cmd: Barrier) -> None:
+        pass  # one host thread runs the commands in order: each sees the memory the ones before it wrote
 
 
 class SyncSignal(HostSignal):
     """The simple tier's signal: set by the submitting thread itself."""
 
 
-class SyncQueue(HWQueue):
-    """Core's adapter for simple-tier devices: `submit` runs the commands right away, in order, on this thread (one
+class SyncQueue(HostQueue[Compiled]):
+    """Core's queue for simple-tier devices: `submit` runs the commands right away, in order, on this thread (one
     submission at a time per device: a third-party simple-tier `Program` need not be thread-safe).
 
     A command that raises (or is interrupted by Ctrl-C) ends the submission, and the error goes straight to the
     submitter; the signals the submission would have set are set anyway, so no other waiter hangs and the device's
     next operation runs as usual."""
 
-    def _submit(self, dev: Compiled) -> None:
+    def _submit(self, dev: Compiled, cmds: list[Command]) -> None:
         done = 0
         try:
-            for cmd in self.cmds:
-                run_command(dev, cmd)
+            for cmd in cmds:
+                self.dispatch(dev, cmd)
                 done += 1
         finally:
-            for cmd in self.cmds[done:]:
-                if cmd[0] == "signal":
-                    cmd[1].value = cmd[2]
+            for cmd in cmds[done:]:
+                if isinstance(cmd, SetSignal):
+                    cmd.signal.value = cmd.value
 
 
-def adapt_simple_tier(dev: Compiled) -> Compiled:
-    """Give a simple-tier device core's synchronous queues, so the engine drives every device through queues."""
-    if dev.compute_queue_t is None:
-        dev.set_queues(SyncSignal, SyncQueue, None)
-    return dev
+# A `Compiled` built without queue types (the simple tier) gets these, in its constructor.
+install_simple_tier(SyncSignal, SyncQueue)
+
+
+def queue_contract_problems(dev: Compiled) -> list[str]:
+    """What a device's signal and queue types lack, each with its fix (checked by the registry when it opens a
+    device). The compute queue handles every command but `Copy` (and `Exec` on a copy-only device); a copy queue
+    handles every command but `Exec`."""
+    problems = []
+    if not (isinstance(dev.signal_t, type) and issubclass(dev.signal_t, Signal)):
+        problems.append(f"signal_t {dev.signal_t!r} is not a subclass of lazy.hcq.Signal: pass one (or none, for "
+                        "core's synchronous queues)")  # fmt: skip
+    compute = SYNC_COMMANDS | ({Exec} if dev.kernel_refusal is None else set())
+    for role, queue_t, required in (("compute", dev.compute_queue_t, compute),
+                                    ("copy", dev.copy_queue_t, SYNC_COMMANDS | {Copy})):  # fmt: skip
+        if queue_t is None:
+            continue
+        if not (isinstance(queue_t, type) and issubclass(queue_t, HWQueue)):
+            problems.append(f"{role}_queue_t {queue_t!r} is not a subclass of lazy.hcq.HWQueue: derive it from "
+                            "HWQueue (or HostQueue)")  # fmt: skip
+            continue
+        for kind in sorted(required - queue_t.handled, key=lambda k: k.__name__):
+            problems.append(f"its {role} queue " + unhandled_message(queue_t, kind, dev.device).partition(": ")[2])
+    return problems
 
 
 class HCQGraph:
-    """A jit's kernels recorded once into a single queue; each replay only patches buffers and the timeline value."""
+    """A jit's kernels recorded once into a single queue; each replay replaces only the launches whose buffers or
+    variable values changed (with commands whose fields were changed by name) and the timeline value, then submits the
+    whole queue in one go."""
 
-    def __init__(self, dev: Compiled, launches: list[tuple[Any, tuple[Any, ...], tuple[int, ...], Any, Any]]):
+    def __init__(self, dev: Compiled, launches: list[Exec]):
         self.dev = dev
         self.queue = dev.compute_queue_t()
-        for program, bufs, vals, global_size, local_size in launches:
-            self.queue.exec(program, bufs, vals, global_size, local_size)
+        for launch in launches:
+            self.queue.record(launch)
         self.signal_idx = len(self.queue.cmds)
         self.queue.signal(dev.timeline_signal, 0)
 
-    def replay(self, updates: dict[int, tuple[tuple[Any, ...] | None, tuple[int, ...] | None]]) -> None:
-        """`updates` maps launch index -> (new bufs or None, new vals or None)."""
+    def replay(self, updates: dict[int, Exec] | None = None) -> None:
+        """`updates` maps a launch's index to the command that replaces it, e.g. `replace(launch, bufs=new_bufs)`."""
+        cmds = self.queue.cmds
         with self.dev.submit_lock:  # two threads replaying one graph must not patch each other's submission
-            for idx, (bufs, vals) in updates.items():
-                self.queue.update_exec(idx, bufs, vals)
-            self.queue.update_signal(self.signal_idx, value=self.dev.next_value())
+            for idx, launch in (updates or {}).items():
+                assert idx < self.signal_idx and isinstance(launch, Exec), f"launch {idx} cannot become {launch}"
+                cmds[idx] = launch
+            done = cmds[self.signal_idx]
+            assert isinstance(done, SetSignal)
+            cmds[self.signal_idx] = replace(done, value=self.dev.next_value())
             self.queue.submit(self.dev)

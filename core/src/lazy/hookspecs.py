@@ -23,7 +23,10 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 # A plugin states the version it was built against in each DeviceSpec. Core refuses a different major, or a minor newer
 # than its own. Bump the minor when a hook or DeviceSpec field is added (old plugins keep working), the major when one
 # changes meaning or goes away.
-PLUGIN_API_VERSION: tuple[int, int] = (1, 1)  # 1.1: DeviceSpec.instance_suffix
+# 2.0: allocator features declared (`Allocator.features`) and checked on open, typed queue commands handled by
+# `on_<command>` methods (`lazy.hcq`), `Compiled` given its queues at construction and no kernel toolchain on a
+# copy-only device. 1.1: DeviceSpec.instance_suffix.
+PLUGIN_API_VERSION: tuple[int, int] = (2, 0)
 
 # The lazy project's own distributions. When plugins clash over a device name or an entry-point name, the one from these
 # keeps it: it is the name lazy documents, and a newcomer must not take it over unnoticed (the newcomer is reported).
@@ -45,7 +48,9 @@ class DeviceSpec:
         device context, no compilation, no allocation; checking that a library imports or a driver file exists is
         fine. Called at most once per process.
     open: `(instance_name) -> Compiled`, e.g. `open("CUDA:1")`. Builds the device on first use; this is where the heavy
-        third-party import belongs. Raise with a message saying what is missing and how to get it.
+        third-party import belongs. Raise with a message saying what is missing and how to get it. The registry then
+        checks the device against the contract (its allocator's declared `features` match the methods it implements;
+        its queue types handle every command core sends them) and refuses it, naming each requirement and its fix.
     description: one line shown by `python -m lazy devices`.
     default_ok: False for devices that must only be used when asked for by name (the PYTHON reference interpreter).
     library_versions: `() -> {library: version}` of the third-party libraries the device runs on (compiler, driver,

@@ -23,8 +23,8 @@ from typing import Any, Literal, TypeVar
 import pluggy
 
 from lazy import hookspecs
-from lazy.device import Compiled, DeviceError, opened_devices, set_device_opener
-from lazy.hcq import adapt_simple_tier
+from lazy.device import Compiled, DeviceError, allocator_contract_problems, opened_devices, set_device_opener
+from lazy.hcq import queue_contract_problems
 from lazy.helpers import DEBUG, DEVICE, PLUGINS, dedup
 from lazy.hookspecs import (
     FIRST_PARTY_DISTRIBUTIONS,
@@ -260,7 +260,6 @@ class _DeviceRegistry:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._opened: dict[str, Compiled] = {}
         self._clear(discover=True)
 
     def _clear(self, discover: bool) -> None:
@@ -288,11 +287,11 @@ class _DeviceRegistry:
         """The opened device `name` ("CPU", "cl:1", "DISK:/tmp/f"), opened on first use and cached."""
         index = self._state()
         canon = self._canonical(name, index)
-        if (dev := self._opened.get(canon)) is not None and _base(canon) in index.specs:
+        if (dev := opened_devices.get(canon)) is not None and _base(canon) in index.specs:
             return dev
         with self._lock:
             spec, owner = self._resolve(canon, index)
-            if (dev := self._opened.get(canon)) is not None:
+            if (dev := opened_devices.get(canon)) is not None:
                 return dev
             ok, reason = self._probe_spec(owner, spec)
             if not ok:
@@ -305,11 +304,24 @@ class _DeviceRegistry:
                 got = type(opened).__name__
                 raise DeviceError(f"device {canon} ({owner.label}): open({canon!r}) returned {got}, not a "
                                   f"lazy.device.Compiled; this is a bug in the plugin")  # fmt: skip
-            adapt_simple_tier(opened)  # simple-tier devices get core's synchronous queues
-            self._opened[canon] = opened_devices[canon] = opened
+            self._check_contract(canon, owner, opened)
+            opened_devices[canon] = opened
             if DEBUG >= 1:
                 print(f"lazy: opened {canon} ({owner.label})", file=sys.stderr)
             return opened
+
+    def _check_contract(self, canon: str, owner: _Candidate, dev: Compiled) -> None:
+        """Refuse a device that breaks the plugin contract (an allocator feature declared but not implemented or the
+        other way round, a queue without a handler for a command core sends), naming each requirement and its fix;
+        the device is closed again and the refusal is a problem of its plugin."""
+        problems = [*allocator_contract_problems(dev.allocator), *queue_contract_problems(dev)]
+        if not problems:
+            return
+        call_plugin(dev.close)
+        problem = owner.problem(f"device {canon} breaks the plugin contract: " + "; ".join(problems))
+        self._late_problems.append(problem)
+        raise DeviceError(f"device {canon} ({owner.label}) breaks the plugin contract, so it is not opened:\n"
+                          + "\n".join(f"  - {p}" for p in problems))  # fmt: skip
 
     @property
     def DEFAULT(self) -> str:  # noqa: N802 (tinygrad's spelling, which users know)
@@ -358,7 +370,7 @@ class _DeviceRegistry:
 
     def opened(self, name: str) -> Compiled | None:
         """The device `name` if it has been opened, else None (never opens it)."""
-        return self._opened.get(self.canonicalize(name))
+        return opened_devices.get(self.canonicalize(name))
 
     def known_failures(self, device: str) -> list[str]:
         """Conformance test ids the enabled plugins expect to fail on `device` (the `lazy_known_failures` hook)."""
@@ -396,14 +408,12 @@ class _DeviceRegistry:
         """Close opened devices and forget every plugin, spec, probe and problem; the next use discovers again.
         `discover=False`: from then on only `register`ed plugins exist (hermetic tests)."""
         with self._lock:
-            for canon, dev in list(self._opened.items()):
+            for canon, dev in list(opened_devices.items()):
                 if callable(close := getattr(dev, "close", None)):
                     # a device that fails to close (or exits) must not keep the others open
                     if isinstance(failure := call_plugin(close), PluginFailure) and DEBUG >= 1:
                         print(f"lazy: closing {canon}: close() {failure}", file=sys.stderr)
-                if opened_devices.get(canon) is dev:
-                    del opened_devices[canon]
-            self._opened.clear()
+                del opened_devices[canon]
             self._clear(discover)
 
     # ---- discovery -----------------------------------------------------------------------------------------------

@@ -43,7 +43,9 @@ def open_python_device(name: str) -> Compiled:
 
 
 class PythonAllocator(Allocator):
-    """Host memory. Supports every optional capability: zero-copy views, sub-buffers (slices) and transfers."""
+    """Host memory, with every optional feature: zero-copy views, sub-buffers (slices) and transfers."""
+
+    features = frozenset({"as_buffer", "offset", "transfer"})
 
     def _alloc(self, size: int, spec: BufferSpec) -> memoryview:
         return memoryview(bytearray(size))
@@ -54,13 +56,13 @@ class PythonAllocator(Allocator):
     def _copyout(self, dest: memoryview, src: memoryview) -> None:
         dest[:] = src
 
-    def _as_buffer(self, src: memoryview) -> memoryview:  # type: ignore[override]
+    def _as_buffer(self, src: memoryview) -> memoryview:
         return src
 
-    def _offset(self, buf: memoryview, size: int, offset: int) -> memoryview:  # type: ignore[override]
+    def _offset(self, buf: memoryview, size: int, offset: int) -> memoryview:
         return buf[offset : offset + size]
 
-    def _transfer(self, dest: memoryview, src: memoryview, size: int, src_dev: Any, dest_dev: Any) -> None:  # type: ignore[override]
+    def _transfer(self, dest: memoryview, src: memoryview, size: int, src_dev: Any, dest_dev: Any) -> None:
         dest[:size] = src[:size]
 
 

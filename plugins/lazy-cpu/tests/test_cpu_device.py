@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import traceback
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ import lazy_cpu
 from lazy.codegen.uops import UOpBuilder, UOps
 from lazy.device import CompileError, DeviceError
 from lazy.dtype import dtypes
-from lazy.hcq import HCQGraph
+from lazy.hcq import Exec, HCQGraph
 from lazy.helpers import Context
 from lazy.ops import Ops
 from lazy_cpu import device as cpu_device
@@ -165,7 +166,7 @@ def test_resubmitted_queue_keeps_each_submission(dev):
     outs = [dev.allocator.alloc(1024) for _ in range(5)]
     q = dev.compute_queue_t().exec(prg, (outs[0], srcs[0]))
     for k in range(5):
-        q.update_exec(0, bufs=(outs[k], srcs[k]))
+        q.cmds[0] = replace(q.cmds[0], bufs=(outs[k], srcs[k]))
         q.submit(dev)
     q2 = dev.compute_queue_t().signal(dev.timeline_signal, dev.next_value())
     q2.submit(dev)
@@ -178,9 +179,10 @@ def test_hcq_graph_replay_with_new_buffers(dev):
     prg = load_program(dev, add_one_uops(64))
     a1, a2 = to_device(dev, np.full(64, 1.0, np.float32)), to_device(dev, np.full(64, 10.0, np.float32))
     mid, out1, out2 = (dev.allocator.alloc(256) for _ in range(3))
-    graph = HCQGraph(dev, [(prg, (mid, a1), (), None, None), (prg, (out1, mid), (), None, None)])
+    first, second = Exec(prg, (mid, a1)), Exec(prg, (out1, mid))
+    graph = HCQGraph(dev, [first, second])
     graph.replay({})
-    graph.replay({0: ((mid, a2), None), 1: ((out2, mid), None)})
+    graph.replay({0: replace(first, bufs=(mid, a2)), 1: replace(second, bufs=(out2, mid))})
     dev.synchronize()
     np.testing.assert_array_equal(from_device(dev, out1, np.zeros(64, np.float32)), 3.0)
     np.testing.assert_array_equal(from_device(dev, out2, np.zeros(64, np.float32)), 12.0)

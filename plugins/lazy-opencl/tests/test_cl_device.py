@@ -3,6 +3,8 @@ limits and the HCQ queues of the CL device."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from cl_testing import from_device, load_program, to_device
@@ -11,7 +13,7 @@ from test_cl_renderer import add_one, group_sum
 import lazy_opencl
 from lazy.device import CompileError, DeviceError
 from lazy.dtype import dtypes
-from lazy.hcq import HCQGraph
+from lazy.hcq import Exec, HCQGraph
 
 
 def test_entry_point_registers_cl():
@@ -132,9 +134,10 @@ def test_graph_replay_runs_group_sum_with_new_buffers(dev):
     data = [np.random.default_rng(i).random(64, dtype=np.float32) for i in range(2)]
     ins = [to_device(dev, x) for x in data]
     outs = [to_device(dev, np.zeros(4, np.float32)) for _ in data]
-    graph = HCQGraph(dev, [(prg, (outs[0], ins[0]), (), (4, 1, 1), (16, 1, 1))])
+    launch = Exec(prg, (outs[0], ins[0]), (), (4, 1, 1), (16, 1, 1))
+    graph = HCQGraph(dev, [launch])
     graph.replay({})
-    graph.replay({0: ((outs[1], ins[1]), None)})
+    graph.replay({0: replace(launch, bufs=(outs[1], ins[1]))})
     dev.synchronize()
     for out, x in zip(outs, data):
         np.testing.assert_allclose(from_device(dev, out, np.empty(4, np.float32)), x.reshape(4, 16).sum(1), rtol=1e-6)

@@ -139,13 +139,12 @@ class CapturedJit:
         items = self.jit_cache[batch.start : batch.end]
         runners: list[CompiledRunner] = [ei.runner for ei in items]  # type: ignore[misc]
         if batch.graph is None:
-            launches = [r.launch_args(ei.bufs, {**ei.var_vals, **var_vals}) for r, ei in zip(runners, items)]
+            launches = [r.launch(ei.bufs, {**ei.var_vals, **var_vals}) for r, ei in zip(runners, items)]
             batch.graph = HCQGraph(get_device(batch.device), launches)
         updates = {}
         for n, (runner, ei) in enumerate(zip(runners, items)):
             if var_vals or batch.start + n in self._dynamic:
-                _, bufs, vals, _, _ = runner.launch_args(ei.bufs, {**ei.var_vals, **var_vals})
-                updates[n] = (bufs, vals)
+                updates[n] = runner.launch(ei.bufs, {**ei.var_vals, **var_vals})
         batch.graph.replay(updates)
         if batch.counts is not None:  # the same every replay: added in one step
             GlobalCounters.kernel_count += len(batch)

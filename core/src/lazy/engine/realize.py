@@ -14,6 +14,7 @@ from typing import Any
 from lazy.codegen.kernel import Opt
 from lazy.codegen.program import get_program
 from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device
+from lazy.hcq import Exec
 from lazy.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored
 from lazy.lazy import LazyBuffer, forget_graph
 from lazy.ops import LazyOp, Ops
@@ -48,10 +49,12 @@ class CompiledRunner(Runner):
         # a pickled jit keeps the compiled binary (no compiler needed to load it); the lowered UOps are not needed
         return _load_compiled_runner, (replace(self.spec, uops=None), self.lib)
 
-    def launch_args(self, bufs: list[Buffer], var_vals: dict[Variable, int]) -> tuple[Any, ...]:
+    def launch(self, bufs: list[Buffer], var_vals: dict[Variable, int]) -> Exec:
+        """The queue command that runs this kernel on `bufs` with the variables' values."""
         vals = tuple(var_vals[v] for v in self.spec.vars)
         gs, ls = self.static_dims if self.static_dims is not None else self.spec.launch_dims(var_vals)
-        return (self.program, tuple(b.opaque for b in bufs), vals, tuple(gs) if gs else None, tuple(ls) if ls else None)
+        return Exec(self.program, tuple(b.opaque for b in bufs), vals, tuple(gs) if gs else None,
+                    tuple(ls) if ls else None)  # fmt: skip
 
     def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
         dev = self.dev
@@ -59,7 +62,7 @@ class CompiledRunner(Runner):
         if wait:
             start, end = dev.signal_t(0), dev.signal_t(0)
             queue.timestamp(start)
-        queue.exec(*self.launch_args(bufs, var_vals))
+        queue.record(self.launch(bufs, var_vals))
         if wait:
             queue.timestamp(end)
         queue.signal(dev.timeline_signal, dev.next_value()).submit(dev)
@@ -84,11 +87,11 @@ class BufferCopy(Runner):
         start = time.perf_counter()
         dest_dev, src_dev = get_device(dest.device), get_device(src.device)
         same_family = type(dest_dev.allocator) is type(src_dev.allocator) and dest.allocator.supports("transfer")
-        if same_family:
+        if same_family and not (dest.through_base or src.through_base):
             src_dev.synchronize()
             dest_dev.synchronize()
-            dest.allocator._transfer(dest.opaque, src.opaque, dest.nbytes, src_dev, dest_dev)  # type: ignore[misc]
-        elif dest.allocator.supports("as_buffer") and src.allocator.supports("as_buffer") is False:
+            dest.allocator._transfer(dest.opaque, src.opaque, dest.nbytes, src_dev, dest_dev)
+        elif dest.allocator.supports("as_buffer") and not src.allocator.supports("as_buffer"):
             src.copyout(dest.as_buffer())
         else:
             dest.copyin(src.as_buffer())
@@ -125,10 +128,9 @@ class ViewRunner(Runner):
 
 def check_dtypes(ast: LazyOp, dev: Compiled) -> None:
     """Refuse, by name, a kernel that computes in a dtype the device cannot (before anything is compiled)."""
+    if dev.kernel_refusal is not None:
+        raise DeviceError(dev.kernel_refusal)
     caps = dev.renderer.caps
-    if (reason := dict(caps.unsupported).get("kernels")) is not None:
-        raise DeviceError(f"{dev.device} cannot run kernels ({reason}); move the tensor to a compute device first, "
-                          "e.g. .to('CPU')")  # fmt: skip
     bad = sorted({n.dtype for n in ast.toposort() if n.op is not Ops.SINK and not caps.supports(n.dtype)}, key=str)
     if bad:
         names = ", ".join(d.name for d in bad)

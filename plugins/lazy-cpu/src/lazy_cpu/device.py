@@ -55,6 +55,8 @@ class HostAllocator(LRUAllocator):
     """64-byte aligned host memory (posix_memalign). CPU and LLVM kernels read it through plain pointers, so the
     devices' buffers are interchangeable and numpy can view them without a copy."""
 
+    features = frozenset({"as_buffer", "offset", "transfer"})
+
     def _alloc(self, size: int, spec: BufferSpec) -> HostMemory:
         ptr = ctypes.c_void_p()
         if _posix_memalign(ctypes.byref(ptr), ALIGNMENT, max(size, ALIGNMENT)) != 0:
@@ -349,8 +351,8 @@ class HostDevice(Compiled):
         self.split_min_work: float = SPLIT_MIN_WORK
         self.cores = CorePool(device)
         self.capped_notes: set[int] = set()  # LAZY_THREADS values already reported as capped
-        super().__init__(device, HostAllocator(), renderer, compiler, self.load_program, CPUSignal, CPUComputeQueue,
-                         CPUCopyQueue)  # fmt: skip
+        super().__init__(device, HostAllocator(), renderer, compiler, self.load_program, signal_t=CPUSignal,
+                         compute_queue_t=CPUComputeQueue, copy_queue_t=CPUCopyQueue)  # fmt: skip
         self.queue_worker = QueueWorker(self)
 
     def load_program(self, name: str, lib: bytes, spec: ProgramSpec | None = None) -> HostProgram:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import threading
 from queue import SimpleQueue
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from lazy.hcq import HostSignal, HWQueue, run_command
+from lazy.hcq import Command, Copy, Exec, HostQueue, HostSignal
 
 if TYPE_CHECKING:
-    from lazy.device import Compiled
+    from lazy_cpu.device import HostDevice
 
 
 class CPUSignal(HostSignal):
@@ -18,15 +18,15 @@ class CPUSignal(HostSignal):
 
 
 class QueueWorker:
-    """One daemon thread that runs submitted command lists in FIFO order.
+    """One daemon thread that runs submitted commands in FIFO order, each through its queue's handlers.
 
-    A command that raises stops the rest of that submission's exec and copy commands, but its signal commands still
-    run so no waiter hangs; the first error is kept in `error` for the device to raise on `synchronize`.
+    A command that raises stops the rest of that submission's `Exec` and `Copy` commands, but its signal commands
+    still run so no waiter hangs; the first error is kept in `error` for the device to raise on `synchronize`.
     """
 
-    def __init__(self, dev: Compiled):
+    def __init__(self, dev: HostDevice):
         self.dev = dev
-        self.tasks: SimpleQueue[list[list[Any]] | None] = SimpleQueue()
+        self.tasks: SimpleQueue[tuple[HostQueue[HostDevice], list[Command]] | None] = SimpleQueue()
         self.error: BaseException | None = None
         self.closed = False
         self.thread = self._start()
@@ -45,18 +45,19 @@ class QueueWorker:
             self.thread = self._start()
         return self.thread
 
-    def submit(self, cmds: list[list[Any]]) -> None:
+    def submit(self, queue: HostQueue[HostDevice], cmds: list[Command]) -> None:
         self.running_thread()
-        self.tasks.put(cmds)
+        self.tasks.put((queue, cmds))
 
     def _loop(self) -> None:
-        while (cmds := self.tasks.get()) is not None:
+        while (task := self.tasks.get()) is not None:
+            queue, cmds = task
             failed = False
             for cmd in cmds:
-                if failed and cmd[0] in ("exec", "copy"):
+                if failed and isinstance(cmd, (Exec, Copy)):
                     continue
                 try:
-                    run_command(self.dev, cmd)
+                    queue.dispatch(self.dev, cmd)
                 except BaseException as e:  # kept and raised by the device, never lost in this thread
                     failed = True
                     self.error = self.error or e
@@ -68,17 +69,16 @@ class QueueWorker:
             self.thread.join(timeout)
 
 
-class CPUComputeQueue(HWQueue):
-    """Commands run by the device's queue worker. `submit` hands over a snapshot of the recorded commands, so a
-    recorded queue may be updated (`update_exec`, `update_signal`) and resubmitted while the worker still runs the
+class CPUComputeQueue(HostQueue["HostDevice"]):
+    """Commands run by the device's queue worker with core's host handlers. `submit` hands over this submission's
+    own list of commands, so a recorded queue may be changed and resubmitted while the worker still runs the
     previous submission."""
 
-    def setter_thread(self, dev: Compiled) -> threading.Thread:
-        return dev.queue_worker.running_thread()  # type: ignore[attr-defined, no-any-return]
+    def setter_thread(self, dev: HostDevice) -> threading.Thread:
+        return dev.queue_worker.running_thread()
 
-    def _submit(self, dev: Compiled) -> None:
-        worker: QueueWorker = dev.queue_worker  # type: ignore[attr-defined]
-        worker.submit([list(cmd) for cmd in self.cmds])
+    def _submit(self, dev: HostDevice, cmds: list[Command]) -> None:
+        dev.queue_worker.submit(self, cmds)
 
 
 class CPUCopyQueue(CPUComputeQueue):

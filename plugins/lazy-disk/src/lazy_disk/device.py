@@ -13,7 +13,6 @@ from typing import Any
 
 from lazy.device import Allocator, BufferSpec, Compiled, DeviceError
 from lazy_disk.queues import DiskQueue, DiskSignal
-from lazy_disk.renderer import DiskCompiler, DiskRenderer, refuse_program
 
 GRANULARITY = mmap.ALLOCATIONGRANULARITY  # mmap offsets must be multiples of this
 
@@ -94,6 +93,8 @@ class DiskAllocator(Allocator):
     """File-backed memory. Not LRU-cached: a freed buffer gives its map and file descriptor back at once.
     `use_mmap=False` forces plain reads and writes (what a file that cannot be mapped gets). Every copy first checks
     that the file still holds the bytes it touches (`_check_file_holds`)."""
+
+    features = frozenset({"as_buffer", "offset", "transfer"})
 
     def __init__(self, dev: DiskDevice, use_mmap: bool = True):
         self.dev, self.use_mmap = dev, use_mmap
@@ -176,8 +177,9 @@ def _pread_all(file: DiskFile, dest: memoryview, offset: int) -> None:
 
 
 class DiskDevice(Compiled):
-    """One file (`DISK:<path>`), or anonymous scratch space (bare `DISK`). Kernels are refused; copies, signals and
-    waits run on submit. `synchronize()` also makes every write so far durable (msync + fsync)."""
+    """One file (`DISK:<path>`), or anonymous scratch space (bare `DISK`). A copy-only device: it supplies no renderer,
+    compiler or runtime, and core refuses kernels on it; copies, signals and waits run on submit. `synchronize()` also
+    makes every write so far durable (msync + fsync)."""
 
     def __init__(self, device: str):
         arg = device.partition(":")[2]
@@ -187,8 +189,8 @@ class DiskDevice(Compiled):
         self.created: set[tuple[int, int]] = set()  # (st_dev, st_ino) of files this device made: it may grow them
         self.scratch: DiskFile | None = None
         self.scratch_end, self.scratch_free = 0, dict[int, list[int]]()
-        super().__init__(device, DiskAllocator(self), DiskRenderer(), DiskCompiler(), refuse_program, DiskSignal,
-                         DiskQueue, DiskQueue)  # fmt: skip
+        super().__init__(device, DiskAllocator(self), signal_t=DiskSignal, compute_queue_t=DiskQueue,
+                         copy_queue_t=DiskQueue)  # fmt: skip
 
     # ---- space ---------------------------------------------------------------------------------------------------
 

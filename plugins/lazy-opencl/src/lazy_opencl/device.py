@@ -3,6 +3,7 @@ cached through core's cache), loaded programs that check launch sizes against th
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +64,8 @@ class CLAllocator(LRUAllocator):
     """`cl.Buffer`s in the device's context. Host copies go straight between numpy memory and the buffer (no staging
     buffer); copies between two buffers of one context stay on the device."""
 
+    features = frozenset({"offset", "transfer"})
+
     def __init__(self, dev: CLDevice):
         super().__init__()
         self.dev = dev
@@ -111,8 +114,8 @@ class CLAllocator(LRUAllocator):
             wait_event(event)
             return
         staging = np.empty(size, np.uint8)  # two contexts (two platforms): through the host
-        src_dev.allocator._copyout(memoryview(staging), src)  # type: ignore[arg-type]
-        dest_dev.allocator._copyin(dest, memoryview(staging))  # type: ignore[arg-type]
+        src_dev.allocator._copyout(staging.data, src)
+        dest_dev.allocator._copyin(dest, staging.data)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -223,8 +226,9 @@ class CLDevice(Compiled):
         self.queue = cl.CommandQueue(self.context, cl_device, cl.command_queue_properties.PROFILING_ENABLE)
         self.limits = device_limits(cl_device)
         self.last_event: Any = None  # the last command enqueued on `queue`
+        self.clock_offset = measure_clock_offset(self.queue)
         super().__init__(device, CLAllocator(self), OpenCLRenderer(self.limits), CLCompiler(self), self.load_program,
-                         CLSignal, CLComputeQueue, CLCopyQueue)  # fmt: skip
+                         signal_t=CLSignal, compute_queue_t=CLComputeQueue, copy_queue_t=CLCopyQueue)  # fmt: skip
 
     def load_program(self, name: str, lib: bytes, spec: ProgramSpec | None = None) -> CLProgram:
         """`Compiled.runtime`: a compiled kernel as a callable program."""
@@ -240,6 +244,23 @@ class CLDevice(Compiled):
         super().synchronize()
         if self.last_event is not None:  # the in-order queue's last command: also work no timeline value covers
             wait_event(self.last_event)  # not queue.finish(), which Ctrl-C cannot interrupt
+
+
+def measure_clock_offset(queue: Any, tries: int = 5) -> float:
+    """Seconds to add to the device's profiling clock (read in seconds) to get the host's perf_counter clock, so
+    timestamps compare with the host's (`lazy.hcq.Signal.timestamp`). A marker ends between two host readings around
+    it; of a few tries, the one with the narrowest window gives the offset, its midpoint (off by at most half of it)."""
+    best: tuple[float, float] | None = None
+    for _ in range(tries):
+        before = time.perf_counter()
+        marker = cl.enqueue_marker(queue)
+        marker.wait()
+        after = time.perf_counter()
+        window, offset = after - before, (before + after) / 2 - marker.profile.end * 1e-9
+        if best is None or window < best[0]:
+            best = (window, offset)
+    assert best is not None
+    return best[1]
 
 
 def open_cl(name: str = "CL") -> CLDevice:
