@@ -128,6 +128,11 @@ def test_views_are_read_and_written_through_their_base_without_sub_buffers():
     np.testing.assert_equal(t[2:5].numpy(), [2, 3, 4])  # a view at byte 8: copied out of the base
     np.testing.assert_equal(t[:3].bitcast(dtypes.int32).numpy(), np.arange(3, dtype=np.float32).view(np.int32))
     np.testing.assert_equal((t[:4] + 1).numpy(), [1, 2, 3, 4])  # a view at offset 0 is the base's memory
+    # a slice at an offset that a kernel takes is computed by a kernel rather than handed over as a view
+    np.testing.assert_equal((t[2:5].contiguous() * 2).numpy(), [4, 6, 8])
+    np.testing.assert_equal((t[5:] + t[:3]).numpy(), [5, 7, 9])
+    bits = np.arange(8, dtype=np.float32)[2:5].view(np.int32)
+    np.testing.assert_equal((t[2:5].bitcast(dtypes.int32) + 1).numpy(), bits + 1)
     view = t.lazydata.base.realized.view(2, dtypes.float32, 12)
     view.copyin(np.array([30, 40], np.float32).data)  # read, patch, write back the base
     np.testing.assert_equal(t.numpy(), [0, 1, 2, 30, 40, 5, 6, 7])

@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Collection
 from typing import Any
 
-from lazy.device import Buffer
+from lazy.device import Buffer, get_device
 from lazy.dtype import ConstType, DType, dtypes
 from lazy.helpers import all_int, dedup, prod
 from lazy.ops import GroupOp, Ops, identity_element
@@ -17,6 +17,13 @@ from lazy.shape import ShapeTracker
 from lazy.symbolic import Node, Variable, sint
 
 _cache: weakref.WeakValueDictionary[tuple[Any, ...], LazyBuffer] = weakref.WeakValueDictionary()
+
+
+def _kernels_need_copies_of_views(device: str) -> bool:
+    """Whether `device` runs kernels but its allocator cannot hand one a view at an offset (no `"offset"` feature):
+    such a view is readable and writable through its base, but a kernel that takes it fails."""
+    dev = get_device(device)
+    return dev.kernel_refusal is None and not dev.allocator.supports("offset")
 
 
 def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
@@ -366,6 +373,8 @@ class LazyBuffer:
                 return None
             shape = (*shape[:-1], last * self.dtype.itemsize // dtype.itemsize)
         offset = st.views[0].offset * self.dtype.itemsize
+        if offset and _kernels_need_copies_of_views(self.device):
+            return None  # computed by a kernel instead: a later kernel could not take the view
         return create_lazybuffer(self.device, ShapeTracker.from_shape(shape), dtype, Ops.BUFFER_VIEW, offset, (base,))
 
     # -- compute ------------------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 def _copy_only(device: str) -> bool:
     """Whether `device` declares it runs no kernels (it only stores and copies, like DISK)."""
-    return "kernels" in dict(Device[device].renderer.caps.unsupported)
+    return Device[device].kernel_refusal is not None
 
 
 def _is_int(x: Any) -> bool:
