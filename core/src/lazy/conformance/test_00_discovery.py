@@ -36,7 +36,8 @@ def test_device_opens_with_its_parts(device):
 def test_capabilities_are_valid(caps):
     assert isinstance(caps, Capabilities)
     assert caps.dtypes and set(caps.dtypes) <= set(ALL_DTYPES), caps.dtypes
-    assert caps.supports(dtypes.float32) and caps.supports(dtypes.int32), "float32 and int32 are required"
+    required = (dtypes.float32, dtypes.int32, dtypes.bool)  # (bool: what every comparison gives)
+    assert all(map(caps.supports, required)), f"float32, int32 and bool are required; caps.dtypes={caps.dtypes}"
     assert all(isinstance(w, int) and w > 1 for w in caps.vector_widths), caps.vector_widths
     if caps.has_local:
         assert caps.has_threads, "has_local needs has_threads (local ids are thread ids)"

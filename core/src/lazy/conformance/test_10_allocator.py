@@ -1,6 +1,9 @@
-"""Layer allocator: round trips for every dtype, sizes 0/1/odd/large, sub-buffers, transfers, `Buffer.numpy()`."""
+"""Layer allocator: round trips for every dtype, sizes 0/1/odd/large, sub-buffers, transfers, `Buffer.numpy()`, and
+live buffers that never share memory, also after frees."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
@@ -58,7 +61,7 @@ def test_sub_buffer_offsets(device, device_name):
     base = buffer_from(device_name, np.arange(64, dtype=np.int32), dtypes.int32)
     view = base.view(8, dtypes.int32, offset=16 * 4)
     np.testing.assert_array_equal(view.ensure_allocated().numpy(), np.arange(16, 24))
-    view.copyin(memoryview(np.full(8, -5, np.int32)).cast("B"))
+    view.copyin(np.full(8, -5, np.int32).tobytes())
     expected = np.arange(64)
     expected[16:24] = -5
     np.testing.assert_array_equal(base.numpy(), expected)
@@ -81,7 +84,37 @@ def test_zero_copy_view(device, device_name):
     assert bytes(buf.as_buffer()) == bytes(range(10))
 
 
-def test_alloc_free_many(device):
-    allocator = device.allocator
-    for size in (1, 1000, 1 << 16) * 5:
-        allocator.free(allocator.alloc(size), size)
+def test_alloc_free_many(device_name: str) -> None:
+    """Live buffers never share memory, and memory that is freed and handed out again never lands on a live buffer.
+    Each round frees every other buffer and allocates more buffers of the same sizes than it freed (an LRU cache that
+    hands one freed buffer out twice is caught), then every live buffer must still hold its own byte pattern."""
+    sizes = (1, 1000, 1 << 16)
+    live: list[tuple[Buffer, bytes]] = []
+    tags = itertools.count()
+    for round_ in range(5):
+        for buf, _ in live[round_ % 2 :: 2]:
+            buf.deallocate()
+        live = live[1 - round_ % 2 :: 2]
+        for size in sizes * 2:
+            pattern = distinct_pattern(size, next(tags))
+            live.append((buffer_from(device_name, np.frombuffer(pattern, np.uint8), dtypes.uint8), pattern))
+        for i, (buf, pattern) in enumerate(live):
+            got = raw_bytes(buf)
+            assert got == pattern, (
+                f"round {round_}: live buffer {i} ({buf.nbytes} bytes) no longer holds what was written to it: "
+                f"{_first_difference(got, pattern)}; another allocation shares its memory"
+            )
+    for buf, _ in live:
+        buf.deallocate()
+
+
+def distinct_pattern(size: int, tag: int) -> bytes:
+    """Random bytes whose first byte is `tag % 256` (tags below 256 differ even in one-byte buffers)."""
+    pattern = np.random.default_rng(tag).integers(0, 256, size, dtype=np.uint8)
+    pattern[0] = tag % 256
+    return pattern.tobytes()
+
+
+def _first_difference(got: bytes, want: bytes) -> str:
+    at = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w)
+    return f"byte {at} is {got[at]}, written {want[at]}"

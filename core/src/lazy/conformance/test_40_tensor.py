@@ -36,14 +36,14 @@ def test_broadcasting(device_name):
 def test_unary(device_name):
     t = Tensor(A, device=device_name)
     close(t.exp().numpy(), np.exp(A), rtol=1e-5)
-    close(t.relu().numpy(), np.maximum(A, 0))
+    np.testing.assert_array_equal(t.relu().numpy(), np.maximum(A, 0))
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1])
 def test_reductions(device_name, axis):
     t = Tensor(A, device=device_name)
     close(t.sum(axis).numpy(), A.sum(axis), rtol=1e-5)
-    close(t.max(axis).numpy(), A.max(axis))
+    np.testing.assert_array_equal(t.max(axis).numpy(), A.max(axis))  # a max picks an element: exact
 
 
 def test_matmul(device_name):
@@ -53,12 +53,12 @@ def test_matmul(device_name):
 
 
 def test_movement_ops(device_name):
-    t = Tensor(A, device=device_name)
-    close(t.reshape(4, 3).numpy(), A.reshape(4, 3))
-    close(t.permute(1, 0).numpy(), A.T)
-    close(t.pad(((1, 0), (0, 2))).numpy(), np.pad(A, ((1, 0), (0, 2))))
-    close(t.shrink(((1, 3), (0, 2))).numpy(), A[1:3, 0:2])
-    close(Tensor(ROW, device=device_name).expand(3, 4).numpy(), np.broadcast_to(ROW, (3, 4)))
+    t, same = Tensor(A, device=device_name), np.testing.assert_array_equal  # elements are moved, not computed: exact
+    same(t.reshape(4, 3).numpy(), A.reshape(4, 3))
+    same(t.permute(1, 0).numpy(), A.T)
+    same(t.pad(((1, 0), (0, 2))).numpy(), np.pad(A, ((1, 0), (0, 2))))
+    same(t.shrink(((1, 3), (0, 2))).numpy(), A[1:3, 0:2])
+    same(Tensor(ROW, device=device_name).expand(3, 4).numpy(), np.broadcast_to(ROW, (3, 4)))
 
 
 def test_cast(device_name, caps):
@@ -72,7 +72,7 @@ def test_comparisons_and_where(device_name):
     x, y = Tensor(A, device=device_name), Tensor(B, device=device_name)
     np.testing.assert_array_equal((x < y).numpy(), A < B)
     np.testing.assert_array_equal((x == y).numpy(), A == B)
-    close((x < y).where(x, y).numpy(), np.where(A < B, A, B))
+    np.testing.assert_array_equal((x < y).where(x, y).numpy(), np.where(A < B, A, B))
 
 
 def test_softmax(device_name):
