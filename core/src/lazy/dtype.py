@@ -380,7 +380,7 @@ def can_lossless_cast(dt0: DType, dt1: DType) -> bool:
     if dtypes.is_float(dt1):  # an int fits when its magnitude bits fit in the mantissa (and the implicit bit)
         magnitude = dt0.itemsize * 8 - (0 if dtypes.is_unsigned(dt0) else 1)
         return magnitude <= FLOAT_BITS[dt1][1] + 1
-    return dtypes.min(dt1) <= dtypes.min(dt0) and dtypes.max(dt0) <= dtypes.max(dt1)  # type: ignore[operator]
+    return dtypes.min(dt1) <= dtypes.min(dt0) and dtypes.max(dt0) <= dtypes.max(dt1)
 
 
 def float_to_fp16(x: float) -> float:

@@ -485,7 +485,7 @@ def _recorded(fn: type[Function], x: B, *srcs: B) -> B:
     """`fn` applied to buffers inside a backward: recorded as that Function on TracedBuffers (so a gradient of the
     gradient uses its own backward), just its forward on LazyBuffers."""
     if isinstance(x, TracedBuffer):
-        return TracedBuffer(fn.apply(x.tensor, *(s.tensor for s in srcs)))  # type: ignore[union-attr]
+        return TracedBuffer(fn.apply(x.tensor, *(s.tensor for s in srcs)))
     return fn.__new__(fn).forward(x, *srcs)
 
 

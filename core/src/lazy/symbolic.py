@@ -122,16 +122,16 @@ class Node:
     def ge(self, other: sint) -> Node:
         return _lt(-self, -other + 1)  # x >= y <=> -x < -y+1
 
-    def __lt__(self, other: sint) -> Node:  # type: ignore[override]
+    def __lt__(self, other: sint) -> Node:
         return self.lt(other)
 
-    def __le__(self, other: sint) -> Node:  # type: ignore[override]
+    def __le__(self, other: sint) -> Node:
         return self.lt(other + 1)
 
-    def __gt__(self, other: sint) -> Node:  # type: ignore[override]
+    def __gt__(self, other: sint) -> Node:
         return _lt(-self, -other)  # x > y <=> -x < -y
 
-    def __ge__(self, other: sint) -> Node:  # type: ignore[override]
+    def __ge__(self, other: sint) -> Node:
         return self.ge(other)
 
     @staticmethod

@@ -282,7 +282,7 @@ class Kernel:
         # the vector lanes innermost, so vector loads of the tile are contiguous
         inner = [i for i in axes if i == self.vector_lanes_axis()]
         axes = [i for i in axes if i not in inner] + inner
-        sizes = tuple(int(self.full_shape[i]) for i in axes)  # type: ignore[call-overload]
+        sizes = tuple(int(self.full_shape[i]) for i in axes)
         if prod(sizes) * buf.dtype.itemsize > self.caps.pack_max:
             return None
         return PackPlan(idx, after, tuple(axes), sizes)
@@ -331,7 +331,7 @@ class Kernel:
     def registers(self) -> int:
         """Values the register tile holds: its lanes, a vector (`vector_axis`) counted as one."""
         axis = self.vector_axis()
-        return self.upcast_size() // (int(self.full_shape[axis]) if axis is not None else 1)  # type: ignore[call-overload]
+        return self.upcast_size() // (int(self.full_shape[axis]) if axis is not None else 1)
 
     def _place_locals(self) -> None:
         order = (self.axes(Axis.GLOBAL) + self.axes(Axis.LOCAL) + self.axes(Axis.GROUP) + self.axes(Axis.REDUCE)

@@ -71,7 +71,7 @@ RENDER_OPS: dict[type, Any] = {
 def choose_vector_axis(k: Kernel) -> tuple[int | None, int]:
     """The upcast axis whose lanes become one vector (`Kernel.vector_axis`), and its width."""
     axis = k.vector_axis()
-    return (None, 1) if axis is None else (axis, int(k.full_shape[axis]))  # type: ignore[call-overload]
+    return (None, 1) if axis is None else (axis, int(k.full_shape[axis]))
 
 
 class Lowerer:
@@ -274,7 +274,7 @@ class Lowerer:
         loop_vars: dict[int, Variable] = {}
         for i, dim in enumerate(st.shape):
             if i in plan.axes:
-                loop_vars[i] = Variable(f"pack{plan.buf}_{i}", 0, int(dim) - 1)  # type: ignore[call-overload]
+                loop_vars[i] = Variable(f"pack{plan.buf}_{i}", 0, int(dim) - 1)
                 idxs.append(loop_vars[i])
             elif self.k.kinds[i] is Axis.GLOBAL and (dim != 1):
                 idxs.append(self.axis_vars[i])
@@ -373,7 +373,7 @@ class Lowerer:
     def lanes(self, kinds: tuple[Axis, ...]) -> list[Lane]:
         """Every lane where only axes of `kinds` vary (the others fixed at 0)."""
         ranges = [
-            range(self.full_shape[a]) if self.k.kinds[a] in kinds and a != self.vec_axis else range(1)  # type: ignore[arg-type]
+            range(self.full_shape[a]) if self.k.kinds[a] in kinds and a != self.vec_axis else range(1)
             for a in self.lane_axes
         ]
         return list(itertools.product(*ranges))

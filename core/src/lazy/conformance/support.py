@@ -131,7 +131,7 @@ class KernelBuilder:
         spec = ProgramSpec(self.name, src, self.device.device, self.global_size, self.local_size, outs=outs, ins=ins,
                            uops=uops)  # fmt: skip
         lib = self.device.compiler.compile_cached(src)
-        return self.device.runtime(self.name, lib, spec), spec  # type: ignore[call-arg]
+        return self.device.runtime(self.name, lib, spec), spec
 
     def run(self, *bufs: Buffer, vals: tuple[int, ...] = (), launch: tuple[list[int], list[int]] | None = None) -> None:
         program, spec = self.program()

@@ -20,6 +20,7 @@ def mlp_losses(device_name, steps=30):
     y_np = (x_np @ np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)).astype(np.float32)
     with Context(DEVICE=device_name):  # layers are made on the default device
         l1, l2 = Linear(4, 16), Linear(16, 1)
+    assert l1.bias is not None and l2.bias is not None
     params = [l1.weight, l1.bias, l2.weight, l2.bias]
     opt = SGD(params, lr=0.05)
     x, y = Tensor(x_np, device=device_name), Tensor(y_np, device=device_name)

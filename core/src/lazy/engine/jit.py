@@ -107,7 +107,7 @@ class TinyJit(Generic[R]):
         self.fxn, self.captured, self.prune = fxn, captured, prune
         self.cnt = 0 if captured is None else 2
         if fxn is not None:
-            functools.update_wrapper(self, fxn)  # type: ignore[arg-type]
+            functools.update_wrapper(self, fxn)
 
     @property
     def jit_cache(self) -> list[ExecItem]:

@@ -51,7 +51,7 @@ class BatchNorm:
             mean = x.mean(axes)
             var = (x - mean.reshape(shape)).square().mean(axes)
             if training and self.track_running_stats:
-                n = int(x.numel()) // int(x.shape[1])  # type: ignore[arg-type]
+                n = int(x.numel()) // int(x.shape[1])
                 unbiased = var.detach() * (n / max(n - 1, 1))
                 self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
                 self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * unbiased)

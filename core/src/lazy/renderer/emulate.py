@@ -162,7 +162,7 @@ class _Fp8Rewriter:
         return buf
 
     def on_define_local(self, u: UOp, src: tuple[UOp, ...]) -> UOp:  # local memory holds register values
-        dtype = u.dtype.base() if isinstance(u.dtype, PtrDType) else u.dtype  # type: ignore[union-attr]
+        dtype = u.dtype.base() if isinstance(u.dtype, PtrDType) else u.dtype
         return self.add(UOps.DEFINE_LOCAL, _register(dtype).ptr(), src, u.arg)  # type: ignore[union-attr]
 
     def on_const(self, u: UOp, src: tuple[UOp, ...]) -> UOp:

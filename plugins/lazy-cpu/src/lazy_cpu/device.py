@@ -265,7 +265,7 @@ class ClangCompiler(Compiler):
         with tempfile.TemporaryDirectory(prefix="lazy_cc_") as tmp:
             out = os.path.join(tmp, "kernel.so")
             cmd = [self.cc, *self.flags, "-x", "c", "-", "-x", "none", "-o", out, "-lm"]
-            proc = subprocess.run(cmd, input=src.encode(), capture_output=True, check=False)  # type: ignore[arg-type]
+            proc = subprocess.run(cmd, input=src.encode(), capture_output=True, check=False)
             if proc.returncode != 0:
                 raise CompileError(self.device, src, f"{' '.join(cmd)}\n{proc.stderr.decode(errors='replace')}")
             with open(out, "rb") as f:
