@@ -91,13 +91,11 @@ class Kernel:
         self.sts: list[ShapeTracker] = [b.st for b in self.bufs]
         self.output_shape: tuple[sint, ...] = ast.src[0].arg.st.shape
         reduce_shape = self._reduce_input_shape() if self.reduceops else self.output_shape
-        self.full_shape_initial = reduce_shape
         self.kinds: list[Axis] = [
             Axis.REDUCE if o != f else Axis.GLOBAL for o, f in zip(self.output_shape, reduce_shape)
         ]
         self.applied_opts: list[Opt] = []
         self.packs: list[int] = []  # input buffers staged in scratch tiles (`pack_plan`)
-        self.local_dims = 0
         self._reorder_reduce_last()
         self._merge_adjacent()
 
@@ -122,12 +120,6 @@ class Kernel:
 
     def axes(self, *kinds: Axis) -> list[int]:
         return [i for i, k in enumerate(self.kinds) if k in kinds]
-
-    def is_output_axis(self, st: ShapeTracker, i: int) -> bool:
-        return self.kinds[i] in (Axis.GLOBAL, Axis.LOCAL, Axis.UPCAST)
-
-    def _reshape_all(self, fn: Any) -> None:
-        self.sts = [fn(st) for st in self.sts]
 
     def _permute(self, order: list[int]) -> None:
         self.sts = [st.permute(tuple(order)) for st in self.sts]
