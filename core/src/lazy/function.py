@@ -363,13 +363,17 @@ class Maximum(Function):
         return x.e(Ops.MAX, y)
 
     def backward(self, grad_output: B, ret: B, x: B, y: B) -> tuple[B | None, B | None]:
-        # ties share the gradient equally, like PyTorch
-        x_hit = x.e(Ops.CMPNE, ret).e(Ops.CMPNE, x.const(True, x.shape).cast(dtypes.bool)).cast(grad_output.dtype)
-        y_hit = y.e(Ops.CMPNE, ret).e(Ops.CMPNE, y.const(True, y.shape).cast(dtypes.bool)).cast(grad_output.dtype)
-        total = x_hit.e(Ops.ADD, y_hit)
-        share = grad_output.e(Ops.MUL, total.e(Ops.RECIP))
-        return (x_hit.e(Ops.MUL, share) if self.needs_input_grad[0] else None,
-                y_hit.e(Ops.MUL, share) if self.needs_input_grad[1] else None)  # fmt: skip
+        # the larger input gets the gradient and ties share it equally; where either is NaN (which max propagates) both
+        # get it, as in PyTorch. Decided by comparing the inputs with each other, not with `ret`: an input recomputed
+        # for the backward (a reduction in another kernel, summed in another order) may differ from the forward's by
+        # an ulp, and a test against the stored result then matched neither input (0/0: a NaN gradient)
+        zero, half, one = grad_output.const(0, x.shape), grad_output.const(0.5, x.shape), grad_output.const(1, x.shape)
+        nan = x.e(Ops.CMPNE, x).e(Ops.OR, y.e(Ops.CMPNE, y))
+        x_less, y_less = x.e(Ops.CMPLT, y), y.e(Ops.CMPLT, x)
+        x_share = nan.e(Ops.WHERE, one, y_less.e(Ops.WHERE, one, x_less.e(Ops.WHERE, zero, half)))
+        y_share = nan.e(Ops.WHERE, one, x_less.e(Ops.WHERE, one, y_less.e(Ops.WHERE, zero, half)))
+        return (x_share.e(Ops.MUL, grad_output) if self.needs_input_grad[0] else None,
+                y_share.e(Ops.MUL, grad_output) if self.needs_input_grad[1] else None)  # fmt: skip
 
 
 class Where(Function):
