@@ -9,7 +9,7 @@ PY=.venv/bin/python
 $PY -m pip install -q torch==2.13.0
 echo "== ruff"; $PY -m ruff check core plugins tests examples bench
 echo "== ruff format"; $PY -m ruff format --check core plugins tests examples bench
-echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu plugins/lazy-opencl/src/lazy_opencl plugins/lazy-disk/src/lazy_disk
+echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu plugins/lazy-opencl/src/lazy_opencl plugins/lazy-disk/src/lazy_disk plugins/_template/src/lazy_template
 # index tensors are range-checked in the tests (LAZY_CHECK_INDEX: off by default for speed); a hung test fails
 echo "== tests"; LAZY_CHECK_INDEX=1 $PY -m pytest -q -n 2 --timeout=300 tests plugins
 echo "== conformance"; $PY -m lazy.conformance --all --out reports/conformance
