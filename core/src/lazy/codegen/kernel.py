@@ -1,5 +1,7 @@
 """`Kernel`: one kernel AST seen as a loop nest over a common shape, plus the optimisation choices (`Opt`s) that
-reshape it: upcast (unroll an output axis into registers), unroll (a reduce axis) and local (GPU work groups).
+reshape it: upcast (unroll an output axis into registers), unroll (a reduce axis), local (GPU work groups) and pack
+(an operand staged in a tile: a per-thread scratch array on a CPU, a work group's local memory on a device with work
+groups, refilled per step of the innermost reduce loop it depends on, so the unrolled reduce lanes are the K-block).
 
 Axes are kept in this order: output axes that become loops or thread ids, then reduce axes, then the upcast and
 unrolled axes (the `kinds` list says which is which). Every buffer's ShapeTracker is reshaped/permuted in lockstep.
@@ -34,19 +36,21 @@ class OptOps(Enum):
     LOCAL = auto()
     GROUP = auto()
     SWAP = auto()  # exchange two output loops (`axis` and `amount`): which one is outermost decides what stays cached
-    PACK = auto()  # stage input buffer `axis` in a contiguous scratch tile where the output loops reuse it (amount 0)
+    PACK = auto()  # stage input buffer `axis` in a contiguous tile where loops or a group's items reuse it (amount 0)
 
 
 @dataclass(frozen=True)
 class PackPlan:
-    """Where and how an input buffer is staged: after the output loop at `after` (an index into the kernel's loop
-    axes, -1: before them), its elements for every value of `axes` (the other axes it depends on) are copied into a
-    scratch tile laid out row-major over `axes` in that order, which the kernel then reads instead of the buffer."""
+    """Where and how an input buffer is staged: after the loop at `after` (an index into `Kernel.pack_loops`, -1:
+    before them), its elements for every value of `axes` (the other axes it depends on) are copied into a tile laid
+    out row-major over `axes` in that order, which the kernel then reads instead of the buffer. `shared`: the tile is
+    in a work group's local memory, filled by all its items between barriers (else a thread's own scratch array)."""
 
     buf: int
     after: int
     axes: tuple[int, ...]
     sizes: tuple[int, ...]
+    shared: bool = False
 
     @property
     def count(self) -> int:
@@ -71,6 +75,8 @@ VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULA
                         Ops.LOG2})  # fmt: skip
 TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
 BODY_BUDGET = 1024  # most (lanes x operations) an optimisation may unroll into straight-line code
+SHARED_TILES = 4  # a work group's local memory holds this many packed tiles at their largest (two operands, with room
+# left for a grouped reduce's partials)
 
 
 class KernelOptError(ValueError):
@@ -244,25 +250,35 @@ class Kernel:
         self.packs.append(opt.axis)
         if self.pack_plan(opt.axis) is None:
             self.packs.pop()
-            raise KernelOptError(f"{opt}: buffer {opt.axis} is not reused by a loop inside its tile, or the tile is "
-                                 f"over the device's {self.caps.pack_max} bytes of scratch memory")  # fmt: skip
+            limit = self.caps.shared_max // SHARED_TILES if self.caps.has_threads else self.caps.pack_max
+            raise KernelOptError(f"{opt}: buffer {opt.axis} is not reused by a loop or a group's items inside its "
+                                 f"tile, or the tile is over the device's {limit} bytes for one")  # fmt: skip
         self.applied_opts.append(opt)
 
     def loop_axes(self) -> list[int]:
         """The output axes that are loops of the kernel (on a device with threads: none are)."""
         return [] if self.caps.has_threads else self.axes(Axis.GLOBAL)
 
+    def pack_loops(self) -> list[int]:
+        """The loops a pack point is placed among, outermost first: a CPU's output loops; on a device with threads
+        the output axes left over after three launch dimensions, then the reduce loops."""
+        if not self.caps.has_threads:
+            return self.axes(Axis.GLOBAL)
+        return self.axes(Axis.GLOBAL)[:-3] + self.axes(Axis.REDUCE)
+
     def pack_plan(self, idx: int) -> PackPlan | None:
         """How input buffer `idx` is staged with the kernel's current axes, or None when staging it does not apply:
-        a device without scratch memory or with threads, an unknown buffer, symbolic sizes, no output loop inside the
-        tile that reuses it (packing would copy without saving a read), or a tile over `caps.pack_max` bytes."""
+        a device without scratch memory or local memory, an unknown buffer, symbolic sizes, nothing that reuses the
+        tile (packing would copy without saving a read), or a tile over the device's limit."""
         buf = next((b for b in self.membufs if b.idx == idx and idx != 0), None)
-        if buf is None or not self.caps.pack_max or self.caps.has_threads:
-            return None
-        if not all(isinstance(s, int) for s in self.full_shape):
+        if buf is None or not all(isinstance(s, int) for s in self.full_shape):
             return None
         strides = self.st_of(buf).real_strides()
         depends = [i for i in range(self.shape_len) if strides[i] != 0 and self.full_shape[i] != 1]
+        if self.caps.has_threads:
+            return self._group_pack_plan(buf, depends)
+        if not self.caps.pack_max:
+            return None
         loops = self.loop_axes()
         dep_loops = [i for i in loops if i in depends]
         after = loops.index(dep_loops[-1]) if dep_loops else -1
@@ -271,13 +287,40 @@ class Kernel:
         axes = [i for i in depends if i not in loops]
         if not axes:
             return None
+        return self._tile(buf, after, axes, self.caps.pack_max, shared=False)
+
+    def _group_pack_plan(self, buf: MemBuffer, depends: list[int]) -> PackPlan | None:
+        """A work group's tile of `buf` in local memory: refilled inside the innermost loop the buffer depends on (a
+        K-block per reduce step: the unrolled reduce lanes), covering what the whole group reads there (its LOCAL and
+        GROUP axes, the register tile's UPCAST and UNROLL axes). Only where some item of the group reads what another
+        does (a thread axis the buffer is broadcast along), with one reduce, and for a tile refilled inside the reduce
+        loop only when nothing reads the buffer after that loop."""
+        if not self.caps.has_local or not self.caps.shared_max or len(self.reduceops) > 1:
+            return None
+        if all(i in depends for i in self.axes(Axis.LOCAL, Axis.GROUP)):
+            return None  # no two items of a group read the same element
+        loops = self.pack_loops()
+        dep_loops = [i for i in loops if i in depends]
+        after = loops.index(dep_loops[-1]) if dep_loops else -1
+        if after >= 0 and self.kinds[loops[after]] is Axis.REDUCE and self._read_outside_reduce(buf):
+            return None  # the tile holds one reduce step's block, not what a read after the loop needs
+        axes = [i for i in depends if self.kinds[i] in (Axis.LOCAL, Axis.GROUP, Axis.UPCAST, Axis.UNROLL)]
+        return self._tile(buf, after, axes, self.caps.shared_max // SHARED_TILES, shared=True)
+
+    def _read_outside_reduce(self, buf: MemBuffer) -> bool:
+        inside = {id(n) for r in self.reduceops for n in r.toposort()}
+        return any(n.op is Ops.LOAD and n.arg == buf and id(n) not in inside for n in self.ast.toposort())
+
+    def _tile(self, buf: MemBuffer, after: int, axes: list[int], limit: int, shared: bool) -> PackPlan | None:
+        if not axes:
+            return None
         # the vector lanes innermost, so vector loads of the tile are contiguous
         inner = [i for i in axes if i == self.vector_lanes_axis()]
         axes = [i for i in axes if i not in inner] + inner
         sizes = tuple(int(self.full_shape[i]) for i in axes)
-        if prod(sizes) * buf.dtype.itemsize > self.caps.pack_max:
+        if prod(sizes) * buf.dtype.itemsize > limit:
             return None
-        return PackPlan(idx, after, tuple(axes), sizes)
+        return PackPlan(buf.idx, after, tuple(axes), sizes, shared)
 
     def vector_lanes_axis(self) -> int | None:
         """The upcast axis that becomes vector lanes when the kernel's ops allow: the widest of a size the device has

@@ -4,7 +4,8 @@ Loops and thread ids come from the kernel's axes; upcast and unrolled axes are e
 per combination of their indices ("lane"), which gives independent accumulators and straight-line code. The axis
 `Kernel.vector_axis` picks becomes one vector value (vector loads, ALU and stores; lanes along a reduce axis are
 vectors inside the reduce loop and combined after it). Packed inputs (`OptOps.PACK`) are copied into their scratch
-tiles where `Kernel.pack_plan` says and read from there. Index arithmetic is int32 unless the symbolic
+tiles where `Kernel.pack_plan` says and read from there; a work group's tile in local memory is filled by all its items
+(each a strided share of the elements) between barriers. Index arithmetic is int32 unless the symbolic
 bounds of some index value need int64 (`lower_kernel`). EXP2, LOG2 and SIN a renderer does not declare in
 `Capabilities.native_math` become polynomial code (`lazy.codegen.transcendental`).
 """
@@ -264,22 +265,27 @@ class Lowerer:
         """What a load of `buf` reads: its scratch tile once packed, else the buffer."""
         return self.packed[buf.idx][1] if buf.idx in self.packed else self.bufs_uop[buf.idx]
 
+    def define_tile(self, plan: PackPlan) -> UOp:
+        buf = next(b for b in self.k.membufs if b.idx == plan.buf)
+        return self.b.add(UOps.DEFINE_LOCAL, buf.dtype.ptr(), (), (f"pack{plan.buf}", plan.count))
+
+    def source_idxs(self, plan: PackPlan, coords: dict[int, Node]) -> list[Node]:
+        """The buffer's index per axis for a copy into `plan`'s tile: `coords` on the tile's axes, the loop variable
+        or thread id on the loop and launch axes outside the pack point, 0 where the buffer is broadcast."""
+        st = self.k.st_of(next(b for b in self.k.membufs if b.idx == plan.buf))
+        # a reduce loop outside the pack point only on a device with threads (a CPU's tiles span the reduce axes)
+        outside = (Axis.GLOBAL, Axis.REDUCE) if self.k.caps.has_threads else (Axis.GLOBAL,)
+        return [coords[i] if i in plan.axes else self.axis_vars[i] if self.k.kinds[i] in outside and dim != 1
+                else NumNode(0) for i, dim in enumerate(st.shape)]  # fmt: skip
+
     def emit_pack(self, plan: PackPlan) -> None:
         """Copy the tile of input buffer `plan.buf` the loops inside this point read into a scratch array: one loop
         per tile axis (the compiler vectorizes the innermost, contiguous in the tile), padding copied as zeros."""
         buf = next(b for b in self.k.membufs if b.idx == plan.buf)
-        tile = self.b.add(UOps.DEFINE_LOCAL, buf.dtype.ptr(), (), (f"pack{plan.buf}", plan.count))
+        tile = self.define_tile(plan)
         st = self.k.st_of(buf)
-        idxs: list[Node] = []
-        loop_vars: dict[int, Variable] = {}
-        for i, dim in enumerate(st.shape):
-            if i in plan.axes:
-                loop_vars[i] = Variable(f"pack{plan.buf}_{i}", 0, int(dim) - 1)
-                idxs.append(loop_vars[i])
-            elif self.k.kinds[i] is Axis.GLOBAL and (dim != 1):
-                idxs.append(self.axis_vars[i])
-            else:
-                idxs.append(NumNode(0))  # an axis the buffer does not depend on (stride 0)
+        loop_vars = {i: Variable(f"pack{plan.buf}_{i}", 0, size - 1) for i, size in zip(plan.axes, plan.sizes)}
+        idxs = self.source_idxs(plan, dict(loop_vars))
         ranges = []
         for axis, size in zip(plan.axes, plan.sizes):
             rng = self.b.add(UOps.RANGE, self.index, (self.index_const(0), self.index_const(size)), (-1, False))
@@ -294,6 +300,57 @@ class Lowerer:
         self.b.add(UOps.STORE, None, (tile, self.node(dst), value))
         self.close_loops(ranges)
         self.packed[plan.buf] = (plan, tile)
+
+    def emit_group_packs(self, plans: list[PackPlan], in_loop: bool) -> None:
+        """Fill work-group tiles in local memory: the group's items share each copy, item t taking elements t,
+        t + items, ... (neighbouring items read neighbouring elements), padding copied as zeros. A barrier first when
+        the tiles are refilled inside a loop (every item is done reading the last block), one after (the tile is
+        whole before anyone reads it)."""
+        if in_loop:
+            self.b.add(UOps.BARRIER, None, ())
+        thread_axes = self.k.axes(Axis.LOCAL, Axis.GROUP)
+        item: Node = NumNode(0)
+        items = 1
+        for i in reversed(thread_axes):
+            item, items = item + self.axis_vars[i] * items, items * int(self.full_shape[i])
+        for plan in plans:
+            buf = next(b for b in self.k.membufs if b.idx == plan.buf)
+            tile = self.tiles[plan.buf]
+            rounds = -(-plan.count // items)
+            ranges = []
+            elem: Node = item
+            if rounds > 1:
+                step = Variable(f"pack{plan.buf}_step", 0, rounds - 1)
+                rng = self.b.add(UOps.RANGE, self.index, (self.index_const(0), self.index_const(rounds)), (-1, False))
+                self.b.open_scope()
+                self.var_uops[step] = rng
+                ranges.append(rng)
+                elem = step * items + item
+            coords = {axis: (elem // stride) % size for axis, stride, size in
+                      zip(plan.axes, strides_of(plan.sizes), plan.sizes)}  # fmt: skip
+            in_tile = elem.lt(plan.count) if rounds * items > plan.count else NumNode(1)
+            src_idx, valid = self.k.st_of(buf).expr_idxs(self.source_idxs(plan, coords))
+            # an item past the tile's end copies nothing: its load would read past the buffer
+            value = self.scalar_load(buf, src_idx, Node.ands([valid, in_tile]))
+            gate = () if isinstance(in_tile, NumNode) else (self.node(in_tile),)
+            self.b.add(UOps.STORE, None, (tile, self.node(elem), value, *gate))
+            self.close_loops(ranges)
+            self.packed[plan.buf] = (plan, tile)
+        self.b.add(UOps.BARRIER, None, ())
+        self.b.invalidate()
+        self.load_cache.clear()  # a load of the buffer now reads the tile, whatever the index
+
+    def emit_packs_at(self, plans: list[PackPlan], pos: int, in_loop: bool) -> None:
+        """The packs whose point is after loop `pos` of `Kernel.pack_loops` (-1: before them all)."""
+        here = [plan for plan in plans if plan.after == pos]
+        if not here:
+            return
+        shared = [plan for plan in here if plan.shared]
+        for plan in here:
+            if not plan.shared:
+                self.emit_pack(plan)
+        if shared:
+            self.emit_group_packs(shared, in_loop)
 
     def scalar_load(self, buf: MemBuffer, idx: Node, valid: Node) -> UOp:
         zero = self.b.const(0, buf.dtype)
@@ -389,7 +446,11 @@ class Lowerer:
             lane: self.b.add(UOps.DEFINE_ACC, dtype, (), identity_element(rop.op, rop.dtype))
             for lane in self.lanes((Axis.UPCAST,))
         }
-        loops = self.open_loops(self.k.axes(Axis.REDUCE), "ridx")
+        loops: list[UOp] = []
+        for axis in self.k.axes(Axis.REDUCE):  # tiles refilled per reduce step go in after their loop opens
+            loops += self.open_loops([axis], "ridx")
+            if axis in self.pack_pos:  # a pack point only on a device with threads (`Kernel.pack_loops`)
+                self.emit_packs_at(self.plans, self.pack_pos[axis], in_loop=True)
         self.vector_on = self.vec_axis is not None
         current = dict(accs)
         src = rop.src[0]
@@ -461,16 +522,16 @@ class Lowerer:
         if k.caps.has_threads:
             out_axes = self.define_specials(out_axes)
         self.packed: dict[int, tuple[PackPlan, UOp]] = {}
-        plans = [p for idx in k.packs if (p := k.pack_plan(idx)) is not None] if not k.caps.has_threads else []
+        self.plans = [p for idx in k.packs if (p := k.pack_plan(idx)) is not None]
+        self.pack_pos = {axis: pos for pos, axis in enumerate(k.pack_loops())}
+        # local memory is declared at the kernel's outermost scope (OpenCL requires it), however deep it is filled
+        self.tiles = {plan.buf: self.define_tile(plan) for plan in self.plans if plan.shared}
         outer: list[UOp] = []
-        for plan in plans:
-            if plan.after == -1:
-                self.emit_pack(plan)
-        for pos, axis in enumerate(out_axes):
+        self.emit_packs_at(self.plans, -1, in_loop=False)
+        for axis in out_axes:
             outer += self.open_loops([axis], "gidx")
-            for plan in plans:
-                if plan.after == pos:
-                    self.emit_pack(plan)
+            if axis in self.pack_pos:  # (symbolic launch sizes keep every output loop: no pack plans then)
+                self.emit_packs_at(self.plans, self.pack_pos[axis], in_loop=True)
         self.open_if = None
         for rop in k.reduceops:
             self.reduce(rop)

@@ -6,7 +6,9 @@ needs groups of tens to hundreds of items, and a reduction with few outputs spre
 behind OpenCL (PoCL) runs a group's items one after another on one core, vectorizing across them only where the body is
 straight-line code: its speed comes from each item's own vectors (float16 on AVX-512), a reduce loop runs scalar in a
 group of items, and groups pay only for elementwise kernels (what PoCL vectorizes) and to make launches fewer. A device
-declares which kind it is (`Capabilities.serial_work_groups`; `simd_items`)."""
+declares which kind it is (`Capabilities.serial_work_groups`; `simd_items`). On a GPU a matmul-like kernel's group is a
+block of items over N and M whose shared operands are staged per reduce step in local memory (`local_tiles`); on PoCL
+that measured slower (see `SIMD_LOCAL_TILES`)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ SIMD_GROUP = 256  # items per group of an elementwise kernel on a SIMD device: P
 GPU_GROUP = 32  # items along the innermost output axis of a GPU group
 MIN_GROUPS = 64  # groups a launch keeps at least, for the cores (or a GPU's compute units) to share
 TILE_UNROLL = 4  # reduce steps a register tile unrolls: loads of one step overlap the multiply-adds of the last
+TILE_ITEMS = (16, 8)  # most items along N and along M of a GPU work group whose operands are staged in local memory
+SIMD_LOCAL_TILES = False  # local-memory tiles on a SIMD device (PoCL): off, they measured slower (docs/benchmarks.md)
 
 
 def simd_items(caps: Capabilities) -> bool:
@@ -123,6 +127,42 @@ def register_tile(k: Kernel) -> Kernel | None:
     return trial
 
 
+def local_tiles(k: Kernel) -> Kernel | None:
+    """A matmul-like kernel's work group as a block of items over its N and M axes (at most `TILE_ITEMS`), each
+    operand that items of the group share (A along N's items, B along M's) staged in local memory per reduce step
+    (`OptOps.PACK`): a group reads each element of its panels from global memory once, not once per item. N and M
+    are the two innermost reuse axes, N the one of smaller output stride (after a register tile N's stride is its
+    tile's width). None when the kernel has no such axes, they do not split, or no operand packs."""
+
+    def stride(axis: int) -> int:
+        value = output_stride(k, axis)
+        return value if isinstance(value, int) else 1 << 62
+
+    axes = sorted(reuse_axes(k)[-2:], key=lambda a: (stride(a), -a))
+    if not axes or len(k.reduceops) != 1:
+        return None
+    trial = k.copy()
+    splits = []
+    for axis, most in zip(axes, TILE_ITEMS):
+        size = k.full_shape[axis]
+        amount = next((a for a in (16, 8, 4, 2) if a <= most and _divides(size, a) and a < size), 0)
+        if amount:
+            splits.append((axis, amount))
+    try:
+        for axis, amount in sorted(splits, reverse=True):  # the later axis first: the earlier one keeps its index
+            trial.apply_opt(Opt(OptOps.LOCAL, axis, amount))
+    except KernelOptError:
+        return None
+    if prod(trial.full_shape[i] for i in trial.axes(Axis.GLOBAL)) < MIN_GROUPS:
+        return None  # too few groups for the compute units: a small kernel keeps its plain launch
+    for buf in trial.membufs[1:]:
+        try:
+            trial.apply_opt(Opt(OptOps.PACK, buf.idx, 0))
+        except KernelOptError:
+            pass
+    return trial if trial.packs else None
+
+
 def group_reduce(k: Kernel) -> bool:
     """A GPU reduction with few outputs and a long reduce: spread the loop over a group's items (partials meet in local
     memory). Not for a SIMD device, whose group items run in turn: there the loop gets vector lanes (`reduce_lanes`)."""
@@ -187,14 +227,18 @@ def reduce_lanes(k: Kernel) -> Kernel:
 def gpu_optimizations(k: Kernel) -> Kernel:
     """Registers first, then work groups. Registers: a matmul-like tile (`register_tile`); other reductions on a SIMD
     device vector lanes (`reduce_lanes`), on a GPU a grouped reduce when the outputs are few, then the tiles and lanes
-    every device gets."""
+    every device gets. Work groups: on a GPU a matmul-like kernel's block of items sharing local-memory tiles
+    (`local_tiles`), else groups along the innermost output axis (`group_items`)."""
     if k.reduceops and simd_items(k.caps):
         k = register_tile(k) or reduce_lanes(k)
+        if SIMD_LOCAL_TILES:
+            k = local_tiles(k) or k
     elif k.reduceops:
         grouped = group_reduce(k)
         if not reuse_axes(k):
             k = reduce_optimizations(k)
         else:
             k = (None if grouped else register_tile(k)) or tile_optimizations(k)
+            k = (None if grouped else local_tiles(k)) or k
     group_items(k)
     return k

@@ -32,6 +32,7 @@ from lazy.ops import LazyOp, Ops
 
 if TYPE_CHECKING:
     from lazy.device import Compiled
+    from lazy.renderer import Capabilities
 
 _results: dict[str, list[Opt]] = {}  # entry key -> the options found (this process)
 _ENTRY_FORMAT = 1  # bump when the meaning of a stored entry changes
@@ -56,7 +57,8 @@ class SearchRow:
     amounts: tuple[int, ...] = ()  # split sizes (0: the whole axis; only those dividing the axis); for an input: as is
     vector_multiples: tuple[int, ...] = ()  # more split sizes: the renderer's vector widths times these
     second_axis: bool = False  # the amount is another axis of `axis_kinds`, after `axis` (SWAP)
-    needs: str = ""  # a `Capabilities` field that must be set for the op to be tried ("has_local")
+    needs: str | tuple[str, ...] = ""  # a `Capabilities` field that must be set for the op to be tried ("has_local"),
+    # or a tuple of fields of which one must be
 
 
 SEARCH_SPACE: dict[OptOps, SearchRow] = {
@@ -65,7 +67,8 @@ SEARCH_SPACE: dict[OptOps, SearchRow] = {
     OptOps.LOCAL: SearchRow((Axis.GLOBAL,), amounts=(2, 4, 8, 16, 32, 64, 128, 256), needs="has_local"),  # groups
     OptOps.GROUP: SearchRow((Axis.REDUCE,), amounts=(4, 8, 16, 32, 64, 128), needs="has_local"),
     OptOps.SWAP: SearchRow((Axis.GLOBAL,), second_axis=True),  # loop order: which operand panel stays in cache
-    OptOps.PACK: SearchRow(on_inputs=True, amounts=(0,), needs="pack_max"),  # an operand tile copied contiguous
+    # an operand tile copied contiguous: a CPU thread's scratch array, or a work group's local memory
+    OptOps.PACK: SearchRow(on_inputs=True, amounts=(0,), needs=("pack_max", "shared_max")),
 }
 
 
@@ -93,7 +96,11 @@ def candidate_opts(k: Kernel) -> list[Opt]:
     """Every single optimisation step `SEARCH_SPACE` offers for `k` (tried one at a time on top of what it has). An
     `OptOps` kind without a row is not searched."""
     return [Opt(op, axis, amount) for op, row in SEARCH_SPACE.items()
-            if not row.needs or getattr(k.caps, row.needs) for axis, amount in _targets(row, k)]  # fmt: skip
+            if _has(k.caps, row.needs) for axis, amount in _targets(row, k)]  # fmt: skip
+
+
+def _has(caps: Capabilities, needs: str | tuple[str, ...]) -> bool:
+    return not needs or any(getattr(caps, field) for field in ((needs,) if isinstance(needs, str) else needs))
 
 
 def live_registers(k: Kernel) -> int:
