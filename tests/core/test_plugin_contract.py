@@ -16,7 +16,6 @@ import pytest
 from lazy.device import Allocator, BufferSpec, Compiled, DeviceError, opened_devices
 from lazy.dtype import dtypes
 from lazy.hcq import Barrier, Copy, Exec, HCQGraph, HostQueue, HostSignal, HWQueue, SetSignal, SyncQueue, Timestamp
-from lazy.helpers import Context
 from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, hookimpl
 from lazy.plugins import Device
 from lazy.pydevice import PythonCompiler, PythonProgram, PythonRenderer
@@ -85,12 +84,7 @@ def python_kernels() -> dict[str, Any]:
     return {"renderer": PythonRenderer(), "compiler": PythonCompiler(), "runtime": PythonProgram}
 
 
-@pytest.fixture(autouse=True)
-def clean_registry():
-    Device.reset(discover=False)
-    with Context(DEVICE="", PLUGINS=""):
-        yield
-    Device.reset()
+pytestmark = pytest.mark.usefixtures("clean_registry")  # (tests/core/conftest.py)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

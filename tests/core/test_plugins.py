@@ -92,13 +92,7 @@ def info(name: str) -> Any:
     return next(p for p in Device.plugins() if p.name == name)
 
 
-@pytest.fixture(autouse=True)
-def clean_registry():
-    """Hermetic: no installed entry points, no LAZY_DEVICE/LAZY_PLUGINS from the environment, nothing leaks."""
-    Device.reset(discover=False)
-    with Context(DEVICE="", PLUGINS=""):
-        yield
-    Device.reset()
+pytestmark = pytest.mark.usefixtures("clean_registry")  # (tests/core/conftest.py)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
