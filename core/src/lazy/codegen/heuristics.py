@@ -5,7 +5,7 @@ axis) to the register and cache tiling here."""
 
 from __future__ import annotations
 
-from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
+from lazy.codegen.kernel import Axis, Kernel, Opt, OptOps
 from lazy.codegen.opt_reduce import unroll_reduce
 
 
@@ -25,14 +25,9 @@ def tile_optimizations(k: Kernel) -> Kernel:
         # the axis contiguous in the output becomes the vector lanes: upcast it by the widest vector the device has
         widths = sorted(k.caps.vector_widths, reverse=True) if out_strides[axis] == 1 else []
         for amount in (*widths, 4, 2):
-            if full[axis] % amount == 0:
-                try:
-                    trial = k.copy()
-                    trial.apply_opt(Opt(OptOps.UPCAST, axis, amount))
-                    k = trial
-                    break
-                except KernelOptError:
-                    pass
+            if full[axis] % amount == 0 and (upcast := k.applied(Opt(OptOps.UPCAST, axis, amount))) is not None:
+                k = upcast
+                break
     return unroll_reduce(k)
 
 
@@ -78,28 +73,21 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     if best is None:
         return None
     mr, nv = choice
-    trial = k.copy()
-    try:
-        if n_axis > m_axis:  # N outermost first (the axes trade places), then the tiles, later axes first so that an
-            trial.apply_opt(Opt(OptOps.SWAP, m_axis, n_axis))  # axis upcast whole (and so removed) shifts no other
-            m_axis, n_axis = n_axis, m_axis
-        trial.apply_opt(Opt(OptOps.UPCAST, m_axis, mr))
-        trial.apply_opt(Opt(OptOps.UPCAST, n_axis, width))
-        if nv > 1:
-            trial.apply_opt(Opt(OptOps.UPCAST, n_axis, nv))
-    except KernelOptError:
+    opts = []
+    if n_axis > m_axis:  # N outermost first (the axes trade places), then the tiles, later axes first so that an
+        opts.append(Opt(OptOps.SWAP, m_axis, n_axis))  # axis upcast whole (and so removed) shifts no other
+        m_axis, n_axis = n_axis, m_axis
+    opts += [Opt(OptOps.UPCAST, m_axis, mr), Opt(OptOps.UPCAST, n_axis, width)]
+    if nv > 1:
+        opts.append(Opt(OptOps.UPCAST, n_axis, nv))
+    if (trial := k.applied(*opts)) is None:
         return None
     # an operand reused by an inner output loop (the N-operand, broadcast along M) packed per tile: its rows are far
     # apart in memory (a power-of-two row length maps them all to a few cache sets); contiguous, the tile streams from
     # L2 for every M tile. `pack_plan` refuses the others.
     for buf in trial.membufs[1:]:
         if trial.pack_plan(buf.idx) is not None:
-            try:
-                packed = trial.copy()
-                packed.apply_opt(Opt(OptOps.PACK, buf.idx, 0))
-                trial = packed
-            except KernelOptError:
-                pass
+            trial = trial.applied(Opt(OptOps.PACK, buf.idx, 0)) or trial
     # an operand that varies along the vector lanes but is neither contiguous nor packed there is gathered a scalar
     # at a time: dot products along a contiguous reduce axis do better where the kernel has one
     vec = trial.vector_axis()
@@ -116,12 +104,7 @@ def unroll_short_reduce(k: Kernel) -> Kernel:
     loops are left rolled: unrolling a matmul's by 4 measured slower."""
     reduce_axes = k.axes(Axis.REDUCE)
     if reduce_axes and isinstance(size := k.full_shape[reduce_axes[-1]], int) and 1 < size <= 8:
-        try:
-            trial = k.copy()
-            trial.apply_opt(Opt(OptOps.UNROLL, reduce_axes[-1], 0))
-            return trial
-        except KernelOptError:
-            pass
+        return k.applied(Opt(OptOps.UNROLL, reduce_axes[-1], 0)) or k
     return k
 
 
@@ -152,14 +135,9 @@ def dot_tiles(k: Kernel, axes: list[int]) -> Kernel | None:
         b_fit = [a for a in b_axes if _divides(k.full_shape[a], nr)]
         if not a_fit or not b_fit:
             continue
-        trial = k.copy()
-        try:
-            trial.apply_opt(Opt(OptOps.UNROLL, red, widths[0]))
-            for axis, amount in sorted(((a_fit[-1], mr), (b_fit[-1], nr)), reverse=True):  # later axes first
-                if amount > 1:
-                    trial.apply_opt(Opt(OptOps.UPCAST, axis, amount))
-        except KernelOptError:
-            continue
-        if trial.vector_axis() is not None:
+        tiles = sorted(((a_fit[-1], mr), (b_fit[-1], nr)), reverse=True)  # later axes first
+        trial = k.applied(Opt(OptOps.UNROLL, red, widths[0]),
+                          *(Opt(OptOps.UPCAST, axis, amount) for axis, amount in tiles if amount > 1))  # fmt: skip
+        if trial is not None and trial.vector_axis() is not None:
             return trial
     return None

@@ -395,6 +395,17 @@ class Kernel:
     def key(self) -> tuple[Any, ...]:
         return (self.ast, tuple(self.applied_opts))
 
+    def applied(self, *opts: Opt) -> Kernel | None:
+        """A copy with `opts` applied in order, or None when one does not apply (this kernel is left as it was): how
+        the heuristics try a choice."""
+        trial = self.copy()
+        try:
+            for opt in opts:
+                trial.apply_opt(opt)
+        except KernelOptError:
+            return None
+        return trial
+
     def copy(self) -> Kernel:
         new = Kernel.__new__(Kernel)
         new.__dict__.update(self.__dict__)

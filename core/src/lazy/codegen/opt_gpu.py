@@ -105,17 +105,13 @@ def register_tile(k: Kernel) -> Kernel | None:
         return None
     (n_axis, m_axis), (width, nv, mr) = axes, shape
     m_inner = simd_items(k.caps) and m_innermost(k, n_axis, m_axis, {n_axis: width * nv, m_axis: mr})
-    trial = k.copy()
-    try:
-        if (n_axis > m_axis) == m_inner:  # trade places: later axes are inner launch dimensions
-            trial.apply_opt(Opt(OptOps.SWAP, min(n_axis, m_axis), max(n_axis, m_axis)))
-            n_axis, m_axis = m_axis, n_axis
-        n_upcasts = [(n_axis, width), (n_axis, nv)]  # an upcast of a whole axis removes it: the later axis first
-        upcasts = [*n_upcasts, (m_axis, mr)] if n_axis > m_axis else [(m_axis, mr), *n_upcasts]
-        for axis, amount in upcasts:
-            if amount > 1:
-                trial.apply_opt(Opt(OptOps.UPCAST, axis, amount))
-    except KernelOptError:
+    opts = []
+    if (n_axis > m_axis) == m_inner:  # trade places: later axes are inner launch dimensions
+        opts.append(Opt(OptOps.SWAP, min(n_axis, m_axis), max(n_axis, m_axis)))
+        n_axis, m_axis = m_axis, n_axis
+    n_upcasts = [(n_axis, width), (n_axis, nv)]  # an upcast of a whole axis removes it: the later axis first
+    upcasts = [*n_upcasts, (m_axis, mr)] if n_axis > m_axis else [(m_axis, mr), *n_upcasts]
+    if (trial := k.applied(*(Opt(OptOps.UPCAST, axis, amount) for axis, amount in upcasts if amount > 1))) is None:
         return None
     reduce_axes = trial.axes(Axis.REDUCE)
     if reduce_axes:
@@ -141,25 +137,19 @@ def local_tiles(k: Kernel) -> Kernel | None:
     axes = sorted(reuse_axes(k)[-2:], key=lambda a: (stride(a), -a))
     if not axes or len(k.reduceops) != 1:
         return None
-    trial = k.copy()
     splits = []
     for axis, most in zip(axes, TILE_ITEMS):
         size = k.full_shape[axis]
         amount = next((a for a in (16, 8, 4, 2) if a <= most and _divides(size, a) and a < size), 0)
         if amount:
             splits.append((axis, amount))
-    try:
-        for axis, amount in sorted(splits, reverse=True):  # the later axis first: the earlier one keeps its index
-            trial.apply_opt(Opt(OptOps.LOCAL, axis, amount))
-    except KernelOptError:
+    locals_ = [Opt(OptOps.LOCAL, axis, amount) for axis, amount in sorted(splits, reverse=True)]  # later axis first
+    if (trial := k.applied(*locals_)) is None:
         return None
     if prod(trial.full_shape[i] for i in trial.axes(Axis.GLOBAL)) < MIN_GROUPS:
         return None  # too few groups for the compute units: a small kernel keeps its plain launch
     for buf in trial.membufs[1:]:
-        try:
-            trial.apply_opt(Opt(OptOps.PACK, buf.idx, 0))
-        except KernelOptError:
-            pass
+        trial = trial.applied(Opt(OptOps.PACK, buf.idx, 0)) or trial
     return trial if trial.packs else None
 
 

@@ -7,19 +7,8 @@ keeps vector accumulators across the loop and combines their lanes after it."""
 
 from __future__ import annotations
 
-from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
+from lazy.codegen.kernel import Axis, Kernel, Opt, OptOps
 from lazy.codegen.lowerer import choose_vector_axis
-
-
-def applied(k: Kernel, *opts: Opt) -> Kernel | None:
-    """A copy of `k` with `opts` applied, or None when one does not apply (`k` itself is left as it was)."""
-    trial = k.copy()
-    try:
-        for opt in opts:
-            trial.apply_opt(opt)
-    except KernelOptError:
-        return None
-    return trial
 
 
 def upcast_contiguous_output(k: Kernel) -> Kernel:
@@ -36,9 +25,9 @@ def upcast_contiguous_output(k: Kernel) -> Kernel:
     for width in sorted(k.caps.vector_widths, reverse=True):
         if size % width == 0 and size // width >= 2:
             upcast = Opt(OptOps.UPCAST, axis, width)
-            if size // width <= 4 and (whole := applied(k, upcast, Opt(OptOps.UPCAST, axis, 0))) is not None:
+            if size // width <= 4 and (whole := k.applied(upcast, Opt(OptOps.UPCAST, axis, 0))) is not None:
                 return whole  # a few vectors left: upcast them too, for independent accumulators
-            return applied(k, upcast) or k
+            return k.applied(upcast) or k
     return k
 
 
@@ -51,7 +40,7 @@ def vector_unroll(k: Kernel, axis: int) -> Kernel | None:
     for width in sorted(k.caps.vector_widths, reverse=True):
         if size % width != 0 or k.upcast_size() * width > k.caps.upcast_max:
             continue
-        trial = applied(k, Opt(OptOps.UNROLL, axis, width))
+        trial = k.applied(Opt(OptOps.UNROLL, axis, width))
         # the unrolled axis is the last one; the lowerer picks it only when it would be vector lanes
         if trial is not None and choose_vector_axis(trial)[0] == trial.shape_len - 1:
             return trial
@@ -69,9 +58,9 @@ def unroll_reduce(k: Kernel) -> Kernel:
         return vectorized
     size = k.full_shape[axis]
     if isinstance(size, int) and size <= 8 and k.upcast_size() * size <= 64:
-        return applied(k, Opt(OptOps.UNROLL, axis, 0)) or k  # a short reduction: unroll it entirely
+        return k.applied(Opt(OptOps.UNROLL, axis, 0)) or k  # a short reduction: unroll it entirely
     if isinstance(size, int) and size % 4 == 0 and k.upcast_size() <= 16:
-        return applied(k, Opt(OptOps.UNROLL, axis, 4)) or k
+        return k.applied(Opt(OptOps.UNROLL, axis, 4)) or k
     return k
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lazy.codegen.heuristics import cpu_tiles, reuse_axes, tile_optimizations
-from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
+from lazy.codegen.kernel import Axis, Kernel, Opt, OptOps
 from lazy.codegen.lowerer import estimate_ops, lower_kernel
 from lazy.codegen.opt_gpu import gpu_optimizations
 from lazy.codegen.opt_reduce import reduce_optimizations
@@ -40,14 +40,9 @@ def elementwise_lanes(k: Kernel) -> Kernel:
         return k
     axis, size = globals_[-1], k.full_shape[globals_[-1]]
     for width in sorted(k.caps.vector_widths, reverse=True):
-        if isinstance(size, int) and size % width == 0:
-            trial = k.copy()
-            try:
-                trial.apply_opt(Opt(OptOps.UPCAST, axis, width))
-            except KernelOptError:
-                continue
-            if trial.vector_axis() is not None:
-                return trial
+        trial = k.applied(Opt(OptOps.UPCAST, axis, width)) if isinstance(size, int) and size % width == 0 else None
+        if trial is not None and trial.vector_axis() is not None:
+            return trial
     return k
 
 
