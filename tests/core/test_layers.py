@@ -25,6 +25,7 @@ LEVELS = [
     [
         "lazy.function",
         "lazy.tensor",
+        "lazy.tensor_movement",
         "lazy.tensor_base",
         "lazy.tensor_create",
         "lazy.tensor_index",

@@ -247,60 +247,6 @@ class NNOpsMixin(TensorBase):
             q = q - 2 * (q @ v) @ v.transpose(-2, -1)
         return q, r.triu()  # (what is left below the diagonal is rounding error)
 
-    def _windows(self, kernel: tuple[PyInt, ...], stride: tuple[PyInt, ...], dilation: tuple[PyInt, ...]) -> Self:
-        """(..., *spatial) -> (..., *out, *kernel): every window over the last len(kernel) axes. Movement ops only (no
-        copy, no kernel of its own): a window axis is the input repeated and re-read with a row length that shifts
-        each kernel tap by its dilation (see docs/architecture.md, "Windows without copies")."""
-        nd = len(kernel)
-        spatial = self.shape[-nd:]
-        outs = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(spatial, kernel, stride, dilation)]
-        if any(o <= 0 for o in outs):
-            raise ShapeError(
-                f"conv: kernel {kernel} (dilation {dilation}) does not fit the input's spatial shape {spatial}"
-            )
-        x = self
-        for axis in range(self.ndim - nd, self.ndim):
-            k, st, d, o = (
-                kernel[axis - self.ndim],
-                stride[axis - self.ndim],
-                dilation[axis - self.ndim],
-                outs[axis - self.ndim],
-            )
-            x = x._window_axis(axis, k, st, d, concrete(o, "pooling and convolution"))
-        return x
-
-    def _window_axis(self, axis: PyInt, k: PyInt, st: PyInt, d: PyInt, o: PyInt) -> Self:
-        """Axis `axis` of size n becomes `o` windows (in place) and a new last axis of the `k` taps: out[w, j] =
-        in[w * st + j * d]."""
-        n = self.shape[axis]
-        assert isinstance(n, int)
-        pre, post = self.shape[:axis], self.shape[axis + 1 :]
-        if k <= st and d == 1:  # windows that do not overlap: cut the axis into rows of `st` and keep `k` of each
-            x = self.pad(tuple((0, max(0, o * st - n)) if a == axis else (0, 0) for a in range(self.ndim)))
-            x = x.shrink(tuple((0, o * st) if a == axis else None for a in range(x.ndim)))
-            x = x.reshape(*pre, o, st, *post).shrink(
-                tuple((0, k) if a == axis + 1 else None for a in range(self.ndim + 1))
-            )
-        else:
-            # the axis repeated end to end, read as k rows of length row = n * f + d: row j starts j * d further
-            # along the input (mod n), and its first o * st entries never wrap
-            row = n + d
-            while row < o * st:
-                row += n
-            reps = -(-k * row // n)
-            x = self.reshape(*pre, 1, n, *post).expand(*pre, reps, n, *post).reshape(*pre, reps * n, *post)
-            x = x.shrink(tuple((0, k * row) if a == axis else None for a in range(self.ndim)))
-            x = x.reshape(*pre, k, row, *post).shrink(
-                tuple((0, o * st) if a == axis + 1 else None for a in range(self.ndim + 1))
-            )
-            x = x.reshape(*pre, k, o, st, *post).shrink(
-                tuple((0, 1) if a == axis + 2 else None for a in range(self.ndim + 2))
-            )
-            x = x.reshape(*pre, k, o, *post).transpose(axis, axis + 1)  # (..., o, k, ...)
-        # (..., o, k, *post) -> (..., o, *post, k)
-        order = [*range(axis + 1), *range(axis + 2, x.ndim), axis + 1]
-        return x.permute(order)
-
     def conv2d(
         self,
         weight: Self,
