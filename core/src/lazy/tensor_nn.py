@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lazy import function as F
@@ -44,6 +45,19 @@ Pads = tuple[tuple[int, int], ...]  # (before, after) per spatial axis
 # the most output positions (images x positions per image) the weight gradient of a convolution sums per partial
 # result: a register tile's 32 output channels of the gradient over them fill about a quarter of a 1 MiB cache
 WGRAD_BLOCK = 2048
+
+
+@dataclass(frozen=True)
+class PoolWindows:
+    """A pooling's windows per spatial axis: kernel, stride and dilation, the (before, after) padding asked for, the
+    extra padding after it that ceil_mode needs, and the output size."""
+
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    pads: list[tuple[int, int]]
+    extra: list[int]
+    outs: list[int]
 
 
 class _Conv(F.Function):
@@ -414,25 +428,25 @@ class NNOpsMixin(TensorBase):
 
     # -- pooling -------------------------------------------------------------------------------------------------------
 
-    def _blocks(
-        self,
-        kernel: tuple[PyInt, ...],
-        stride: tuple[PyInt, ...],
-        dilation: tuple[PyInt, ...],
-        pads: list[tuple[PyInt, PyInt]],
-        extra: list[PyInt],
-    ) -> Self | None:
+    def _pool_windows(self, op: str, kernel_size: Any, stride: Any, dilation: Any, padding: Any,
+                      ceil_mode: PyBool) -> PoolWindows:  # fmt: skip
+        """A pooling's windows over the last axes, from its arguments (checked, naming `op`)."""
+        kernel, stride_, dilation_ = self._pool_args(op, kernel_size, stride, dilation)
+        pads, extra, outs = self._pool_pads(kernel, stride_, dilation_, padding, ceil_mode)
+        return PoolWindows(kernel, stride_, dilation_, pads, extra, outs)
+
+    def _blocks(self, g: PoolWindows) -> Self | None:
         """Windows that tile the input exactly (stride = kernel, no dilation or padding, sizes divisible) as a plain
         reshape (..., o1, k1, o2, k2, ...), reduced over the k axes in place: its gradient is a reshape back too. The
         general window view moves the taps last, and the gradient's views then do not merge (a div and a mod per
         element in the pooling backward kernel). None where the windows do not tile."""
-        nd = len(kernel)
+        nd = len(g.kernel)
         spatial = self.shape[-nd:]
-        if stride != kernel or any(d != 1 for d in dilation) or any(p != (0, 0) for p in pads) or any(extra):
+        if g.stride != g.kernel or any(d != 1 for d in g.dilation) or any(p != (0, 0) for p in g.pads) or any(g.extra):
             return None
-        if not all(isinstance(s, int) and s % k == 0 for s, k in zip(spatial, kernel)):
+        if not all(isinstance(s, int) and s % k == 0 for s, k in zip(spatial, g.kernel)):
             return None
-        blocks = (v for s, k in zip(spatial, kernel) for v in (s // k, k))
+        blocks = (v for s, k in zip(spatial, g.kernel) for v in (s // k, k))
         return self.reshape(*self.shape[:-nd], *blocks)
 
     def _pool_pads(
@@ -472,24 +486,16 @@ class NNOpsMixin(TensorBase):
             outs.append(out)
         return pads, extra, outs
 
-    def _pool(
-        self,
-        kernel: tuple[PyInt, ...],
-        stride: tuple[PyInt, ...],
-        dilation: tuple[PyInt, ...],
-        pads: list[tuple[PyInt, PyInt]],
-        extra: list[PyInt],
-        outs: list[PyInt],
-        value: ConstType,
-    ) -> Self:
+    def _pool(self, g: PoolWindows, value: ConstType) -> Self:
         """(..., *spatial) -> (..., *outs, *kernel): the windows over the last len(kernel) axes, padded with `value`."""
-        nd = len(kernel)
+        nd = len(g.kernel)
         lead = self.shape[:-nd]
-        full = tuple((b, a + e) for (b, a), e in zip(pads, extra))
+        full = tuple((b, a + e) for (b, a), e in zip(g.pads, g.extra))
         x = self.reshape(prod(lead), 1, *self.shape[-nd:]).pad(((0, 0), (0, 0)) + full, value=value)
-        win = x._windows(kernel, stride, dilation)
-        win = win.shrink(tuple((0, o) if 2 <= i < 2 + nd else None for i, o in enumerate((0, 0, *outs, *kernel))))
-        return win.reshape(*lead, *outs, *kernel)
+        win = x._windows(g.kernel, g.stride, g.dilation)
+        shown = enumerate((0, 0, *g.outs, *g.kernel))
+        win = win.shrink(tuple((0, o) if 2 <= i < 2 + nd else None for i, o in shown))
+        return win.reshape(*lead, *g.outs, *g.kernel)
 
     def _pool_args(
         self, op: str, kernel_size: Any, stride: Any, dilation: Any
@@ -514,21 +520,20 @@ class NNOpsMixin(TensorBase):
     ) -> Self:
         """Average pooling over the last len(kernel_size) axes (any number of them). With count_include_pad the
         zero padding asked for counts in the average, the extra padding of ceil_mode never does."""
-        kernel, stride_, dilation_ = self._pool_args("avg_pool2d", kernel_size, stride, dilation)
-        nd = len(kernel)
-        pads, extra, outs = self._pool_pads(kernel, stride_, dilation_, padding, ceil_mode)
+        g = self._pool_windows("avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
+        nd = len(g.kernel)
         axes = tuple(range(-nd, 0))
         x = self._float()
-        if (blocks := x._blocks(kernel, stride_, dilation_, pads, extra)) is not None:
+        if (blocks := x._blocks(g)) is not None:
             return blocks.mean(tuple(range(-2 * nd + 1, 0, 2)))
-        windows = x._pool(kernel, stride_, dilation_, pads, extra, outs, 0.0)
-        if count_include_pad and not any(extra):
+        windows = x._pool(g, 0.0)
+        if count_include_pad and not any(g.extra):
             return windows.mean(axes)
         # the divisor of each window: the taps inside the input (and inside the padding asked for, with
         # count_include_pad), counted in Python per axis; the region is a box, so the counts multiply
         count = type(self).ones((), dtype=x.dtype, device=self.device)
         for axis, (size, k, s, d, (before, after), out) in enumerate(
-            zip(self.shape[-nd:], kernel, stride_, dilation_, pads, outs)
+            zip(self.shape[-nd:], g.kernel, g.stride, g.dilation, g.pads, g.outs)
         ):
             assert isinstance(size, int)
             lo, hi = (0, size + before + after) if count_include_pad else (before, before + size)
@@ -548,13 +553,12 @@ class NNOpsMixin(TensorBase):
     ) -> Self | tuple[Self, Self]:
         """Max pooling over the last len(kernel_size) axes; padding never wins. return_indices adds the (int32) index
         of the first maximum of each window within the flattened spatial axes."""
-        kernel, stride_, dilation_ = self._pool_args("max_pool2d", kernel_size, stride, dilation)
-        nd = len(kernel)
-        pads, extra, outs = self._pool_pads(kernel, stride_, dilation_, padding, ceil_mode)
-        if not return_indices and (blocks := self._blocks(kernel, stride_, dilation_, pads, extra)) is not None:
+        g = self._pool_windows("max_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
+        nd = len(g.kernel)
+        if not return_indices and (blocks := self._blocks(g)) is not None:
             return blocks.max(tuple(range(-2 * nd + 1, 0, 2)))
         axes = tuple(range(-nd, 0))
-        windows = self._pool(kernel, stride_, dilation_, pads, extra, outs, dtypes.min(self.dtype))
+        windows = self._pool(g, dtypes.min(self.dtype))
         values = windows.max(axes)
         if not return_indices:
             return values
@@ -563,7 +567,7 @@ class NNOpsMixin(TensorBase):
         assert isinstance(size, int)
         # score size - i for flat index i (0 in the padding), the largest score among the maxima is the first maximum
         score = type(self).arange(size, 0, -1, device=self.device).reshape(spatial)
-        score_windows = score._pool(kernel, stride_, dilation_, pads, extra, outs, 0)
+        score_windows = score._pool(g, 0)
         taps, best_value = windows.detach(), values.detach().reshape(*values.shape, *([1] * nd))
         hit = taps == best_value
         if dtypes.is_float(self.dtype):  # a NaN is the maximum (max propagates it) but equals nothing: pick the first
