@@ -1,14 +1,18 @@
 """Data types: `DType`, the `dtypes` namespace, the promotion lattice (PyTorch's rules, tinygrad's for fp8), the numpy
-mapping, and the host-side conversions of the types numpy has no type for (bfloat16, fp8)."""
+mapping, and the host-side conversions of the types numpy has no type for (bfloat16, fp8). numpy is imported by the
+functions that take or give arrays, on first use: `import lazy` does not load it."""
 
 from __future__ import annotations
 
 import functools
 import math
+import struct
+import sys
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 ConstType = float | int | bool
 PyBool: TypeAlias = bool  # the builtin, for annotations inside `dtypes` (whose attribute `bool` shadows it)
@@ -144,10 +148,12 @@ class dtypes:
 
     @staticmethod
     def from_np(x: Any) -> DType:
-        np_dtype = np.dtype(x)
-        if np_dtype not in NP_TO_DTYPE:
-            raise TypeError(f"numpy dtype {np_dtype} has no lazy dtype; cast the array to one of {list(NP_TO_DTYPE)}")
-        return NP_TO_DTYPE[np_dtype]
+        import numpy as np
+
+        np_dtype, table = np.dtype(x), _numpy_dtypes()
+        if np_dtype not in table:
+            raise TypeError(f"numpy dtype {np_dtype} has no lazy dtype; cast the array to one of {list(table)}")
+        return table[np_dtype]
 
     @staticmethod
     def min(dtype: DType) -> ConstType:
@@ -207,11 +213,19 @@ HOST_FLOAT32 = frozenset({dtypes.bfloat16, *dtypes.fp8s})
 # floats narrower than float32: transcendental functions and pow compute them in float32 and round once at the end
 NARROW_FLOATS = frozenset({dtypes.float16, dtypes.bfloat16, *dtypes.fp8s})
 
-NP_TO_DTYPE: dict[np.dtype, DType] = {np.dtype(d.fmt): d for d in ALL_DTYPES if d.fmt is not None}
+
+@functools.cache
+def _numpy_dtypes() -> dict[np.dtype, DType]:
+    """numpy dtype -> the lazy dtype of the same values, built on first use (it imports numpy)."""
+    import numpy as np
+
+    return {np.dtype(d.fmt): d for d in ALL_DTYPES if d.fmt is not None}
 
 
 def to_np_dtype(dtype: DType) -> np.dtype:
     """The numpy dtype that holds `dtype`'s bytes (bfloat16 is held as uint16 and fp8 as uint8: numpy has neither)."""
+    import numpy as np
+
     if dtype in HOST_FLOAT32:
         return np.dtype(f"u{dtype.itemsize}")
     if dtype.fmt is None:
@@ -222,6 +236,8 @@ def to_np_dtype(dtype: DType) -> np.dtype:
 def _to_np_dtype(dtype: DType) -> type | None:
     """tinygrad's numpy mapping: the numpy scalar type of `dtype`'s values as `.numpy()` gives them (float32 for
     bfloat16 and fp8), None for a dtype numpy cannot hold. (`to_np_dtype` is the type of the stored bytes.)"""
+    import numpy as np
+
     if dtype in HOST_FLOAT32:
         return np.float32
     return np.dtype(dtype.fmt).type if dtype.fmt is not None else None
@@ -234,6 +250,7 @@ def _from_np_dtype(np_dtype: Any) -> DType:
 
 def _to_torch_dtype(dtype: DType) -> Any:
     """tinygrad's torch mapping: the torch dtype holding `dtype` (uint8 for fp8, whose bits it holds), or None."""
+    import numpy as np
     import torch  # (only for code that asks: lazy does not need torch)
 
     if dtype == dtypes.bfloat16:
@@ -257,6 +274,8 @@ def _from_torch_dtype(torch_dtype: Any) -> DType:
 def storage_to_values(raw: np.ndarray, dtype: DType) -> np.ndarray:
     """The values held in `raw` (an array of `to_np_dtype(dtype)`): bfloat16 and fp8 bits become float32, what
     `Tensor.numpy()` gives for them (as in tinygrad); other dtypes are returned as they are."""
+    import numpy as np
+
     if dtype == dtypes.bfloat16:
         return (raw.astype(np.uint32) << 16).view(np.float32)
     if dtype in FP8S:
@@ -267,6 +286,8 @@ def storage_to_values(raw: np.ndarray, dtype: DType) -> np.ndarray:
 def values_to_storage(values: Any, dtype: DType) -> np.ndarray:
     """Values (a number, nested lists or an array) as the numpy array holding their bytes in `dtype`, rounded to
     nearest even: bfloat16 as uint16 bits, fp8 as uint8 bits (`float_to_fp8`); other dtypes as numpy casts them."""
+    import numpy as np
+
     if dtype == dtypes.bfloat16:
         return _bf16_bits(values)
     if dtype in FP8S:
@@ -342,8 +363,9 @@ def to_dtype(x: Any) -> DType:
         if not isinstance(found, DType):  # (`dtypes` also holds helpers such as `is_float`)
             raise UnknownDTypeError(f"unknown dtype {x!r}; known: {sorted(DTYPES_DICT)}")
         return found
-    if isinstance(x, (type, np.dtype)) and (np_dtype := _np_dtype_of(x)) in NP_TO_DTYPE:
-        return NP_TO_DTYPE[np_dtype]
+    if isinstance(x, type) or (np := loaded_numpy()) is not None and isinstance(x, np.dtype):
+        if (np_dtype := _np_dtype_of(x)) is not None and np_dtype in (table := _numpy_dtypes()):
+            return table[np_dtype]
     raise TypeError(
         f"dtype={x!r} is not a dtype; pass a lazy dtype (dtypes.float32), its name ('float32'), a numpy dtype "
         f"(np.float32) or one of float, int, bool; known: {sorted(DTYPES_DICT)}"
@@ -351,6 +373,8 @@ def to_dtype(x: Any) -> DType:
 
 
 def _np_dtype_of(x: Any) -> np.dtype | None:
+    import numpy as np
+
     try:
         return np.dtype(x)
     except TypeError:
@@ -383,25 +407,36 @@ def can_lossless_cast(dt0: DType, dt1: DType) -> bool:
     return dtypes.min(dt1) <= dtypes.min(dt0) and dtypes.max(dt0) <= dtypes.max(dt1)
 
 
+_HALF, _SINGLE, _SINGLE_BITS = struct.Struct("<e"), struct.Struct("<f"), struct.Struct("<I")
+
+
+def _round_ieee(fmt: struct.Struct, x: float) -> float:
+    """`x` rounded to the nearest value of the IEEE format `fmt` packs (ties to even), inf beyond its range. struct
+    rounds as C does and refuses (OverflowError) exactly where that rounding reaches infinity."""
+    try:
+        return fmt.unpack(fmt.pack(x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
 def float_to_fp16(x: float) -> float:
     """`x` rounded to the nearest float16 (inf beyond its range), as a Python float."""
-    if not math.isfinite(x):
-        return x
-    with np.errstate(over="ignore"):
-        return float(np.float64(x).astype(np.float16))
+    return _round_ieee(_HALF, x) if math.isfinite(x) else x
 
 
 def float_to_bf16(x: float) -> float:
     """`x` rounded to the nearest bfloat16 (ties to even), as a Python float."""
     if not math.isfinite(x):
         return x
-    bits = int(np.array(x, np.float32).view(np.uint32))
+    (bits,) = _SINGLE_BITS.unpack(_SINGLE.pack(_round_ieee(_SINGLE, x)))
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return float(np.array(bits, np.uint32).view(np.float32))
+    return _SINGLE.unpack(_SINGLE_BITS.pack(bits))[0]
 
 
 def _bf16_bits(values: Any) -> np.ndarray:
     """The bfloat16 bits (uint16) of an array of values rounded as `float_to_bf16` rounds one, NaN kept."""
+    import numpy as np
+
     with np.errstate(over="ignore"):
         floats = np.ascontiguousarray(values, np.float32)
     bits = floats.view(np.uint32)
@@ -468,8 +503,10 @@ def float_to_fp8(x: Any, dtype: DType) -> Any:
     uint8 array for a numpy array. Finite values past the largest saturate to it; inf is inf in fp8e5m2 and NaN in
     fp8e4m3; NaN keeps its sign (tinygrad 0.14's `float_to_fp8`, which differs from PyTorch at overflow)."""
     fmt = _fp8_format(dtype)
-    if not isinstance(x, np.ndarray):
+    if not _is_ndarray(x):
         return _fp8_bits(float(x), fmt)
+    import numpy as np
+
     with np.errstate(invalid="ignore"):  # (signalling NaNs of narrower floats)
         values = x.astype(np.float64)
     magnitude = np.abs(values)
@@ -500,10 +537,13 @@ def _fp8_bits(x: float, fmt: Fp8Format) -> int:
 def fp8_to_float(x: Any, dtype: DType) -> Any:
     """The value of fp8 bits (0..255) of `dtype`: a Python float for a number, a float32 array for a numpy array."""
     fmt = _fp8_format(dtype)
-    if not isinstance(x, np.ndarray):
-        if not isinstance(x, (int, np.integer)) or not 0 <= x <= 255:
+    if not _is_ndarray(x):
+        np = loaded_numpy()
+        if not isinstance(x, (int, np.integer) if np is not None else int) or not 0 <= x <= 255:
             raise ValueError(f"fp8_to_float takes fp8 bit patterns, integers 0..255; got {x!r}")
         return _fp8_values(fmt)[int(x)]
+    import numpy as np
+
     if x.dtype.kind not in "biu" or (x.size and (x.min() < 0 or x.max() > 255)):
         raise ValueError(f"fp8_to_float takes fp8 bit patterns, integers 0..255; got an array of {x.dtype}")
     return np.array(_fp8_values(fmt), np.float32)[x.astype(np.intp)]
@@ -536,8 +576,17 @@ def _truncate_int(dtype: DType) -> Any:
 
 
 def _float_to_fp32(x: float) -> float:
-    with np.errstate(over="ignore"):
-        return float(np.float32(x))
+    return _round_ieee(_SINGLE, x) if math.isfinite(x) else x
+
+
+def loaded_numpy() -> Any:
+    """The numpy module if something has imported it, else None. A value can be a numpy array or scalar only once numpy
+    is imported, so type checks ask this instead of importing numpy (which `import lazy` must not do)."""
+    return sys.modules.get("numpy")
+
+
+def _is_ndarray(x: Any) -> bool:
+    return (np := loaded_numpy()) is not None and isinstance(x, np.ndarray)
 
 
 # dtype -> a function rounding a Python value to what that dtype holds (ints wrap, floats round)

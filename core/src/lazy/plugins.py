@@ -2,15 +2,13 @@
 the default device and opens devices by name. A broken plugin becomes a `PluginProblem`; it never hides the others,
 and nothing a plugin's code does (an exception, `sys.exit()`) escapes into the host program: only Ctrl-C passes.
 
-Nothing is discovered at import: the first question asked of `Device` imports the plugins' entry modules.
+Nothing is discovered at import: the first question asked of `Device` reads the entry points (importlib.metadata),
+imports pluggy and `lazy.hookspecs`, and then the plugins' entry modules; `import lazy` loads none of them.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
-import importlib.metadata
-import importlib.util
 import re
 import reprlib
 import sys
@@ -18,22 +16,16 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import pluggy
-
-from lazy import hookspecs
 from lazy.device import Compiled, DeviceError, allocator_contract_problems, opened_devices, set_device_opener
 from lazy.hcq import queue_contract_problems
 from lazy.helpers import DEBUG, DEVICE, PLUGINS, dedup
-from lazy.hookspecs import (
-    FIRST_PARTY_DISTRIBUTIONS,
-    PLUGIN_API_VERSION,
-    PROJECT_NAME,
-    DeviceSpec,
-    InstanceSuffix,
-    api_incompatibility,
-)
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from lazy.hookspecs import FIRST_PARTY_DISTRIBUTIONS, DeviceSpec, InstanceSuffix
 
 __all__ = ["Device", "DeviceSpec", "PluginInfo", "PluginProblem", "PluginFailure", "call_plugin", "ENTRY_POINT_GROUP",
            "FIRST_PARTY_DISTRIBUTIONS", "core_version"]  # fmt: skip
@@ -110,7 +102,19 @@ class PluginInfo:
     reason: str = ""
 
 
+def __getattr__(name: str) -> Any:
+    """`DeviceSpec` and `FIRST_PARTY_DISTRIBUTIONS`, re-exported from `lazy.hookspecs`, which imports pluggy: it is
+    imported when they are first asked for, not with `lazy`."""
+    if name in ("DeviceSpec", "FIRST_PARTY_DISTRIBUTIONS"):
+        from lazy import hookspecs
+
+        return getattr(hookspecs, name)
+    raise AttributeError(f"module 'lazy.plugins' has no attribute {name!r}")
+
+
 def core_version() -> str:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("lazy-core")
     except importlib.metadata.PackageNotFoundError:
@@ -172,6 +176,8 @@ class _Candidate:
 
     @property
     def first_party(self) -> bool:
+        from lazy.hookspecs import FIRST_PARTY_DISTRIBUTIONS
+
         return re.sub(r"[-_.]+", "-", self.distribution).lower() in FIRST_PARTY_DISTRIBUTIONS
 
     def problem(self, reason: str, failure: PluginFailure | None = None) -> PluginProblem:
@@ -207,6 +213,8 @@ class _Index:
 
 
 def _read_entry_points() -> list[_Candidate]:
+    import importlib.metadata
+
     found = []
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(ep, "dist", None)
@@ -267,13 +275,25 @@ class _DeviceRegistry:
         self._registered: list[_Candidate] = []
         self._found: tuple[list[_Candidate], list[PluginProblem]] | None = None  # entry points, read on first use
         self._loaded: dict[str, _Loaded] = {}
-        self._pm = pluggy.PluginManager(PROJECT_NAME)
-        self._pm.add_hookspecs(hookspecs)
+        self._plugin_manager: pluggy.PluginManager | None = None  # made when the first plugin is loaded
         self._generation = 0
         self._index: _Index | None = None
         self._probes: dict[tuple[str, str], tuple[bool, str]] = {}
         self._auto_default: tuple[tuple[str, int], str | None, str] | None = None
         self._late_problems: list[PluginProblem] = []
+
+    @property
+    def _pm(self) -> pluggy.PluginManager:
+        """pluggy's manager, with lazy's hook specifications."""
+        with self._lock:
+            if self._plugin_manager is None:
+                import pluggy
+
+                from lazy import hookspecs
+
+                self._plugin_manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+                self._plugin_manager.add_hookspecs(hookspecs)
+            return self._plugin_manager
 
     # ---- public API ----------------------------------------------------------------------------------------------
 
@@ -534,6 +554,8 @@ class _DeviceRegistry:
             return plugin
 
         plugin = call_plugin(load_and_register)
+        from lazy.hookspecs import PLUGIN_API_VERSION
+
         if isinstance(plugin, PluginFailure):
             done = _Loaded((), (cand.problem(f"loading {cand.module} {plugin}", plugin),))
         else:
@@ -547,6 +569,8 @@ class _DeviceRegistry:
         return done
 
     def _call_lazy_devices(self, cand: _Candidate, problems: list[PluginProblem]) -> list[DeviceSpec]:
+        from lazy.hookspecs import DeviceSpec, api_incompatibility
+
         specs: list[DeviceSpec] = []
         for impl in self._pm.hook.lazy_devices.get_hookimpls():
             if impl.plugin_name != cand.name or impl.hookwrapper or impl.wrapper:

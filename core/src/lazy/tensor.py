@@ -4,11 +4,9 @@ only the primitive ops; nothing runs until `.realize()` (or `.numpy()`, `.item()
 from __future__ import annotations
 
 import math
-import pathlib
+import sys
 from contextlib import ContextDecorator
-from typing import Any, ClassVar, Union
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 from lazy import function as F
 from lazy.device import Buffer
@@ -20,6 +18,7 @@ from lazy.dtype import (
     dtypes,
     least_upper_dtype,
     least_upper_float,
+    loaded_numpy,
     to_dtype,
     to_np_dtype,
 )
@@ -40,6 +39,9 @@ from lazy.tensor_movement import MovementMixin
 from lazy.tensor_nn import NNOpsMixin
 from lazy.tensor_reduce import ReduceMixin
 
+if TYPE_CHECKING:
+    import numpy as np
+
 TensorLike = Union["Tensor", ConstType]
 
 # tinygrad's name, imported by code written for it (float32 for bfloat16 and fp8, which numpy lacks)
@@ -47,6 +49,8 @@ _to_np_dtype = _dtype_to_np
 
 
 def _from_np(data: np.ndarray, device: str) -> LazyBuffer:
+    import numpy as np
+
     dtype = dtypes.from_np(data.dtype)
     lb = LazyBuffer.metaop(Ops.EMPTY, data.shape, dtype, device)
     if data.size:
@@ -61,6 +65,8 @@ def _list_to_np(data: list | tuple, dtype: DType) -> np.ndarray:
     """Python values as `dtype`, converted the way tinygrad converts them: bools are 0 and 1, floats truncate toward
     zero for integer dtypes, and integers wrap modulo 2^bits into integer dtypes (-1 as uint8 is 255, 2^40 as int32
     is 0) rather than being refused."""
+    import numpy as np
+
     target = to_np_dtype(dtype)
     if not dtypes.is_int(dtype):
         return np.array(data, dtype=target)
@@ -76,8 +82,18 @@ def _list_to_np(data: list | tuple, dtype: DType) -> np.ndarray:
     return np.array(values, dtype=target).reshape(natural.shape)
 
 
+def _is_numpy_value(x: Any) -> bool:
+    """A numpy array or scalar (asked without importing numpy)."""
+    return (np := loaded_numpy()) is not None and isinstance(x, (np.ndarray, np.generic))
+
+
+def _is_path(x: Any) -> bool:
+    """A `pathlib.Path` (asked without importing pathlib: if it was never imported, nothing is a Path)."""
+    return (pathlib := sys.modules.get("pathlib")) is not None and isinstance(x, pathlib.Path)
+
+
 def _check_operand(y: Any, op: str) -> None:
-    if not isinstance(y, (Tensor, np.ndarray, np.generic, list, tuple, bool, int, float, Node)):
+    if not isinstance(y, (Tensor, list, tuple, bool, int, float, Node)) and not _is_numpy_value(y):
         raise TypeError(f"{op}: cannot combine a Tensor with {type(y).__name__} {y!r}; use a Tensor, a number, a list "
                         "or a numpy array")  # fmt: skip
 
@@ -99,13 +115,15 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
         self._ctx: F.Function | None = None
         if isinstance(data, LazyBuffer):
             lb = data if dtype is None or dtype == data.dtype else data.cast(dtype)
-        elif isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
+        elif isinstance(data, (bool, int, float)) and not _is_numpy_value(data):  # (np.float64 is a float)
             lb = LazyBuffer.const_like(data, dtype or dtypes.from_py(data), device, ())
         elif isinstance(data, Node):
             lb = LazyBuffer.const_like(data, dtype or dtypes.int32, device, ())
         elif isinstance(data, bytes):
+            import numpy as np
+
             lb = _from_np(np.frombuffer(data, dtype=np.uint8), device)
-        elif isinstance(data, pathlib.Path):  # the file's bytes, on the DISK device: nothing is read until used
+        elif _is_path(data):  # the file's bytes, on the DISK device: nothing is read until used
             disk = f"DISK:{data}"
             lb = LazyBuffer.metaop(Ops.EMPTY, (data.stat().st_size,), dtype or dtypes.uint8, Device.canonicalize(disk))
             device = lb.device if requested is None else device
@@ -113,9 +131,8 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
             target = dtype or dtypes.from_py(data)
             arr = _list_to_np(data, target if target not in HOST_FLOAT32 else dtypes.float32)
             lb = _from_np(arr, device) if target not in HOST_FLOAT32 else _from_np(arr, device).cast(target)
-        elif isinstance(data, (np.ndarray, np.generic)):
-            arr = np.asarray(data)
-            lb = _from_np(arr, device)
+        elif _is_numpy_value(data):
+            lb = _from_np(loaded_numpy().asarray(data), device)
             if dtype is not None and dtype != lb.dtype:
                 lb = lb.cast(dtype)
         elif data is None:
@@ -281,6 +298,8 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
             assert buf is not None
             return buf.numpy()[: prod(shape)].reshape(shape).copy()
         if prod(self.shape) == 0:
+            import numpy as np
+
             return np.zeros(self.shape, dtype=to_np_dtype(self.dtype) if self.dtype not in HOST_FLOAT32 else np.float32)
         t = self if self.dtype not in HOST_FLOAT32 else self.cast(dtypes.float32)
         # a plain slice is read straight out of memory (copy-only devices need it), unless its elements are still to
@@ -439,11 +458,11 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
 
     def _broadcasted(self, y: TensorLike, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
         x: Tensor = self
-        if isinstance(y, np.generic):
+        if (np := loaded_numpy()) is not None and isinstance(y, np.generic):
             y = y.item()  # a numpy scalar acts like the Python scalar it holds
         _check_operand(y, op)
         if not isinstance(y, Tensor):
-            if isinstance(y, (np.ndarray, list, tuple)):
+            if isinstance(y, (list, tuple)) or np is not None and isinstance(y, np.ndarray):
                 y = Tensor(y, device=self.device)
             else:
                 y_dtype = x.dtype

@@ -5,15 +5,12 @@ numbers."""
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import math
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-import numpy as np
-
 from lazy.device import close_callbacks
-from lazy.dtype import ConstType, DType, dtypes, to_dtype
+from lazy.dtype import ConstType, DType, dtypes, loaded_numpy, to_dtype
 from lazy.helpers import ArgumentError, ShapeError, argfix, prod
 from lazy.lazy import LazyBuffer
 from lazy.ops import Ops
@@ -35,7 +32,8 @@ def _check_sizes(shape: tuple[Any, ...], what: str, keep: tuple[Any, ...] = ()) 
     the markers in `keep` (-1 or None: reshape and expand infer or keep those sizes)."""
     out = []
     for i, size in enumerate(shape):
-        size = int(size) if isinstance(size, np.integer) else size
+        if type(size) is not int and (np := loaded_numpy()) is not None and isinstance(size, np.integer):
+            size = int(size)
         if any(size is k or (type(size) is int and size == k) for k in keep) or isinstance(size, Node):
             out.append(size)
             continue
@@ -173,6 +171,8 @@ class CreationMixin(TensorBase):
                              "ndarray.ctypes.data)")  # fmt: skip
         if nbytes == 0:
             return cls.zeros(*shape, dtype=dt, device=device, requires_grad=requires_grad)
+        import ctypes
+
         raw = cls(ctypes.string_at(ptr, nbytes), device=device, requires_grad=False)  # (nbytes,) uint8, a copy
         return raw.bitcast(dt).reshape(shape).requires_grad_(requires_grad)
 
@@ -223,7 +223,8 @@ class CreationMixin(TensorBase):
         themselves: a long step past 2**31 gets int64 too, where tinygrad would wrap)."""
         if stop is None:
             start, stop = 0, start
-        start, stop, step = (v.item() if isinstance(v, np.generic) else v for v in (start, stop, step))
+        if (np := loaded_numpy()) is not None:
+            start, stop, step = (v.item() if isinstance(v, np.generic) else v for v in (start, stop, step))
         start, stop, step = (int(v) if type(v) is bool else v for v in (start, stop, step))
         for name, v in (("start", start), ("stop", stop), ("step", step)):
             if type(v) not in (int, float) or not math.isfinite(v):

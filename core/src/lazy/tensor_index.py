@@ -15,9 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic
 
-import numpy as np
-
-from lazy.dtype import ConstType, dtypes
+from lazy.dtype import ConstType, dtypes, loaded_numpy
 from lazy.engine.realize import copy_now
 from lazy.helpers import CHECK_INDEX, ArgumentError, ShapeError, all_int, broadcast_shape, prod
 from lazy.plugins import Device
@@ -34,7 +32,23 @@ def _copy_only(device: str) -> bool:
 
 
 def _is_int(x: Any) -> bool:
-    return isinstance(x, (int, np.integer, Node)) and not isinstance(x, (bool, np.bool_))
+    if isinstance(x, (int, Node)):
+        return not isinstance(x, bool)
+    return (np := loaded_numpy()) is not None and isinstance(x, np.integer)
+
+
+def _is_array(x: Any) -> bool:
+    """A numpy array: what list, tuple and array indices become in a plan (asked without importing numpy)."""
+    return (np := loaded_numpy()) is not None and isinstance(x, np.ndarray)
+
+
+def _is_host_index(x: Any) -> bool:
+    """A numpy array or numpy bool (asked without importing numpy)."""
+    return (np := loaded_numpy()) is not None and isinstance(x, (np.ndarray, np.bool_))
+
+
+def _is_mask(x: Any) -> bool:
+    return _is_array(x) and x.dtype.kind == "b"
 
 
 def _symbolic_slice(idx: slice, size: sint, axis: int, shape: tuple[sint, ...]) -> tuple[sint, sint]:
@@ -83,6 +97,8 @@ class IndexingMixin(TensorBase):
             bad &= values != ignore
         if not bad.any():
             return
+        import numpy as np
+
         position = tuple(int(p) for p in np.argwhere(bad)[0])
         raise IndexError(
             f"{op}: index {values[position]} at position {position} of the index tensor is out of range for "
@@ -102,12 +118,16 @@ class IndexingMixin(TensorBase):
                 items.append(idx)
             elif isinstance(idx, type(self)):
                 if idx.dtype == dtypes.bool:
+                    import numpy as np
+
                     items.append(np.asarray(idx.numpy(), dtype=np.bool_))
                 elif dtypes.is_int(idx.dtype):
                     items.append(idx)
                 else:
                     raise IndexError(f"index tensors must have an integer or bool dtype, not {idx.dtype}")
-            elif isinstance(idx, (list, tuple, np.ndarray, bool, np.bool_)):
+            elif isinstance(idx, (list, tuple, bool)) or _is_host_index(idx):
+                import numpy as np
+
                 arr = np.asarray(idx)
                 if arr.size == 0 and arr.dtype != np.bool_:
                     arr = arr.astype(np.int64)
@@ -125,13 +145,13 @@ class IndexingMixin(TensorBase):
         def width(i: Any) -> int:  # how many source axes an index consumes
             if i is None or i is Ellipsis:
                 return 0
-            return i.ndim if isinstance(i, np.ndarray) and i.dtype == np.bool_ else 1
+            return i.ndim if _is_mask(i) else 1
 
         consumed = sum(width(i) for i in items)
         if consumed > self.ndim:
             raise IndexError(f"too many indices for a tensor of shape {self.shape}: {consumed} axes indexed")
         fill = [slice(None)] * (self.ndim - consumed)
-        if Ellipsis in [i for i in items if not isinstance(i, (np.ndarray, TensorBase))]:
+        if Ellipsis in [i for i in items if not (_is_array(i) or isinstance(i, TensorBase))]:
             pos = next(k for k, i in enumerate(items) if i is Ellipsis)
             items[pos : pos + 1] = fill
         else:
@@ -143,7 +163,7 @@ class IndexingMixin(TensorBase):
             if idx is None:
                 plan.shape.append(1)
                 continue
-            if isinstance(idx, np.ndarray) and idx.dtype == np.bool_:  # a mask: the positions where it is True
+            if _is_mask(idx):  # a mask: the positions where it is True
                 if idx.ndim == 0:
                     if not idx:
                         raise IndexError("indexing with a scalar False (an empty result) is not supported")
@@ -155,6 +175,8 @@ class IndexingMixin(TensorBase):
                         f"boolean index of shape {idx.shape} does not match the indexed axes {tuple(covered)} "
                         f"of a tensor of shape {self.shape} (starting at axis {axis})"
                     )
+                import numpy as np
+
                 for p in np.nonzero(idx):
                     plan.tensors.append((len(plan.shape), type(self)(p.astype(np.int32), device=self.device)))
                     plan.axes.append(("all",))
@@ -183,12 +205,14 @@ class IndexingMixin(TensorBase):
                 plan.axes.append(("slice", start, count, step))
                 plan.shape.append(count)
             else:  # an integer index: a tensor, or a host array checked here
-                if isinstance(idx, np.ndarray):
+                if _is_array(idx):
                     if isinstance(size, int) and idx.size and not (-size <= idx.min() and idx.max() < size):
                         bad = idx[(idx < -size) | (idx >= size)].flat[0]
                         raise IndexError(
                             f"index {bad} is out of bounds for axis {axis} with size {size} (shape {self.shape})"
                         )
+                    import numpy as np
+
                     t = type(self)(np.where(idx < 0, idx + size, idx).astype(np.int32), device=self.device)
                 else:
                     idx._check_index(op, -size if isinstance(size, int) else 0, size,
@@ -418,6 +442,8 @@ class IndexingMixin(TensorBase):
         """(count, ndim) int32 coordinates of the non-zero elements in row-major order; `size` fixes the count
         (cut or filled with `fill_value`) so that nothing leaves the device."""
         if size is None:
+            import numpy as np
+
             found = np.argwhere(self.numpy()).astype(np.int32)
             return type(self)(found.reshape(-1, self.ndim), device=self.device)
         if self.ndim == 0:

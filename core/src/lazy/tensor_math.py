@@ -7,8 +7,6 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from lazy import function as F
 from lazy.dtype import ConstType, dtypes, to_np_dtype
 from lazy.helpers import ArgumentError
@@ -119,6 +117,8 @@ class MathMixin(TensorBase):
         """NaN -> `nan`, +inf -> `posinf`, -inf -> `neginf` (default: the largest/lowest finite value of the dtype)."""
         if not dtypes.is_float(self.dtype):
             return self
+        import numpy as np
+
         finite_max = float(np.finfo(to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32).max)
         if self.dtype == dtypes.bfloat16:
             finite_max = 3.3895313892515355e38

@@ -1,12 +1,14 @@
-"""Neural-network layers built from Tensor ops."""
+"""Neural-network layers built from Tensor ops. `lazy.nn.state` (model state, safetensors and PyTorch files) is
+imported on first use: `import lazy` does not pay for its file-format modules."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from lazy.dtype import dtypes
 from lazy.helpers import ArgumentError, ShapeError
-from lazy.nn import optim, state  # noqa: F401
+from lazy.nn import optim  # noqa: F401
 from lazy.tensor import Tensor
 
 
@@ -252,3 +254,12 @@ class LSTMCell:
         i, f, g, o = gates.chunk(4, 1)
         c = f.sigmoid() * hc[1] + i.sigmoid() * g.tanh()
         return o.sigmoid() * c.tanh(), c
+
+
+def __getattr__(name: str) -> Any:
+    """`lazy.nn.state`, imported when first asked for (`from lazy.nn import state`, `nn.state.get_parameters`)."""
+    if name == "state":
+        import importlib
+
+        return importlib.import_module("lazy.nn.state")
+    raise AttributeError(f"module 'lazy.nn' has no attribute {name!r}")

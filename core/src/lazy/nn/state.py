@@ -16,9 +16,7 @@ import sys
 import uuid
 import zipfile
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from lazy.device import Buffer
 from lazy.dtype import DType, dtypes, to_np_dtype
@@ -27,6 +25,8 @@ from lazy.tensor import Tensor
 
 if sys.platform != "win32":
     import fcntl
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
@@ -472,6 +472,8 @@ def _torch_layout(path: pathlib.Path, key: str, tensor: _TorchTensor) -> _TorchL
 
 def _torch_array(path: pathlib.Path, key: str, layout: _TorchLayout, data: bytes, big_endian: bool) -> np.ndarray:
     """A contiguous copy of the tensor's elements out of its storage's bytes, after checking they lie inside it."""
+    import numpy as np
+
     storage = layout.storage
     native = np.dtype(to_np_dtype(storage.dtype))
     if 0 in layout.size:  # nothing to read: no extent to check
@@ -546,5 +548,5 @@ def torch_load(path: str | os.PathLike[str], device: str | None = None) -> dict[
 
 def _torch_tensor(arr: np.ndarray, dtype: DType, device: str | None) -> Tensor:
     if dtype == dtypes.bfloat16:  # held as uint16 bits: keep the bits, type them as bfloat16
-        return Tensor(arr.view(np.uint16), device=device).bitcast(dtypes.bfloat16)
+        return Tensor(arr.view("uint16"), device=device).bitcast(dtypes.bfloat16)
     return Tensor(arr, device=device)
