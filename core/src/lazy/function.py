@@ -38,19 +38,22 @@ class Function:
 
     def __init__(self, device: str, *tensors: Tensor):
         self.device = device
-        flags = [t.requires_grad for t in tensors]
-        if any(flags):
-            self.requires_grad: bool | None = True
-        elif None in flags:
-            self.requires_grad = None
-        else:
-            self.requires_grad = False
-        # an input with a recorded history that does not itself require a gradient (a comparison's result) is
-        # followed too, so that what it came from gets its zero gradient
-        tracked = [f is not False or t._ctx is not None for f, t in zip(flags, tensors)]
+        # True if any input requires a gradient, else None if any is undecided, else False. An input with a recorded
+        # history that does not itself require a gradient (a comparison's result) is followed too, so that what it
+        # came from gets its zero gradient. (One loop: every eager op runs this.)
+        requires_grad: bool | None = False
+        tracked = []
+        for t in tensors:
+            flag = t.requires_grad
+            if flag:
+                requires_grad = True
+            elif flag is None and requires_grad is False:
+                requires_grad = None
+            tracked.append(flag is not False or t._ctx is not None)
+        self.requires_grad = requires_grad
         self.needs_input_grad = tracked  # undecided inputs may be asked for by gradient()
         # ops on tensors that may need a gradient (True, or None: undecided) are recorded; False opts out
-        self.recorded = any(tracked)
+        self.recorded = True in tracked
         self.parents: tuple[Tensor, ...] = tensors if self.recorded else ()
 
     def forward(self, *args: Any, **kwargs: Any) -> LazyBuffer:
@@ -76,18 +79,15 @@ class Function:
     def apply(cls, *x: Tensor, **kwargs: Any) -> Tensor:
         from lazy.tensor import Tensor
 
-        ctx = cls(x[0].device, *x)
+        inputs = tuple(t.lazydata for t in x)
+        ctx = cls(inputs[0].device, *x)
         ret = Tensor.__new__(Tensor)
-        ret.lazydata, ret.requires_grad, ret.grad = (
-            ctx.forward(*[t.lazydata for t in x], **kwargs),
-            ctx.requires_grad,
-            None,
-        )
-        ret._ctx = ctx if ctx.recorded and not Tensor.no_grad else None
-        if ret._ctx is not None:
-            ctx.inputs, ctx.output = tuple(t.lazydata for t in x), ret.lazydata
-        if not cls.differentiable:
-            ret.requires_grad = False
+        ret.lazydata = out = ctx.forward(*inputs, **kwargs)
+        ret.requires_grad, ret.grad = ctx.requires_grad if cls.differentiable else False, None
+        if ctx.recorded and not Tensor.no_grad:
+            ret._ctx, ctx.inputs, ctx.output = ctx, inputs, out
+        else:
+            ret._ctx = None
         return ret
 
 

@@ -270,7 +270,7 @@ class HWQueue(Generic[DeviceT]):
             for i, cmd in enumerate(cmds):
                 if isinstance(cmd, SetSignal):
                     if cmd.signal is dev.timeline_signal:
-                        cmd = cmds[i] = replace(cmd, value=dev.claim_timeline_value(cmd.value))
+                        cmd = cmds[i] = SetSignal(cmd.signal, dev.claim_timeline_value(cmd.value))
                     cmd.signal.promise(cmd.value, setter)
                     signals.append(cmd)
             try:

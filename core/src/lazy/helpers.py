@@ -10,10 +10,12 @@ import functools
 import itertools
 import operator
 import os
-import pathlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import pathlib
 
 T = TypeVar("T")
 
@@ -135,6 +137,8 @@ class Context(contextlib.ContextDecorator):
 
 def cache_dir() -> pathlib.Path | None:
     """The compile cache directory, or None when `LAZY_CACHE_DIR=off`."""
+    import pathlib  # on first use: pathlib pulls in urllib and ipaddress, which `import lazy` need not load
+
     if CACHE_DIR.value == "off":
         return None
     if CACHE_DIR.value:

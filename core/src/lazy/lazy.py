@@ -16,7 +16,13 @@ from lazy.rewrite import rewrite
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Node, Variable, sint
 
-_cache: weakref.WeakValueDictionary[tuple[Any, ...], LazyBuffer] = weakref.WeakValueDictionary()
+# identical live nodes are shared: structure -> a weak reference to the node (an entry leaves with its node; a plain
+# dict of weak references costs less per lookup than a WeakValueDictionary, which the eager path pays for every op)
+_cache: dict[tuple[Any, ...], weakref.ref[LazyBuffer]] = {}
+# the constants of recent ops, kept alive (a strong, bounded cache): `x + 1` in a loop makes its broadcast constant
+# once, not three nodes per op
+_consts: dict[tuple[Any, ...], LazyBuffer] = {}
+CONST_CACHE_SIZE = 512
 
 
 def _kernels_need_copies_of_views(device: str) -> bool:
@@ -33,13 +39,19 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
         op, arg, srcs, base = Ops.CONST, 0, (), None
         st = ShapeTracker.from_shape(st.shape)
     key = _key(device, st, dtype, op, arg, srcs, base)
-    if op is not Ops.EMPTY and (hit := _cache.get(key)) is not None:
+    if op is not Ops.EMPTY and (ref := _cache.get(key)) is not None and (hit := ref()) is not None:
         return hit
     ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
     if op is not Ops.EMPTY:
-        _cache[key] = ret
+        _cache[key] = weakref.ref(ret, lambda ref, key=key: _uncache(key, ref))  # type: ignore[misc]
         ret._cache_key = key
     return ret
+
+
+def _uncache(key: tuple[Any, ...], ref: weakref.ref[LazyBuffer]) -> None:
+    """A cached node died: drop its entry, unless a newer node of the same structure took the key since."""
+    if _cache.get(key) is ref:
+        del _cache[key]
 
 
 def _key(device: str, st: ShapeTracker, dtype: DType, op: Ops | None, arg: Any, srcs: tuple[LazyBuffer, ...],
@@ -59,7 +71,8 @@ def _key(device: str, st: ShapeTracker, dtype: DType, op: Ops | None, arg: Any, 
 def forget_graph(lb: LazyBuffer) -> None:
     """After `lb` (a base) is realized its sources are no longer needed: drop them so memory can be freed (the
     cache key holds them too)."""
-    _cache.pop(getattr(lb, "_cache_key", None), None)  # type: ignore[arg-type]
+    if (key := lb._cache_key) is not None and (ref := _cache.get(key)) is not None and ref() is lb:
+        del _cache[key]
     lb.srcs, lb._cache_key = (), None
 
 
@@ -224,26 +237,30 @@ class LazyBuffer:
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                  srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):  # fmt: skip
         self._cache_key: tuple[Any, ...] | None = None
+        self._structure: tuple[Any, ...] | None = None
         self.device, self.st, self.dtype = device, st, dtype
         self.shape: tuple[sint, ...] = st.shape
         self.size: sint = st.size
         self._base = base
+        self._buffer: Buffer | None = None  # made on first use (most nodes never get one: constants, fused ops)
         if base is None:
             self.op, self.arg, self.srcs = op, arg, srcs
-            # an ASSIGN writes into its target's memory, a BUFFER_VIEW reads its source's; the rest own their memory
-            if op is Ops.ASSIGN:
-                self.buffer: Buffer = srcs[1].base.buffer
-            elif op is Ops.BUFFER_VIEW:
-                self.buffer = srcs[0].buffer.view(self._buffer_size(), dtype, arg)
-            else:
-                self.buffer = Buffer(device, self._buffer_size(), dtype)
-            self.forced_realize = op in (Ops.CONTIGUOUS,)
+            self.forced_realize = op is Ops.CONTIGUOUS
             self.done = False  # set once the buffer holds this node's value
         else:
             assert base.base is base, "a view's base must be a base"
             self.op, self.arg, self.srcs = Ops.VIEW, None, ()
         self._consumers = []
         self._consumed_by(self.srcs if base is None else (base,))
+
+    @property
+    def structure(self) -> tuple[Any, ...]:
+        """What makes this node what it is, without its sources: device, view, bound variable values, and for a base
+        dtype, op and argument (the schedule cache keys graphs by it; see `lazy.engine.schedule.Structure`)."""
+        if (desc := self._structure) is None:
+            key = self._cache_key or _key(self.device, self.st, self.dtype, self.op, self.arg, self.srcs, self._base)
+            desc = self._structure = key[:3] if self._base is not None else key[:7]
+        return desc
 
     def _consumed_by(self, held: tuple[LazyBuffer, ...]) -> None:
         """Record this node as a consumer of each node it holds."""
@@ -253,6 +270,26 @@ class LazyBuffer:
             if len(lb._consumers) > 2 * lb._consumers_kept + 8:  # amortized: a long-lived node is read by many
                 lb._consumers = [r for r in lb._consumers if r() is not None]
                 lb._consumers_kept = len(lb._consumers)
+
+    @property
+    def buffer(self) -> Buffer:
+        """The memory of this node's base: an ASSIGN writes into its target's, a BUFFER_VIEW reads its source's, the
+        rest own theirs (made on first use, allocated when first run)."""
+        if self._base is not None:
+            return self._base.buffer
+        if (buf := self._buffer) is None:
+            if self.op is Ops.ASSIGN:
+                buf = self.srcs[1].base.buffer
+            elif self.op is Ops.BUFFER_VIEW:
+                buf = self.srcs[0].buffer.view(self._buffer_size(), self.dtype, self.arg)
+            else:
+                buf = Buffer(self.device, self._buffer_size(), self.dtype)
+            self._buffer = buf
+        return buf
+
+    @buffer.setter
+    def buffer(self, buf: Buffer) -> None:
+        self._buffer = buf
 
     def _buffer_size(self) -> int:
         size = self.st.size
@@ -305,11 +342,22 @@ class LazyBuffer:
 
     @staticmethod
     def const_like(val: ConstType | Node, dtype: DType, device: str, shape: tuple[sint, ...]) -> LazyBuffer:
+        # a bound variable's value would not be part of the key: such constants (and shapes) are never kept
+        keep = not isinstance(val, Node) and all_int(shape)
+        if keep:  # 0.0 == -0.0 == False: the type and a float's hex keep such constants apart
+            key = (val.hex() if type(val) is float else val, type(val), dtype, device, shape)
+            if (hit := _consts.get(key)) is not None and not hit.base.done:
+                return hit
         value = val if isinstance(val, Node) else dtypes.as_const(val, dtype)
         if prod(shape) == 0:  # nothing to broadcast: an empty constant of that shape
             return LazyBuffer.metaop(Ops.CONST, shape, dtype, device, arg=value)
         scalar = LazyBuffer.metaop(Ops.CONST, (), dtype, device, arg=value)
-        return scalar.reshape((1,) * len(shape)).expand(shape)
+        ret = scalar.reshape((1,) * len(shape)).expand(shape)
+        if keep:
+            if len(_consts) >= CONST_CACHE_SIZE:
+                del _consts[next(iter(_consts))]
+            _consts[key] = ret
+        return ret
 
     def is_unrealized_const(self) -> bool:
         return self.base.realized is None and self.base.op is Ops.CONST
@@ -391,15 +439,18 @@ class LazyBuffer:
 
     def e(self, op: Ops, *in_srcs: LazyBuffer, arg: Any = None) -> LazyBuffer:
         srcs = (self,) + in_srcs
-        assert all(s.shape == self.shape for s in srcs), f"{op}: shapes differ {[s.shape for s in srcs]}"
+        shape, dtype = self.shape, self.dtype
+        for src in in_srcs:
+            assert src.shape == shape, f"{op}: shapes differ {[s.shape for s in srcs]}"
         if op is Ops.WHERE:
             assert srcs[0].dtype == dtypes.bool and srcs[1].dtype == srcs[2].dtype, (
                 f"where dtypes {[s.dtype for s in srcs]}"
             )
             out_dtype = srcs[1].dtype
         else:
-            assert all(s.dtype == self.dtype for s in srcs), f"{op}: dtypes differ {[s.dtype for s in srcs]}"
-            out_dtype = dtypes.bool if op in GroupOp.Comparison else self.dtype
+            for src in in_srcs:
+                assert src.dtype == dtype, f"{op}: dtypes differ {[s.dtype for s in srcs]}"
+            out_dtype = dtypes.bool if op in GroupOp.Comparison else dtype
         if (simpler := rewrite(_LAZY_GRAPH, op, out_dtype, srcs)) is not None:  # constants fold (lazy.rewrite)
             return simpler
         return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), out_dtype, op, arg, srcs)
@@ -481,8 +532,10 @@ class _LazyGraph:
 
     @staticmethod
     def const_value(lb: LazyBuffer) -> Any:
-        value = lb.const_value() if lb.is_unrealized_unmasked_const() else None
-        return None if isinstance(value, Node) else value
+        base = lb._base or lb
+        if base.op is not Ops.CONST or base.done or isinstance(base.arg, Node):  # most operands: not a constant
+            return None
+        return base.arg if all(v.mask is None for v in lb.st.views) else None
 
     @staticmethod
     def make_const(value: Any, dtype: DType, like: LazyBuffer) -> LazyBuffer:

@@ -7,7 +7,6 @@ Also the reference semantics of every ALU op in Python (`exec_alu`), used for co
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import struct
 import weakref
@@ -68,6 +67,10 @@ class Ops(Enum):
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
+
+    # members are singletons compared by identity: hash them by identity too, in C (Enum's own hash is a Python
+    # method, and every graph node and kernel key hashes its op)
+    __hash__ = object.__hash__
 
 
 class GroupOp:
@@ -225,6 +228,8 @@ def _node_digest(op: Ops, src: tuple[LazyOp, ...], arg: Any) -> bytes:
     arg_text = repr(arg)
     assert " at 0x" not in arg_text, f"LazyOp arg {type(arg).__name__} has no stable repr: {arg_text}"
     head = f"{op.name}\0{len(src)}\0".encode()
+    import hashlib  # on first use (only BEAM's disk cache needs digests)
+
     return hashlib.sha256(b"".join((head, *(s.digest for s in src), arg_text.encode()))).digest()
 
 

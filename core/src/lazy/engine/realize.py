@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lazy.codegen.kernel import Opt
-from lazy.codegen.program import get_program
+from lazy.codegen.program import compiled_program
 from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device
 from lazy.hcq import Exec
 from lazy.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored
@@ -20,7 +20,7 @@ from lazy.lazy import LazyBuffer, forget_graph
 from lazy.ops import LazyOp, Ops
 from lazy.symbolic import Variable, sym_infer
 
-from .schedule import ScheduleItem, create_schedule
+from .schedule import ScheduleItem, Structure, create_schedule, graph_structure
 
 
 class Runner:
@@ -162,8 +162,8 @@ def get_runner(device: str, ast: LazyOp, opts: list[Opt] | None = None) -> Compi
         from lazy.codegen.search import beam_search
 
         opts = beam_search(ast, dev, BEAM.value)
-    spec = get_program(ast, dev.renderer, opts)
-    runner = CompiledRunner(spec, dev)
+    spec, lib = compiled_program(ast, dev, opts)
+    runner = CompiledRunner(spec, dev, lib)
     method_cache[key] = runner
     return runner
 
@@ -171,8 +171,11 @@ def get_runner(device: str, ast: LazyOp, opts: list[Opt] | None = None) -> Compi
 def count_run(runner: Runner, var_vals: dict[Variable, int]) -> tuple[int, int]:
     """Add one run of `runner` to `GlobalCounters` (a kernel launch, its operations and memory traffic); returns
     (ops, bytes). Eager runs and jit replays (graph batches too) count alike."""
-    ops = sym_infer(runner.op_estimate, var_vals) if runner.op_estimate is not None else 0
-    mem = sym_infer(runner.mem_estimate, var_vals) if runner.mem_estimate is not None else 0
+    ops, mem = runner.op_estimate, runner.mem_estimate
+    if type(ops) is not int:
+        ops = sym_infer(ops, var_vals) if ops is not None else 0
+    if type(mem) is not int:
+        mem = sym_infer(mem, var_vals) if mem is not None else 0
     GlobalCounters.kernel_count += isinstance(runner, CompiledRunner)
     GlobalCounters.global_ops += ops
     GlobalCounters.global_mem += mem
@@ -253,10 +256,77 @@ def copy_now(dest: Buffer, src: Buffer) -> None:
 REALIZE_LOCK = threading.RLock()
 
 
+@dataclass(frozen=True)
+class Step:
+    """One item of a cached schedule: its runner, and its buffers and outputs as indices into a `Structure`'s
+    nodes (any graph of that structure supplies its own)."""
+
+    runner: Runner
+    bufs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    var_vals: dict[Variable, int]
+
+
+# structure key -> the schedule's steps, most recently used last; bounded, as a graph whose constants change every
+# step (a learning-rate schedule) would otherwise add an entry per call
+schedule_cache: dict[Any, list[Step]] = {}
+SCHEDULE_CACHE_SIZE = 1024
+
+
+def _forget_schedules(device: str) -> None:
+    schedule_cache.clear()  # cached runners are bound to the closing device's programs
+
+
+close_callbacks.append(_forget_schedules)
+
+
 def realize(outs: list[LazyBuffer]) -> None:
-    """Schedule and run everything `outs` need, one realize at a time across threads."""
+    """Schedule and run everything `outs` need, one realize at a time across threads. A graph whose structure was
+    realized before (same ops, constants, views, dtypes, devices, variable values; any buffers) runs the schedule
+    made for it then, without scheduling or lowering again."""
     with REALIZE_LOCK:
-        run_schedule(create_schedule(outs))
+        structure = graph_structure(outs) if DEBUG < 3 else None  # LAZY_DEBUG=3 prints each schedule as it is made
+        if structure is None:
+            run_schedule(create_schedule(outs))
+            return
+        key = (structure.key, BEAM.value, NOOPT.value)
+        if (steps := schedule_cache.pop(key, None)) is None:
+            schedule = create_schedule(outs)
+            precompile(schedule)
+            if (steps := _steps(schedule, structure)) is None:
+                run_schedule(schedule)
+                return
+        schedule_cache[key] = steps
+        if len(schedule_cache) > SCHEDULE_CACHE_SIZE:
+            del schedule_cache[next(iter(schedule_cache))]
+        _run_steps(steps, structure)
+
+
+def _steps(schedule: list[ScheduleItem], structure: Structure) -> list[Step] | None:
+    """`schedule` in terms of `structure`'s node indices, or None if it reads a buffer the structure does not reach."""
+    where = {id(lb): i for i, lb in enumerate(structure.nodes)}
+    steps = []
+    for si in schedule:
+        nodes = (*si.outputs, *si.inputs)
+        if len(nodes) != len(si.bufs) or any(id(lb) not in where for lb in nodes):
+            return None
+        outputs = tuple(where[id(lb)] for lb in si.outputs)
+        steps.append(Step(lower_schedule_item(si).runner, tuple(where[id(lb)] for lb in nodes), outputs,
+                          dict(si.var_vals)))  # fmt: skip
+    return steps
+
+
+def _run_steps(steps: list[Step], structure: Structure) -> None:
+    nodes = structure.nodes
+    for step in steps:
+        ei = ExecItem(step.runner, [nodes[i].buffer for i in step.bufs], step.var_vals)
+        ei.run()
+        outputs = tuple(nodes[i] for i in step.outputs)
+        for cb in capturing:
+            cb(ei, outputs)
+        for out in outputs:
+            out.done = True
+            forget_graph(out)
 
 
 def run_schedule(schedule: list[ScheduleItem], var_vals: dict[Variable, int] | None = None) -> None:

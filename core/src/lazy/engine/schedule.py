@@ -30,6 +30,7 @@ class ScheduleItem:
     bufs: tuple[Buffer, ...]  # outputs first, then inputs in MemBuffer index order
     outputs: tuple[LazyBuffer, ...] = ()
     var_vals: dict[Variable, int] = field(default_factory=dict)
+    inputs: tuple[LazyBuffer, ...] = ()  # the bases whose memory `bufs[len(outputs):]` is, in order
 
     @property
     def kind(self) -> str:
@@ -264,10 +265,12 @@ def _schedule_one(
         return ScheduleItem(LazyOp(Ops.EMPTY), (base.buffer,), (base,)), []
     if base.op is Ops.BUFFER_VIEW:  # nothing to run once the source is there: the view shares its memory
         src = base.srcs[0].base
-        return ScheduleItem(LazyOp(Ops.BUFFER_VIEW, (), base.arg), (base.buffer, src.buffer), (base,)), [src]
+        return ScheduleItem(LazyOp(Ops.BUFFER_VIEW, (), base.arg), (base.buffer, src.buffer), (base,), {},
+                            (src,)), [src]  # fmt: skip
     if base.op is Ops.COPY:
         src = base.srcs[0].base
-        return ScheduleItem(LazyOp(Ops.COPY, (), base.buffer.nbytes), (base.buffer, src.buffer), (base,)), [src]
+        return ScheduleItem(LazyOp(Ops.COPY, (), base.buffer.nbytes), (base.buffer, src.buffer), (base,), {},
+                            (src,)), [src]  # fmt: skip
     builder = _KernelBuilder(base, realizes)
     out_st = ShapeTracker.from_shape(base.shape)
     if reduce is not None and reduce.shape != base.shape:
@@ -276,12 +279,12 @@ def _schedule_one(
         value = builder.build(base, ShapeTracker.from_shape(base.srcs[0].shape))
         store = LazyOp(Ops.STORE, (value,), MemBuffer(0, base.dtype, builder.unbind(base.arg)))
         return ScheduleItem(LazyOp(Ops.SINK, (store,)), (base.buffer,) + tuple(x.buffer for x in builder.inputs),
-                            (base,), builder.var_vals), list(builder.inputs)  # fmt: skip
+                            (base,), builder.var_vals, tuple(builder.inputs)), list(builder.inputs)  # fmt: skip
     value = builder.build(base, out_st)
     store = LazyOp(Ops.STORE, (value,), MemBuffer(0, base.dtype, builder.unbind(out_st)))
     ast = LazyOp(Ops.SINK, (store,))
     bufs = (base.buffer,) + tuple(x.buffer for x in builder.inputs)
-    return ScheduleItem(ast, bufs, (base,), builder.var_vals), list(builder.inputs)
+    return ScheduleItem(ast, bufs, (base,), builder.var_vals, tuple(builder.inputs)), list(builder.inputs)
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
@@ -378,3 +381,52 @@ def _run_order(
 
 def schedule_key(si: ScheduleItem) -> Any:
     return si.ast
+
+
+# -- the structure of a graph: what a schedule depends on ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Structure:
+    """The unrealized graph behind some outputs, with its buffers abstracted: `key` holds, for every node reached
+    (in the order a walk from the outputs meets them), what decides its part of the schedule (op, argument, dtype,
+    device, view, bound variable values, whether it is forced to memory, and its sources as indices into `nodes`);
+    a realized node is only a buffer of some device, dtype and shape. Two graphs with equal keys get the same
+    schedule, item for item, on their own buffers (`nodes`). None of `key` is an object identity."""
+
+    key: tuple[Any, ...]
+    nodes: list[LazyBuffer]
+
+
+def graph_structure(outs: list[LazyBuffer]) -> Structure | None:
+    """The structure of what realizing `outs` runs, or None when its schedule depends on more than the structure
+    (an assign: whether the target's old value must be kept depends on which tensors are still alive)."""
+    index: dict[int, int] = {}
+    nodes: list[LazyBuffer] = []
+    for out in outs:
+        if id(out) not in index:
+            index[id(out)] = len(nodes)
+            nodes.append(out)
+    parts: list[Any] = []
+    i = 0
+    while i < len(nodes):  # nodes grows as the walk meets them: each is described once
+        lb = nodes[i]
+        i += 1
+        if lb._base is not None:  # a view: its tracker over its base
+            held: tuple[LazyBuffer, ...] = (lb._base,)
+            forced = None
+        elif lb.done:  # realized: any buffer of this kind will do
+            parts.append((lb.device, lb.dtype, lb.shape))
+            continue
+        else:
+            if lb.op is Ops.ASSIGN:
+                return None
+            held, forced = lb.srcs, lb.forced_realize
+        srcs = []
+        for src in held:
+            if (at := index.get(id(src))) is None:
+                at = index[id(src)] = len(nodes)
+                nodes.append(src)
+            srcs.append(at)
+        parts.append((lb.structure, forced, *srcs))
+    return Structure((tuple(parts), tuple(index[id(out)] for out in outs)), nodes)

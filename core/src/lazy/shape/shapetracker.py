@@ -29,6 +29,16 @@ class ShapeTracker:
 
     views: tuple[View, ...]
 
+    def __hash__(self) -> int:  # computed once: every graph node and kernel key hashes its views
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = self.__dict__["_hash"] = hash(self.views)
+            return h
+
+    def __getstate__(self) -> dict[str, Any]:  # a hash is only valid in the process that computed it
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @staticmethod
     def from_shape(shape: Sequence[sint]) -> ShapeTracker:
         shape = tuple(shape)
@@ -48,7 +58,7 @@ class ShapeTracker:
     def shape(self) -> tuple[sint, ...]:
         return self.views[-1].shape
 
-    @property
+    @functools.cached_property
     def size(self) -> sint:
         return to_sint(prod(self.shape))
 

@@ -126,6 +126,16 @@ class View:
     mask: Mask | None
     contiguous: bool
 
+    def __hash__(self) -> int:  # computed once: every graph node and kernel key hashes its views
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = self.__dict__["_hash"] = hash((self.shape, self.strides, self.offset, self.mask, self.contiguous))
+            return h
+
+    def __getstate__(self) -> dict[str, Any]:  # a hash is only valid in the process that computed it
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @staticmethod
     def create(
         shape: Sequence[sint], strides: Sequence[sint] | None = None, offset: sint = 0, mask: Sequence | None = None

@@ -1,0 +1,176 @@
+"""The schedule cache (`lazy.engine.realize.realize`): a graph whose structure was realized before runs the schedule
+made for it then, on its own buffers, and never a stale one: constants, variable values, dtypes, devices and shapes
+are part of the structure; buffers are not, so an assign in between or a freed and reallocated buffer is read anew."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from lazy import Tensor, Variable
+from lazy.engine import realize as engine
+from lazy.engine.schedule import graph_structure
+
+X = np.arange(16, dtype=np.float32)
+
+
+@pytest.fixture
+def scheduled(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times the scheduler ran (one entry per `create_schedule` call), from an empty schedule cache."""
+    calls: list[int] = []
+    real = engine.create_schedule
+
+    def counting(outs):  # type: ignore[no-untyped-def]
+        calls.append(len(outs))
+        return real(outs)
+
+    monkeypatch.setattr(engine, "create_schedule", counting)
+    monkeypatch.setattr(engine, "schedule_cache", {})
+    return calls
+
+
+def test_a_seen_structure_is_not_scheduled_again(scheduled: list[int]) -> None:
+    x = Tensor(X).realize()
+    np.testing.assert_equal((x + 1).numpy(), X + 1)
+    before = len(scheduled)
+    for _ in range(5):
+        np.testing.assert_equal((x + 1).numpy(), X + 1)
+    y = Tensor(X * 2).realize()  # other buffers, same structure
+    np.testing.assert_equal((y + 1).numpy(), X * 2 + 1)
+    assert len(scheduled) == before
+
+
+@pytest.mark.parametrize("value", [2.0, -0.0, 0.0, float("inf"), 1])
+def test_different_constants_are_different_structures(scheduled: list[int], value: float) -> None:
+    x = Tensor(X).realize()
+    np.testing.assert_equal((x * 3.0).numpy(), X * 3)
+    np.testing.assert_equal((x * value).numpy(), X * np.float32(value))
+    np.testing.assert_equal(np.signbit((x * value).numpy()), np.signbit(X * np.float32(value)))
+
+
+def test_negative_zero_is_not_positive_zero(scheduled: list[int]) -> None:
+    x = Tensor([1.0, 2.0]).realize()
+    assert list(1 / (x * 0.0).numpy()) == [np.inf, np.inf]
+    assert list(1 / (x * -0.0).numpy()) == [-np.inf, -np.inf]
+
+
+def test_different_dtypes(scheduled: list[int]) -> None:
+    f = Tensor(X).realize()
+    i = Tensor(X.astype(np.int32)).realize()
+    np.testing.assert_equal((f / 2).numpy(), X / 2)
+    np.testing.assert_equal((i // 2).numpy(), X.astype(np.int32) // 2)
+    np.testing.assert_equal((f + 1).numpy(), X + 1)
+    np.testing.assert_equal((i + 1).numpy(), X.astype(np.int32) + 1)
+    assert (i + 1).numpy().dtype == np.int32
+
+
+def test_different_shapes(scheduled: list[int]) -> None:
+    for n in (4, 16, 7, 4):
+        x = Tensor(X[:n]).realize()
+        np.testing.assert_equal((x + 1).numpy(), X[:n] + 1)
+        np.testing.assert_equal(x.reshape(1, n).sum(1).numpy(), [X[:n].sum()])
+
+
+def test_different_devices(scheduled: list[int]) -> None:
+    for device in ("CPU", "PYTHON", "CPU"):
+        x = Tensor(X, device=device).realize()
+        out = x + 1
+        np.testing.assert_equal(out.numpy(), X + 1)
+        assert out.device == device
+
+
+def test_different_variable_values(scheduled: list[int]) -> None:
+    t = Tensor(X.reshape(4, 4)).realize()
+    for n in (1, 3, 2, 3, 1):
+        v = Variable("rows", 1, 4).bind(n)
+        y = (t.shrink(((0, v), (0, 4))) * 2).sum(1).contiguous().realize()
+        buf = y.lazydata.base.realized
+        assert buf is not None
+        np.testing.assert_equal(buf.numpy()[:n], (X.reshape(4, 4)[:n] * 2).sum(1))
+    for n in (2, 5, 2):
+        k = Variable("k", 1, 9).bind(n)
+        np.testing.assert_equal((Tensor([1.0, 2.0]) * Tensor(k).cast("float")).numpy(), [n, 2 * n])
+
+
+def test_an_assign_in_between_is_read(scheduled: list[int]) -> None:
+    x = Tensor(X).realize()
+    np.testing.assert_equal((x + 1).numpy(), X + 1)
+    x.assign(Tensor(X * 10)).realize()
+    np.testing.assert_equal((x + 1).numpy(), X * 10 + 1)
+    x.assign(x * 2).realize()
+    np.testing.assert_equal((x + 1).numpy(), X * 20 + 1)
+
+
+def test_a_freed_and_reallocated_buffer(scheduled: list[int]) -> None:
+    for k in range(4):
+        x = Tensor(X + k).realize()
+        y = (x * 2).realize()
+        del x
+        gc.collect()  # x's memory goes back to the allocator's cache and is handed to the next tensor
+        np.testing.assert_equal(y.numpy(), (X + k) * 2)
+        np.testing.assert_equal((y + 1).numpy(), (X + k) * 2 + 1)
+
+
+def test_aliasing_is_part_of_the_structure(scheduled: list[int]) -> None:
+    a, b = Tensor(X).realize(), Tensor(X * 3).realize()
+    np.testing.assert_equal((a + a).numpy(), X * 2)
+    np.testing.assert_equal((a + b).numpy(), X * 4)
+    np.testing.assert_equal((b + b).numpy(), X * 6)
+
+
+def test_a_shared_intermediate(scheduled: list[int]) -> None:
+    for k in (1.0, 1.0, 2.0):
+        x = Tensor(X).realize()
+        h = (x + k).contiguous()
+        out = h * h.sum()
+        expect = (X + k) * (X + k).sum()
+        np.testing.assert_allclose(out.numpy(), expect, rtol=1e-6)
+
+
+def test_several_outputs_in_order(scheduled: list[int]) -> None:
+    x = Tensor(X).realize()
+    counts = []
+    for _ in range(3):
+        a, b = x + 1, x * 5
+        Tensor.realize(a, b)
+        np.testing.assert_equal(a.numpy(), X + 1)
+        np.testing.assert_equal(b.numpy(), X * 5)
+        counts.append(len(scheduled))
+    assert counts[0] == counts[2]
+
+
+def test_a_realized_part_changes_the_structure(scheduled: list[int]) -> None:
+    x = Tensor(X).realize()
+    h = x + 1
+    out = h * 2
+    key_before = graph_structure([out.lazydata])
+    h.realize()
+    key_after = graph_structure([out.lazydata])
+    assert key_before is not None and key_after is not None and key_before.key != key_after.key
+    np.testing.assert_equal(out.numpy(), (X + 1) * 2)
+
+
+def test_assigns_are_scheduled_every_time(scheduled: list[int]) -> None:
+    w = Tensor(X).realize()
+    before = len(scheduled)
+    for _ in range(3):
+        w.assign(w + 1).realize()
+    np.testing.assert_equal(w.numpy(), X + 3)
+    assert len(scheduled) - before == 3
+
+
+def test_views_are_part_of_the_structure(scheduled: list[int]) -> None:
+    x = Tensor(X).realize()
+    m = X.reshape(4, 4)
+    np.testing.assert_equal((x.reshape(4, 4) + 1).numpy(), m + 1)
+    np.testing.assert_equal((x.reshape(4, 4).T + 1).numpy(), m.T + 1)
+    np.testing.assert_equal((x.reshape(4, 4).flip(0) + 1).numpy(), m[::-1] + 1)
+    np.testing.assert_equal((x.reshape(4, 4).T + 1).numpy(), m.T + 1)
+
+
+def test_the_dtype_of_a_realized_input(scheduled: list[int]) -> None:
+    for dtype in (np.int32, np.float16, np.int32, np.uint8):
+        x = Tensor(X.astype(dtype)).realize()
+        np.testing.assert_equal(x.float().numpy(), X.astype(dtype).astype(np.float32))
