@@ -29,6 +29,18 @@ class DType:
     fmt: str | None  # struct module format character; None for types numpy/struct cannot hold (bfloat16)
     count: int = 1
 
+    def __hash__(self) -> int:  # computed once: every graph node and kernel key hashes its dtype
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = self.__dict__["_hash"] = hash(
+                (type(self), self.priority, self.itemsize, self.name, self.fmt, self.count)
+            )
+            return h
+
+    def __getstate__(self) -> dict[str, Any]:  # a hash is only valid in the process that computed it
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def __repr__(self) -> str:
         return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.scalar().name}.vec({self.count})"
 

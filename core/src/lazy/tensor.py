@@ -458,6 +458,15 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
 
     def _broadcasted(self, y: TensorLike, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
         x: Tensor = self
+        kind = type(y)
+        if (kind is float and dtypes.is_float(x.dtype)) or (kind is int and x.dtype != dtypes.bool):
+            # the common case, `x + 1` or `1 - x`: a number of x's dtype, made in x's shape directly (no reshape or
+            # expand ops; constants of recent ops are kept, see `LazyBuffer.const_like`)
+            lb = x.lazydata
+            const = Tensor.__new__(Tensor)
+            const.lazydata = LazyBuffer.const_like(y, lb.dtype, lb.device, lb.shape)  # type: ignore[arg-type]
+            const.requires_grad, const.grad, const._ctx = False, None, None
+            return (const, x) if reverse else (x, const)
         if (np := loaded_numpy()) is not None and isinstance(y, np.generic):
             y = y.item()  # a numpy scalar acts like the Python scalar it holds
         _check_operand(y, op)
@@ -472,10 +481,6 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
                     y_dtype = x.dtype if isinstance(y, bool) else dtypes.default_int
                 if isinstance(y, Node):
                     y_dtype = dtypes.int32
-                if not reverse and y_dtype == x.dtype and not isinstance(y, Node):
-                    # the common case, `x + 1`: the constant is made in x's shape directly (no reshape/expand ops)
-                    const = LazyBuffer.const_like(y, x.dtype, x.device, x.shape)
-                    return x, Tensor(const, device=x.device, requires_grad=False)
                 y = Tensor(y, device=self.device, dtype=y_dtype, requires_grad=False)
         if x.device != y.device:
             raise ValueError(f"{op}: tensors are on different devices ({x.device} and {y.device}); use .to() first")
