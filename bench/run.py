@@ -4,17 +4,21 @@
                                   [--out docs/benchmarks.md]
 
 Prints a Markdown table (each row's figure in its unit, and lazy / numpy, lazy / PyTorch ratios) with the machine it
-ran on, and rewrites the section between the bench markers of --out. Timing lives here, never in tests.
+ran on, and rewrites the section between the bench markers of --out. Timing lives here, never in tests. The cold-start
+rows run each repetition in a fresh interpreter (`bench/run.py --fresh-process SPEC`), which reports its own times.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -30,6 +34,8 @@ Prepare = Callable[[], Timed]  # the untimed set-up of one repetition (a forward
 RNG = np.random.default_rng(0)
 TINY_COUNT = 200  # tiny ops per repetition of the tiny-op row (a single one is below the timer's resolution)
 MLP_STEPS = 20  # jitted MLP steps per repetition
+JIT_OPS = 20  # kernels in the jitted chain of the jit-replay rows
+JIT_CALLS = 50  # replays of the chain per repetition
 
 
 def rand(*shape: int) -> np.ndarray:
@@ -53,6 +59,11 @@ class Budget:
     max_reps: int
 
 
+class Elapsed(float):
+    """What a repetition returns when it timed itself (one in a fresh process, where the parent's clock would also
+    count the interpreter's start and exit): `measure` takes this time in seconds instead of its own."""
+
+
 def measure(prepare: Prepare, warmup: int, budget: Budget) -> float:
     """The best time of one repetition, in seconds. Each repetition is prepared untimed, then timed alone."""
     for _ in range(warmup):
@@ -61,8 +72,8 @@ def measure(prepare: Prepare, warmup: int, budget: Budget) -> float:
     while not times or (sum(times) < budget.seconds and len(times) < budget.max_reps):
         run = prepare()
         start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
+        result = run()
+        times.append(result if isinstance(result, Elapsed) else time.perf_counter() - start)
     return min(times)
 
 
@@ -79,10 +90,11 @@ class Unit:
 
 
 GFLOPS, GBS = Unit("GFLOP/s", 1e9, rate=True), Unit("GB/s", 1e9, rate=True)
-MS_PER_STEP, US_PER_STEP, US_PER_OP = (
+MS_PER_STEP, US_PER_STEP, US_PER_OP, SECONDS = (
     Unit("ms/step", 1e-3, False),
     Unit("us/step", 1e-6, False),
     Unit("us/op", 1e-6, False),
+    Unit("s", 1.0, False),
 )
 
 
@@ -104,6 +116,7 @@ class TensorLib:
     train: Callable[[], AbstractContextManager[Any]]
     synchronize: Callable[[], None]
     is_realized: Callable[[Any], bool]
+    kernel_count: Callable[[], int]  # kernels launched so far in this process
     # whether a realized tensor keeps the graph that made it, so `backward` can run after an untimed forward
     keeps_graph: bool = True
 
@@ -131,11 +144,13 @@ class TensorLib:
 def lazy_lib(device: str) -> TensorLib:
     import lazy
     from lazy import nn
+    from lazy.helpers import GlobalCounters
     from lazy.nn import optim
     from lazy.nn.state import get_parameters
 
     return TensorLib("lazy", device, lazy.Tensor, nn, optim, lazy.TinyJit, get_parameters, lazy.Tensor.train,
-                     lazy.Device[device].synchronize, lambda t: t.lazydata.is_realized())  # fmt: skip
+                     lazy.Device[device].synchronize, lambda t: t.lazydata.is_realized(),
+                     lambda: GlobalCounters.kernel_count)  # fmt: skip
 
 
 def tinygrad_lib(device: str) -> TensorLib | None:
@@ -144,7 +159,7 @@ def tinygrad_lib(device: str) -> TensorLib | None:
     try:
         import tinygrad
         from tinygrad import nn
-        from tinygrad.helpers import Context
+        from tinygrad.helpers import Context, GlobalCounters
         from tinygrad.nn import optim
         from tinygrad.nn.state import get_parameters
 
@@ -155,7 +170,7 @@ def tinygrad_lib(device: str) -> TensorLib | None:
         return None
     return TensorLib("tinygrad", device, tinygrad.Tensor, nn, optim, tinygrad.TinyJit, get_parameters,
                      lambda: Context(TRAINING=1), tinygrad.Device[device].synchronize,
-                     lambda t: t.uop.is_realized, keeps_graph=False)  # fmt: skip
+                     lambda t: t.uop.is_realized, lambda: GlobalCounters.kernel_count, keeps_graph=False)  # fmt: skip
 
 
 def load_torch() -> Any:
@@ -193,12 +208,44 @@ def same(prepare_run: Timed) -> Prepare:
     return lambda: prepare_run
 
 
-def lib_tiny(lib: TensorLib) -> Prepare:
+def lib_tiny(lib: TensorLib, sync_each: bool = False) -> Prepare:
+    """TINY_COUNT eager `(x+1).realize()` on 16 elements; `sync_each`: waiting for the device after each one."""
     x = lib.tensor(np.arange(16, dtype=np.float32))
 
     def run() -> None:
         for _ in range(TINY_COUNT):
             lib.realize(x + 1)
+            if sync_each:
+                lib.synchronize()
+        lib.synchronize()
+
+    return same(run)
+
+
+def lib_jit_chain(lib: TensorLib, sync_each: bool = False) -> Prepare:
+    """JIT_CALLS replays of a jitted chain of JIT_OPS tiny adds, each its own kernel (`contiguous` stops the
+    elementwise fusion that would make the chain one kernel); `sync_each`: waiting for the device after each replay."""
+    x = lib.tensor(np.arange(16, dtype=np.float32))
+
+    @lib.jit
+    def chain(y: Any) -> Any:
+        for i in range(JIT_OPS):
+            y = (y + (i + 1)).contiguous()  # + 0 would fold away
+        return y
+
+    for _ in range(2):  # the first call runs eagerly, the second captures
+        chain(x)
+    before = lib.kernel_count()
+    chain(x)
+    if (ran := lib.kernel_count() - before) != JIT_OPS:
+        raise RuntimeError(f"{lib.name}: a replay of the {JIT_OPS}-op chain ran {ran} kernels, not one per op: the "
+                           "figure per op would be wrong")  # fmt: skip
+
+    def run() -> None:
+        for _ in range(JIT_CALLS):
+            chain(x)
+            if sync_each:
+                lib.synchronize()
         lib.synchronize()
 
     return same(run)
@@ -280,9 +327,9 @@ class MLP:
         return self.layers[1](self.layers[0](x).relu())
 
 
-def lib_train_step(lib: TensorLib, model: Any, optimizer: Any, x: np.ndarray, steps: int) -> Prepare:
-    """`steps` jitted training steps (forward, cross-entropy, backward, optimizer step), as users train; the warm-up
-    calls run it eagerly, then capture it."""
+def lib_step(lib: TensorLib, model: Any, optimizer: Any, x: np.ndarray) -> Callable[[], Any]:
+    """One jitted training step (forward, cross-entropy, backward, optimizer step) on the batch `x`, as users train:
+    the first call runs it eagerly, the second captures it. Each call returns the loss, realized."""
     opt = optimizer(lib.place(model))
 
     @lib.jit
@@ -295,26 +342,52 @@ def lib_train_step(lib: TensorLib, model: Any, optimizer: Any, x: np.ndarray, st
             return loss.realize()
 
     inputs, targets = lib.tensor(x), lib.tensor(labels(len(x)))
+    return lambda: step(inputs, targets)
+
+
+def lib_train_steps(lib: TensorLib, step: Callable[[], Any], steps: int) -> Prepare:
+    """`steps` calls of a jitted training step; the warm-up calls run it eagerly, then capture it."""
 
     def run() -> None:
         for _ in range(steps):
-            step(inputs, targets)
+            step()
         lib.synchronize()
 
     return same(run)
 
 
+def lib_cnn_step(lib: TensorLib, batch: int) -> Callable[[], Any]:
+    return lib_step(lib, MnistCNN(lib.nn), lambda p: lib.optim.Adam(p, lr=1e-3), rand(batch, 1, 28, 28))
+
+
 def lib_cnn(lib: TensorLib, batch: int) -> Prepare:
-    return lib_train_step(lib, MnistCNN(lib.nn), lambda p: lib.optim.Adam(p, lr=1e-3), rand(batch, 1, 28, 28), 1)
+    return lib_train_steps(lib, lib_cnn_step(lib, batch), 1)
 
 
 def lib_mlp(lib: TensorLib) -> Prepare:
-    return lib_train_step(lib, MLP(lib.nn), lambda p: lib.optim.SGD(p, lr=0.01), rand(64, 64), MLP_STEPS)
+    step = lib_step(lib, MLP(lib.nn), lambda p: lib.optim.SGD(p, lr=0.01), rand(64, 64))
+    return lib_train_steps(lib, step, MLP_STEPS)
 
 
 def numpy_tiny() -> Prepare:
     x = np.arange(16, dtype=np.float32)
     return same(lambda: [x + 1 for _ in range(TINY_COUNT)])
+
+
+def eager_chain(x: Any) -> Prepare:
+    """The jit rows' chain of adds on an array or tensor that computes before it returns (numpy, PyTorch), eagerly."""
+
+    def run() -> None:
+        for _ in range(JIT_CALLS):
+            y = x
+            for i in range(JIT_OPS):
+                y = y + (i + 1)
+
+    return same(run)
+
+
+def numpy_chain() -> Prepare:
+    return eager_chain(np.arange(16, dtype=np.float32))
 
 
 def numpy_elementwise(n: int) -> Prepare:
@@ -362,10 +435,132 @@ def numpy_conv(shape: ConvShape) -> Prepare:
     return same(run)
 
 
+# numpy and PyTorch run on the CPU before they return: their "sync" rows are the same code as the rows without
 NUMPY_ROWS: dict[str, Callable[..., Prepare]] = {
-    "tiny": numpy_tiny, "elementwise": numpy_elementwise, "exp": numpy_exp_chain, "sum": numpy_sum,
-    "softmax": numpy_softmax, "matmul": numpy_matmul, "conv2d": numpy_conv,
+    "tiny": numpy_tiny, "tiny_sync": numpy_tiny, "jit": numpy_chain, "jit_sync": numpy_chain,
+    "elementwise": numpy_elementwise, "exp": numpy_exp_chain, "sum": numpy_sum, "softmax": numpy_softmax,
+    "matmul": numpy_matmul, "conv2d": numpy_conv,
 }  # fmt: skip
+
+
+def torch_step(torch: Any, model: Any, optimizer: Any, x: np.ndarray) -> Callable[[], Any]:
+    """One eager training step of `model` on the batch `x`; each call returns the loss."""
+    opt, inputs = optimizer(model.parameters()), torch.from_numpy(x)
+    targets = torch.from_numpy(labels(len(x)).astype(np.int64))
+
+    def step() -> Any:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def torch_cnn_step(torch: Any, batch: int) -> Callable[[], Any]:
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(576, 10))  # fmt: skip
+    return torch_step(torch, model, lambda p: torch.optim.Adam(p, lr=1e-3), rand(batch, 1, 28, 28))
+
+
+# -- cold start: rows measured in a fresh interpreter ------------------------------------------------------------------
+
+FRESH_PROCESS_FLAG = "--fresh-process"
+RESULT_PREFIX = "bench result: "  # marks the child's result line (LAZY_DEBUG prints to stdout too)
+
+
+def first_cnn_step(library: str, device: str, batch: int) -> dict[str, float]:
+    """Run in a fresh process: build the CNN, its optimizer and a batch, then time the first step (for lazy and
+    tinygrad the jit's first, eager call) from the call to its loss as a Python float. `done_at` is the wall clock
+    then: the parent subtracts the time it started the process."""
+    if library == "PyTorch":
+        step = torch_cnn_step(load_torch(), batch)
+    else:
+        lib = lazy_lib(device) if library == "lazy" else tinygrad_lib(device)
+        if lib is None:
+            raise RuntimeError(f"{library} cannot run on {device}")
+        step = lib_cnn_step(lib, batch)
+    start = time.perf_counter()
+    loss = float(step().item())
+    first_step = time.perf_counter() - start
+    return {"first_step": first_step, "done_at": time.time(), "loss": loss}
+
+
+FRESH_PROCESS_RUNS: dict[str, Callable[..., dict[str, float]]] = {"first_cnn_step": first_cnn_step}
+
+
+def fresh_process_main(request: str) -> None:
+    """The child's side of `in_fresh_process`: run the named function, print its result on one marked line."""
+    spec = json.loads(request)
+    result = FRESH_PROCESS_RUNS[spec["run"]](**spec["kwargs"])
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def in_fresh_process(run: str, kwargs: dict[str, Any], device: str, cache_dir: str) -> dict[str, float]:
+    """`FRESH_PROCESS_RUNS[run](**kwargs)` in a new interpreter that shares nothing with this one but the environment,
+    with `device` as lazy's default device and every compile cache (lazy's, PoCL's, tinygrad's) under `cache_dir`.
+    Returns its result, plus `to_result`: the seconds from starting the process to its `done_at`."""
+    caches = {"LAZY_CACHE_DIR": cache_dir, "POCL_CACHE_DIR": os.path.join(cache_dir, "pocl"),
+              "CACHEDB": os.path.join(cache_dir, "tinygrad.db")}  # fmt: skip
+    env = {**os.environ, "LAZY_DEVICE": device, **caches}
+    request = json.dumps({"run": run, "kwargs": kwargs})
+    command = [sys.executable, os.path.abspath(__file__), FRESH_PROCESS_FLAG, request]
+    started = time.time()
+    proc = subprocess.run(command, env=env, capture_output=True, text=True)
+    results = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    if proc.returncode != 0 or not results:
+        raise RuntimeError(f"{run}(**{kwargs}) in a fresh process exited with status {proc.returncode}:\n"
+                           f"{proc.stderr.strip()[-3000:]}")  # fmt: skip
+    result = json.loads(results[-1].removeprefix(RESULT_PREFIX))
+    return {**result, "to_result": result["done_at"] - started}
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    """What a cold-start row reports of the first CNN step in a fresh process: `figure` is "first_step" (from the
+    step call to its loss) or "to_result" (from starting the process, imports included, to the loss); the compile
+    cache is empty, or (`warm`) filled by an earlier process."""
+
+    figure: str
+    warm: bool
+    title: str
+
+
+FRESH_CNN_ROWS = {
+    "cnn_cold": ColdStart("first_step", False, "empty compile cache: first step call to its loss"),
+    "cnn_warm": ColdStart("to_result", True, "warm compile cache: process start (imports too) to first step's loss"),
+    "cnn_warm_step": ColdStart("first_step", True, "warm compile cache: first step call to its loss"),
+}
+
+
+@functools.cache
+def warm_compile_cache(library: str, device: str, batch: int) -> tempfile.TemporaryDirectory[str]:
+    """A compile cache directory filled by one untimed first step in a fresh process, kept (and shared by the warm
+    rows) until this process exits."""
+    cache = tempfile.TemporaryDirectory(prefix="lazy-bench-warm-")
+    in_fresh_process("first_cnn_step", {"library": library, "device": device, "batch": batch}, device, cache.name)
+    return cache
+
+
+def fresh_cnn_step(library: str, device: str, batch: int, how: ColdStart) -> Prepare:
+    """Each repetition is one fresh process running the first CNN step; it reports its own time (`Elapsed`)."""
+    kwargs = {"library": library, "device": device, "batch": batch}
+    warm = warm_compile_cache(library, device, batch) if how.warm else None  # filled here, untimed
+
+    def run() -> Elapsed:
+        if warm is not None:
+            return Elapsed(in_fresh_process("first_cnn_step", kwargs, device, warm.name)[how.figure])
+        with tempfile.TemporaryDirectory(prefix="lazy-bench-cold-") as empty:
+            return Elapsed(in_fresh_process("first_cnn_step", kwargs, device, empty)[how.figure])
+
+    return same(run)
+
+
+def lib_fresh_cnn_step(lib: TensorLib, batch: int, how: ColdStart) -> Prepare:
+    return fresh_cnn_step(lib.name, lib.device, batch, how)
 
 
 def torch_rows(torch: Any) -> dict[str, Callable[..., Prepare]]:
@@ -378,6 +573,9 @@ def torch_rows(torch: Any) -> dict[str, Callable[..., Prepare]]:
     def tiny() -> Prepare:
         x = torch.arange(16, dtype=torch.float32)
         return same(lambda: [x + 1 for _ in range(TINY_COUNT)])
+
+    def chain() -> Prepare:  # eager: the jit rows' ops one by one, as PyTorch runs them without torch.compile
+        return eager_chain(torch.arange(16, dtype=torch.float32))
 
     def elementwise(n: int) -> Prepare:
         a, b, c = (t(rand(n)) for _ in range(3))
@@ -414,34 +612,32 @@ def torch_rows(torch: Any) -> dict[str, Callable[..., Prepare]]:
 
         return prepare
 
-    def train_step(model: Any, optimizer: Any, x: np.ndarray, steps: int) -> Prepare:
-        opt, inputs, targets = optimizer(model.parameters()), t(x), t(labels(len(x)).astype(np.int64))
-
+    def train_steps(step: Callable[[], Any], steps: int) -> Prepare:
         def run() -> None:
             for _ in range(steps):
-                opt.zero_grad()
-                F.cross_entropy(model(inputs), targets).backward()
-                opt.step()
+                step()
 
         return same(run)
 
     def cnn(batch: int) -> Prepare:
-        model = nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
-                              nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
-                              nn.Flatten(), nn.Linear(576, 10))  # fmt: skip
-        return train_step(model, lambda p: torch.optim.Adam(p, lr=1e-3), rand(batch, 1, 28, 28), 1)
+        return train_steps(torch_cnn_step(torch, batch), 1)
 
     def mlp() -> Prepare:
         model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
-        return train_step(model, lambda p: torch.optim.SGD(p, lr=0.01), rand(64, 64), MLP_STEPS)
+        return train_steps(torch_step(torch, model, lambda p: torch.optim.SGD(p, lr=0.01), rand(64, 64)), MLP_STEPS)
 
-    return {"tiny": tiny, "elementwise": elementwise, "exp": exp_chain, "sum": total, "softmax": softmax,
-            "matmul": matmul, "conv2d": conv, "conv2d_backward": conv_backward, "cnn": cnn, "mlp": mlp}  # fmt: skip
+    fresh = {key: functools.partial(fresh_cnn_step, "PyTorch", "CPU", how=how) for key, how in FRESH_CNN_ROWS.items()}
+    return {"tiny": tiny, "tiny_sync": tiny, "jit": chain, "jit_sync": chain, "elementwise": elementwise,
+            "exp": exp_chain, "sum": total, "softmax": softmax, "matmul": matmul, "conv2d": conv,
+            "conv2d_backward": conv_backward, "cnn": cnn, "mlp": mlp, **fresh}  # fmt: skip
 
 
 LIB_ROWS: dict[str, Callable[..., Prepare]] = {
-    "tiny": lib_tiny, "elementwise": lib_elementwise, "exp": lib_exp_chain, "sum": lib_sum, "softmax": lib_softmax,
-    "matmul": lib_matmul, "conv2d": lib_conv, "conv2d_backward": lib_conv_backward, "cnn": lib_cnn, "mlp": lib_mlp,
+    "tiny": lib_tiny, "tiny_sync": functools.partial(lib_tiny, sync_each=True), "jit": lib_jit_chain,
+    "jit_sync": functools.partial(lib_jit_chain, sync_each=True), "elementwise": lib_elementwise, "exp": lib_exp_chain,
+    "sum": lib_sum, "softmax": lib_softmax, "matmul": lib_matmul, "conv2d": lib_conv,
+    "conv2d_backward": lib_conv_backward, "cnn": lib_cnn, "mlp": lib_mlp,
+    **{key: functools.partial(lib_fresh_cnn_step, how=how) for key, how in FRESH_CNN_ROWS.items()},
 }  # fmt: skip
 
 
@@ -476,6 +672,7 @@ class Workload:
     warmup: int = 1
     # devices where the row runs only when --rows names it, and why
     only_if_named_on: dict[str, str] = field(default_factory=dict)
+    quick: bool = True  # False: --quick runs the row only when --rows names it (it takes a minute at any size)
 
 
 def workloads(sizes: Sizes) -> list[Workload]:
@@ -484,9 +681,18 @@ def workloads(sizes: Sizes) -> list[Workload]:
     conv_title = (f"conv2d batch {conv.batch}, {conv.channels_in}->{conv.channels_out} channels, "
                   f"{conv.size}x{conv.size}, 3x3, pad 1")  # fmt: skip
     cnn_title = f"CNN train step (MNIST layer stack, Adam), batch {batch}"
+    eager, eager_sync = " (numpy, PyTorch: eager ops)", " (numpy, PyTorch: no sync, they compute before returning)"
+    replayed = JIT_CALLS * JIT_OPS
     cnn_on_cl = "on PoCL, compiling the CNN step's kernels alone takes minutes"
+    # each repetition is a fresh process that reports its own time: no warm-up
+    cold_start = [Workload(key, f"first CNN train step, batch {batch}, fresh process, {how.title}", SECONDS, 1,
+                           (batch,), warmup=0, only_if_named_on={"CL": cnn_on_cl}, quick=False)
+                  for key, how in FRESH_CNN_ROWS.items()]  # fmt: skip
     return [
         Workload("tiny", "cached tiny op `(x+1).realize()`, 16 elements", US_PER_OP, TINY_COUNT),
+        Workload("tiny_sync", f"cached tiny op, device sync after each{eager_sync}", US_PER_OP, TINY_COUNT),
+        Workload("jit", f"jit replay of {JIT_OPS} tiny ops, one kernel each, per op{eager}", US_PER_OP, replayed),
+        Workload("jit_sync", f"jit replay, device sync after each replay, per op{eager}", US_PER_OP, replayed),
         Workload("elementwise", f"`(a+b)*c`, {vector}", GBS, 4 * 4 * n, (n,)),
         Workload("exp", f"`exp(relu(a*b+c)*0.5)`, {vector}", GBS, 4 * 4 * n, (n,)),
         Workload("softmax", f"softmax over rows of {m}x{m} float32", GBS, 2 * 4 * m * m, (m,)),
@@ -496,6 +702,7 @@ def workloads(sizes: Sizes) -> list[Workload]:
         Workload("conv2d_backward", f"{conv_title}, backward (input + weight grads)", GFLOPS, 2 * conv.flops, (conv,)),
         # two warm-up steps: the jit runs the first eagerly and captures the second
         Workload("cnn", cnn_title, MS_PER_STEP, 1, (batch,), warmup=2, only_if_named_on={"CL": cnn_on_cl}),
+        *cold_start,
         # one warm-up call: it runs MLP_STEPS steps, so the jit has captured the step before the timed calls
         Workload("mlp", "jitted MLP train step (64x64 batch, SGD)", US_PER_STEP, MLP_STEPS),
     ]
@@ -639,13 +846,22 @@ NOTES = [
     "GFLOP/s and GB/s, slower for ms and us. GB/s counts each input read once and the output written once. numpy's",
     "conv2d is im2col (a copy of every 3x3 window) and one BLAS matmul per image; PyTorch runs out of place on all",
     "cores. The backward row times the input and weight gradients given the output's gradient, its forward untimed.",
+    "The sync rows wait for the device after each op or replay; numpy and PyTorch compute before returning, so",
+    f"their cells there time the same code as without. The jit rows replay a captured chain of {JIT_OPS} adds on 16",
+    f"elements, one kernel each (a replay's kernel count is checked), {JIT_CALLS} replays per repetition; numpy and",
+    "PyTorch run the adds eagerly. The first-step rows (s) run each repetition in a fresh interpreter whose compile",
+    "caches (lazy's, PoCL's, tinygrad's) are in an empty directory, or (warm) in one an earlier, untimed process",
+    "filled; it builds the model and batch, then times the first step (for lazy the jit's first, eager call) until its",
+    "loss is a Python float, or from the process's start, imports included. PyTorch has no compile cache: its warm",
+    "rows are another fresh process. Import times need bytecode: run `python -m compileall -q core/src plugins` first.",
 ]
 
 
 def parse_args(names: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="rows: " + ", ".join(names) + " (the CNN step runs on CL only when --rows names it: it takes minutes)",
+        epilog="rows: " + ", ".join(names) + " (the CNN rows run on CL only when --rows names them: they take "
+        "minutes; --quick runs the cnn_cold and cnn_warm rows only when --rows names them)",
     )  # fmt: skip
     parser.add_argument("--devices", default="CPU,LLVM", help="lazy devices, comma-separated (default: CPU,LLVM)")
     parser.add_argument("--rows", default=None, help="rows to run, comma-separated (default: all)")
@@ -674,7 +890,7 @@ def main() -> None:
     sizes = QUICK if args.quick else FULL
     budget = Budget(args.budget if args.budget is not None else 0.1 if args.quick else 3.0, 3 if args.quick else 20)
     devices, named = args.devices.split(","), set(args.rows.split(",")) if args.rows else set()
-    selected = [w for w in workloads(sizes) if not named or w.key in named]
+    selected = [w for w in workloads(sizes) if w.key in named or (not named and (w.quick or not args.quick))]
 
     lines = machine_lines(devices) + [""]
     if not named or "import" in named:
@@ -709,4 +925,7 @@ def write_section(path: str, table: str) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == [FRESH_PROCESS_FLAG]:
+        fresh_process_main(sys.argv[2])
+    else:
+        main()
