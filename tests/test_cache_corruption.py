@@ -83,7 +83,9 @@ def test_damaged_entries_are_recompiled_and_replaced(tmp_path):
     for path, bad in damaged.items():
         raw = path.read_bytes()
         assert raw != bad and read_cache_entry(raw, bytes.fromhex(path.name))[0] is not None, path
-    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p not in damaged], "stray files left behind"
+    stray = [p for p in (tmp_path / "compile").rglob("*") if p.is_file() and p not in damaged]
+    assert not stray, "stray files left behind"
+    assert not list(tmp_path.rglob(".tmp-*")), "temporary files left behind"
 
 
 @pytest.mark.parametrize(

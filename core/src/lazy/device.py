@@ -1,27 +1,33 @@
 """Device-side parts every plugin builds on: `Buffer`, `Allocator`/`LRUAllocator` (with its declared optional
-features), `Compiler` (with the on-disk cache), `Program`, `ProgramSpec` and `Compiled`, the object a plugin's
+features), `Compiler`, the checked on-disk cache entries it and the program cache keep (`load_cached`/`store_cached`)
+and `compile_stats` (the LAZY_DEBUG report at exit), `Program`, `ProgramSpec` and `Compiled`, the object a plugin's
 `DeviceSpec.open` returns; `opened_devices`, the one registry of opened devices."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import errno
 import hashlib
 import os
+import pathlib
 import struct
+import sys
 import tempfile
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, get_args
-
-import numpy as np
 
 from lazy.dtype import DType, storage_to_values, to_np_dtype
 from lazy.helpers import DEBUG, GlobalCounters, cache_dir
 from lazy.renderer import Capabilities, Renderer
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from lazy.codegen.uops import UOp
     from lazy.hcq import HWQueue, Signal
 
@@ -338,6 +344,8 @@ class Buffer:
         return self.copyout(memoryview(bytearray(self.nbytes)))
 
     def numpy(self) -> np.ndarray:
+        import numpy as np  # here, not at the top: `import lazy` loads no numpy
+
         raw = np.frombuffer(self.as_buffer(allow_zero_copy=False), dtype=to_np_dtype(self.dtype))
         return storage_to_values(raw, self.dtype)
 
@@ -346,34 +354,136 @@ class Buffer:
 # compilation
 
 
-# A compile cache entry is a header and the binary. The header names the format, the entry's key (the compiler's
-# identity and the source, hashed) and the binary's length and sha256, so a truncated, garbled, zero-filled or swapped
-# file, or one from another compiler or an older format, is recompiled instead of being loaded (a bad binary handed
-# to dlopen, llvmlite or an OpenCL driver crashes the process: it cannot be caught as an exception).
+# An on-disk cache entry (compiled binaries under `compile/`, lowered programs under `program/`) is a header and a
+# payload. The header names the format, the entry's key (hashed) and the payload's length and sha256, so a truncated,
+# garbled, zero-filled or swapped file, or one from another key or an older format, is rebuilt instead of being
+# loaded (a bad binary handed to dlopen, llvmlite or an OpenCL driver crashes the process: it cannot be caught).
 CACHE_MAGIC = b"lazycc\x00\x01"  # format name and version: bump the version when the layout changes
-CACHE_HEADER = struct.Struct("<8s32s32sQ")  # magic, sha256 of the key, sha256 of the binary, binary length
+CACHE_HEADER = struct.Struct("<8s32s32sQ")  # magic, sha256 of the key, sha256 of the payload, payload length
 
 
-def cache_entry(key_digest: bytes, lib: bytes) -> bytes:
-    """A compile cache file: header + binary."""
-    return CACHE_HEADER.pack(CACHE_MAGIC, key_digest, hashlib.sha256(lib).digest(), len(lib)) + lib
+def cache_entry(key_digest: bytes, payload: bytes) -> bytes:
+    """A cache file: header + payload."""
+    return CACHE_HEADER.pack(CACHE_MAGIC, key_digest, hashlib.sha256(payload).digest(), len(payload)) + payload
 
 
 def read_cache_entry(raw: bytes, key_digest: bytes) -> tuple[bytes | None, str]:
-    """(the binary, "") from a cache file written for `key_digest`, or (None, why it cannot be used)."""
+    """(the payload, "") from a cache file written for `key_digest`, or (None, why it cannot be used)."""
     if len(raw) < CACHE_HEADER.size:
         return None, f"truncated ({len(raw)} bytes, shorter than its header)"
     magic, key, digest, length = CACHE_HEADER.unpack_from(raw)
-    lib = raw[CACHE_HEADER.size :]
+    payload = raw[CACHE_HEADER.size :]
     if magic != CACHE_MAGIC:
         return None, "not in this version's format"
     if key != key_digest:
-        return None, "for another compiler or source"
-    if len(lib) != length:
-        return None, f"truncated ({len(lib)} of {length} bytes)"
-    if hashlib.sha256(lib).digest() != digest:
+        return None, "for another key (another compiler, source or kernel)"
+    if len(payload) != length:
+        return None, f"truncated ({len(payload)} of {length} bytes)"
+    if hashlib.sha256(payload).digest() != digest:
         return None, "corrupt (checksum mismatch)"
-    return lib, ""
+    return payload, ""
+
+
+class CompileStats:
+    """What code generation, the compilers and the on-disk caches did in this process (all threads), reported at exit
+    at `LAZY_DEBUG>=1`: where a cold start's time went, and why a cache did not help."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seconds: dict[str, float] = defaultdict(float)  # "codegen", "compiler": summed over threads
+        self.counts: dict[str, int] = defaultdict(int)  # "codegen", "compiler", "<kind> hit", "<kind> miss"
+        self.problems: dict[str, int] = defaultdict(int)  # why an entry was not used or not written -> how often
+        self.reporting = False
+
+    def add(self, what: str, seconds: float | None = None) -> None:
+        with self.lock:
+            self.counts[what] += 1
+            if seconds is not None:
+                self.seconds[what] += seconds
+            self._report_at_exit()
+
+    def problem(self, note: str) -> None:
+        """A cache entry was not used or not written: printed at LAZY_DEBUG>=1 the first time, counted always."""
+        with self.lock:
+            self.problems[note] += 1
+            first = self.problems[note] == 1
+            self._report_at_exit()
+        if first and DEBUG >= 1:
+            print(note)
+
+    def _report_at_exit(self) -> None:
+        if not self.reporting:  # registered on first use, not at import
+            self.reporting = True
+            # to stderr: it comes after the program's own output, which may be data on stdout
+            atexit.register(lambda: print(self.report(), file=sys.stderr) if DEBUG >= 1 else None)
+
+    def report(self) -> str:
+        with self.lock:
+            counts, seconds = dict(self.counts), dict(self.seconds)
+            problems = dict(self.problems)
+        lines = [
+            f"lazy: {counts.get('codegen', 0)} kernels generated in {seconds.get('codegen', 0.0):.2f} s, "
+            f"{counts.get('compiler', 0)} compiled in {seconds.get('compiler', 0.0):.2f} s (summed over threads)"
+        ]
+        for kind in CACHE_KINDS:
+            hits, misses = counts.get(f"{kind} hit", 0), counts.get(f"{kind} miss", 0)
+            lines.append(f"lazy: {kind} cache: {hits} hits, {misses} misses")
+        lines += [f"lazy: {note}" + (f" ({n} times)" if n > 1 else "") for note, n in problems.items()]
+        return "\n".join(lines)
+
+
+compile_stats = CompileStats()
+CACHE_KINDS = ("program", "compile")  # the on-disk caches: lowered programs (skip code generation), binaries
+
+
+def cache_path(kind: str, key_digest: bytes) -> pathlib.Path | None:
+    """Where the `kind` cache keeps the entry for `key_digest`, or None when caching is off (`LAZY_CACHE_DIR=off`)."""
+    if (root := cache_dir()) is None:
+        return None
+    return root / kind / key_digest.hex()[:2] / key_digest.hex()
+
+
+def load_cached(kind: str, key_digest: bytes) -> bytes | None:
+    """The payload the `kind` cache holds for `key_digest`, or None (a miss). An entry that is unreadable or fails
+    its checks is a miss, with a note saying why: the caller rebuilds it and `store_cached` replaces it."""
+    if (path := cache_path(kind, key_digest)) is None:
+        return None
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raw = None
+    except OSError as e:
+        compile_stats.problem(f"{kind} cache: {path} is unreadable ({e}); recompiling")
+        raw = None
+    payload = None
+    if raw is not None:
+        payload, problem = read_cache_entry(raw, key_digest)
+        if payload is None:
+            compile_stats.problem(f"{kind} cache: {path} is {problem}; recompiling and replacing it")
+    compile_stats.add(f"{kind} {'hit' if payload is not None else 'miss'}")
+    return payload
+
+
+def store_cached(kind: str, key_digest: bytes, payload: bytes) -> None:
+    """Write the entry atomically (a temporary file renamed into place): a crash, a full disk or another process
+    filling the same cache never leaves a half-written entry. A cache that cannot be written is noted, not fatal."""
+    if (path := cache_path(kind, key_digest)) is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with open(fd, "wb") as f:
+                f.write(cache_entry(key_digest, payload))
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as e:
+        fix = "free disk space" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "make it writable"
+        compile_stats.problem(f"{kind} cache not written ({e.strerror or e}: {path.parents[1]}): {fix}, or set "
+                              "LAZY_CACHE_DIR to a writable directory (or 'off')")  # fmt: skip
 
 
 class Compiler:
@@ -385,38 +495,28 @@ class Compiler:
     def compile(self, src: str) -> bytes:
         raise NotImplementedError(f"{type(self).__name__} must implement compile")
 
+    def for_work(self, work: float) -> Compiler:
+        """The compiler for a kernel of estimated `work` (`ProgramSpec.estimated_work`): this one, or a cheaper
+        configuration a plugin offers for kernels so small that compiling them is most of what they cost."""
+        return self
+
+    def compile_timed(self, src: str) -> bytes:
+        """`compile(src)`, counted and timed for the LAZY_DEBUG report."""
+        start = time.perf_counter()
+        lib = self.compile(src)
+        compile_stats.add("compiler", time.perf_counter() - start)
+        return lib
+
     def compile_cached(self, src: str) -> bytes:
         """`compile(src)`, through the on-disk cache: each entry is checked (format, key, length, checksum) before
         use; one that fails is recompiled and replaced, with a note at LAZY_DEBUG>=1."""
-        if self.cachekey is None or (root := cache_dir()) is None:
-            return self.compile(src)
+        if self.cachekey is None:
+            return self.compile_timed(src)
         key_digest = hashlib.sha256(f"{self.cachekey}\0{src}".encode()).digest()
-        path = root / "compile" / key_digest.hex()[:2] / key_digest.hex()
-        try:
-            raw = path.read_bytes()
-        except OSError:
-            raw = None  # not cached yet (or unreadable): compile and write it
-        if raw is not None:
-            lib, problem = read_cache_entry(raw, key_digest)
-            if lib is not None:
-                return lib
-            if DEBUG >= 1:
-                print(f"compile cache: {path} is {problem}; recompiling and replacing it")
-        lib = self.compile(src)
-        try:  # write atomically: a crash or a concurrent reader never sees a half-written entry
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(cache_entry(key_digest, lib))
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        except OSError as e:
-            if DEBUG >= 1:
-                print(f"compile cache not written ({e}); set LAZY_CACHE_DIR to a writable directory")
+        if (lib := load_cached("compile", key_digest)) is not None:
+            return lib
+        lib = self.compile_timed(src)
+        store_cached("compile", key_digest, lib)
         return lib
 
 
@@ -436,6 +536,13 @@ class ProgramSpec:
     mem_estimate: Any = 0
     core_split: int = 0  # >0: last two int params are [lo, hi) of the outermost loop, which has this many iterations
     uops: list[UOp] | None = None
+
+    def estimated_work(self) -> float:
+        """Operations or 4-byte elements moved, whichever is more; infinite when unknown or symbolic."""
+        ops, mem = self.op_estimate, self.mem_estimate
+        if not isinstance(ops, int) or not isinstance(mem, int) or ops == mem == 0:
+            return float("inf")
+        return max(ops, mem // 4)
 
     def launch_dims(self, var_vals: dict[Any, int]) -> tuple[list[int] | None, list[int] | None]:
         from lazy.symbolic import sym_infer

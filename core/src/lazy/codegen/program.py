@@ -1,9 +1,14 @@
 """From a kernel AST to a `ProgramSpec`: choose optimisations (heuristics, or BEAM search when `LAZY_BEAM`),
-lower to UOps and render with the device's renderer."""
+lower to UOps and render with the device's renderer; `compiled_program` adds the binary and keeps the lowered program
+on disk by the kernel's structure, so a later process skips code generation."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+import functools
+import sys
+import time
+from typing import TYPE_CHECKING, Any
 
 from lazy.codegen.heuristics import cpu_tiles, reuse_axes, tile_optimizations
 from lazy.codegen.kernel import Axis, Kernel, Opt, OptOps
@@ -11,13 +16,13 @@ from lazy.codegen.lowerer import estimate_ops, lower_kernel
 from lazy.codegen.opt_gpu import gpu_optimizations
 from lazy.codegen.opt_reduce import reduce_optimizations
 from lazy.codegen.uops import pretty
-from lazy.device import ProgramSpec
+from lazy.device import Compiled, ProgramSpec, compile_stats, load_cached, store_cached
 from lazy.helpers import DEBUG, NOOPT, prod, to_function_name
 from lazy.ops import LazyOp
 from lazy.symbolic import Variable
 
 if TYPE_CHECKING:
-    from lazy.renderer import Renderer
+    from lazy.renderer import Capabilities, Renderer
 
 
 def hand_coded_optimizations(k: Kernel) -> Kernel:
@@ -79,3 +84,105 @@ def get_program(ast: LazyOp, renderer: Renderer, opts: list[Opt] | None = None) 
                        local_size=lowerer.local_size, vars=vars_, outs=[0],
                        ins=[b.idx for b in membufs if b.idx != 0], op_estimate=estimate_ops(ast, k.full_shape),
                        mem_estimate=mem, core_split=lowerer.core_split, uops=uops)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the on-disk cache of lowered programs
+
+PROGRAM_FORMAT = 1  # bump when ProgramSpec's fields change meaning
+
+
+def stable_text(value: Any) -> str:
+    """A repr that is the same in every process: set elements sorted (their order follows string hashes)."""
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(stable_text(v) for v in value)) + "}"
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(stable_text(v) for v in value) + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{stable_text(k)}: {stable_text(v)}" for k, v in value.items()) + "}"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = (f"{f.name}={stable_text(getattr(value, f.name))}" for f in dataclasses.fields(value))
+        return f"{type(value).__name__}({', '.join(fields)})"
+    return repr(value)
+
+
+@functools.cache
+def source_fingerprint(module: str) -> str:
+    """Names, sizes and modification times of the Python files of `module`'s top-level package (or of the module
+    alone): it changes with the code that generates programs, an upgrade or an edit in a checkout, so no entry
+    written by other code is used. Stat calls only (about a millisecond for lazy's sources)."""
+    top = sys.modules.get(module.partition(".")[0])
+    file = getattr(top, "__file__", None)
+    if file is None:
+        return "unknown"
+    from pathlib import Path  # on first use: pathlib is costly to import
+
+    root = Path(file).parent
+    files = sorted(root.rglob("*.py")) if hasattr(top, "__path__") else [Path(file)]
+    stats = [(str(f.relative_to(root)), f.stat()) for f in files]
+    import hashlib
+
+    return hashlib.sha256(repr([(name, st.st_size, st.st_mtime_ns) for name, st in stats]).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def _caps_text(caps: Capabilities) -> str:
+    return stable_text(caps)  # most of a key's cost, and the same for every kernel of a device
+
+
+def program_key(ast: LazyOp, renderer: Renderer, compiler_key: str | None, opts: list[Opt] | None) -> bytes:
+    """What a lowered program depends on: the kernel's structure, the renderer (class, its render function, device,
+    capabilities), the compiler, the optimisation settings (BEAM's choice arrives as `opts`) and the code of lazy and
+    of the renderer's plugin (which stands for their versions, and also sees an edit in a checkout)."""
+    render = renderer.render  # a replaced one (a test's, a user's patch) renders other code: another key
+    identity = [
+        PROGRAM_FORMAT,
+        ast.digest.hex(),
+        f"{type(renderer).__module__}.{type(renderer).__qualname__}",
+        f"{getattr(render, '__module__', '')}.{getattr(render, '__qualname__', type(render).__qualname__)}",
+        renderer.device,
+        _caps_text(renderer.caps),
+        compiler_key,
+        stable_text(opts),
+        bool(NOOPT),
+        source_fingerprint(__name__),
+        source_fingerprint(type(renderer).__module__),
+    ]
+    import hashlib
+
+    return hashlib.sha256(repr(identity).encode()).digest()
+
+
+def compiled_program(ast: LazyOp, dev: Compiled, opts: list[Opt] | None = None) -> tuple[ProgramSpec, bytes]:
+    """The program for `ast` on `dev` and its binary: `get_program` and `dev.compiler.compile_cached`, with the
+    lowered program (without its UOps, which only code generation reads) cached on disk, so a hit skips code
+    generation. An entry is written once its source compiled; one that fails its checks or does not load is generated
+    again and replaced, with a note at LAZY_DEBUG>=1. At LAZY_DEBUG>=4 code generation always runs, so the source
+    (and UOps) it prints are there to read."""
+    import pickle  # here, not at the top: `import lazy` stays light
+
+    key = program_key(ast, dev.renderer, dev.compiler.cachekey, opts)
+    if DEBUG < 4 and (spec := _load_program(key)) is not None:
+        return spec, dev.compiler.for_work(spec.estimated_work()).compile_cached(spec.src)
+    start = time.perf_counter()
+    spec = get_program(ast, dev.renderer, opts)
+    compile_stats.add("codegen", time.perf_counter() - start)
+    lib = dev.compiler.for_work(spec.estimated_work()).compile_cached(spec.src)
+    store_cached("program", key, pickle.dumps(dataclasses.replace(spec, uops=None), pickle.HIGHEST_PROTOCOL))
+    return spec, lib
+
+
+def _load_program(key: bytes) -> ProgramSpec | None:
+    import pickle
+
+    if (payload := load_cached("program", key)) is None:
+        return None
+    try:
+        spec = pickle.loads(payload)
+    except Exception as e:  # checksummed, so only code that changed without the fingerprint noticing gets here
+        compile_stats.problem(f"program cache: the entry {key.hex()} does not load ({e!r}); replacing it")
+        return None
+    if not isinstance(spec, ProgramSpec):
+        compile_stats.problem(f"program cache: the entry {key.hex()} holds a {type(spec).__name__}; replacing it")
+        return None
+    return spec

@@ -6,7 +6,6 @@ Results are cached for the process and on disk, keyed by what they were searched
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import functools
 import hashlib
 import importlib.metadata
@@ -24,7 +23,7 @@ import numpy as np
 
 from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
 from lazy.codegen.lowerer import choose_vector_axis
-from lazy.codegen.program import get_program, hand_coded_optimizations, kernel_name
+from lazy.codegen.program import get_program, hand_coded_optimizations, kernel_name, stable_text
 from lazy.device import Buffer, CompileError, DeviceError, ProgramSpec
 from lazy.dtype import DType, dtypes, values_to_storage
 from lazy.helpers import BEAM_BUDGET, DEBUG, cache_dir, ceildiv, prod
@@ -417,20 +416,6 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def _stable_text(value: Any) -> str:
-    """A repr that is the same in every process: set elements sorted (their order follows string hashes)."""
-    if isinstance(value, (set, frozenset)):
-        return "{" + ", ".join(sorted(_stable_text(v) for v in value)) + "}"
-    if isinstance(value, (tuple, list)):
-        return "(" + ", ".join(_stable_text(v) for v in value) + ")"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_stable_text(k)}: {_stable_text(v)}" for k, v in value.items()) + "}"
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = (f"{f.name}={_stable_text(getattr(value, f.name))}" for f in dataclasses.fields(value))
-        return f"{type(value).__name__}({', '.join(fields)})"
-    return repr(value)
-
-
 def _qualname(obj: object) -> str:
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
@@ -450,11 +435,11 @@ def _search_identity(ast: LazyOp, dev: Compiled, width: int) -> dict[str, Any]:
         "lazy": _lazy_version(),
         "kernel": ast.digest.hex(),
         "device": dev.device,
-        "renderer": f"{_qualname(dev.renderer)} {_stable_text(dev.renderer.caps)}",
+        "renderer": f"{_qualname(dev.renderer)} {stable_text(dev.renderer.caps)}",
         "compiler": f"{_qualname(dev.compiler)} {dev.compiler.cachekey}",
         "width": width,
         "budget": int(BEAM_BUDGET.value),
-        "space": hashlib.sha256(_stable_text(SEARCH_SPACE).encode()).hexdigest()[:16],
+        "space": hashlib.sha256(stable_text(SEARCH_SPACE).encode()).hexdigest()[:16],
     }
 
 

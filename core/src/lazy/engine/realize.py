@@ -258,10 +258,12 @@ REALIZE_LOCK = threading.RLock()
 
 @dataclass(frozen=True)
 class Step:
-    """One item of a cached schedule: its runner, and its buffers and outputs as indices into a `Structure`'s
-    nodes (any graph of that structure supplies its own)."""
+    """One item of a cached schedule: its runner (a kernel's is looked up in the method cache by `kernel`, its device
+    and AST, when it runs: the method cache stays the one place compiled kernels live), and its buffers and outputs
+    as indices into a `Structure`'s nodes (any graph of that structure supplies its own)."""
 
-    runner: Runner
+    runner: Runner | None
+    kernel: tuple[str, LazyOp] | None
     bufs: tuple[int, ...]
     outputs: tuple[int, ...]
     var_vals: dict[Variable, int]
@@ -274,7 +276,7 @@ SCHEDULE_CACHE_SIZE = 1024
 
 
 def _forget_schedules(device: str) -> None:
-    schedule_cache.clear()  # cached runners are bound to the closing device's programs
+    schedule_cache.clear()  # cached copies and views name the closing device's buffers' devices
 
 
 close_callbacks.append(_forget_schedules)
@@ -311,15 +313,18 @@ def _steps(schedule: list[ScheduleItem], structure: Structure) -> list[Step] | N
         if len(nodes) != len(si.bufs) or any(id(lb) not in where for lb in nodes):
             return None
         outputs = tuple(where[id(lb)] for lb in si.outputs)
-        steps.append(Step(lower_schedule_item(si).runner, tuple(where[id(lb)] for lb in nodes), outputs,
-                          dict(si.var_vals)))  # fmt: skip
+        kernel = (si.bufs[0].device, si.ast) if si.ast.op is Ops.SINK else None
+        runner = lower_schedule_item(si).runner if kernel is None else None
+        steps.append(Step(runner, kernel, tuple(where[id(lb)] for lb in nodes), outputs, dict(si.var_vals)))
     return steps
 
 
 def _run_steps(steps: list[Step], structure: Structure) -> None:
     nodes = structure.nodes
     for step in steps:
-        ei = ExecItem(step.runner, [nodes[i].buffer for i in step.bufs], step.var_vals)
+        runner = step.runner if step.kernel is None else get_runner(*step.kernel)
+        assert runner is not None
+        ei = ExecItem(runner, [nodes[i].buffer for i in step.bufs], step.var_vals)
         ei.run()
         outputs = tuple(nodes[i] for i in step.outputs)
         for cb in capturing:
