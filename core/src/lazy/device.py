@@ -599,7 +599,13 @@ class Compiled:
     copy-only device (files, say) passes none of them, and core refuses kernels on it with a message saying to move
     the tensor to a compute device. HCQ tier: `signal_t` and `compute_queue_t` (and `copy_queue_t` where copies have
     a queue of their own). Simple tier: none of them, and the device gets core's synchronous queues
-    (`lazy.hcq.SyncQueue`), so the engine drives every device through queues."""
+    (`lazy.hcq.SyncQueue`), so the engine drives every device through queues.
+
+    `graph_t` (optional, a class attribute): the device's own replay of a jit's kernels, a class built from
+    `(device, launches)` with `lazy.hcq.HCQGraph`'s `replay`, such as one native call for the whole graph; None
+    gives core's `HCQGraph` (one recorded queue)."""
+
+    graph_t: ClassVar[type | None] = None
 
     def __init__(self, device: str, allocator: Allocator, renderer: Renderer | None = None,
                  compiler: Compiler | None = None, runtime: Callable[[str, bytes, ProgramSpec], Any] | None = None,

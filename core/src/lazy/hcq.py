@@ -12,6 +12,7 @@ command in a method named after it (`on_exec`, `on_copy`, `on_signal`, `on_wait`
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -86,7 +87,10 @@ class HostSignal(Signal):
     def __init__(self, value: int = 0):
         super().__init__(value)
         self._cond = threading.Condition()
-        self._promises: list[tuple[int, threading.Thread]] = []  # (value, the thread that will set it), unreached
+        # (value, submission number, the thread that will set it) of the values not reached yet, as a heap: a set
+        # drops the reached ones from its top, so a backlog of many queued submissions costs log n per set, not n
+        self._promises: list[tuple[int, int, threading.Thread]] = []
+        self._promised = 0
 
     @property
     def value(self) -> int:
@@ -97,7 +101,8 @@ class HostSignal(Signal):
         with self._cond:
             if new > self._value:
                 self._value = new
-                self._promises = [(v, t) for v, t in self._promises if v > new]
+                while self._promises and self._promises[0][0] <= new:
+                    heapq.heappop(self._promises)
             self._timestamp = time.perf_counter()
             self._cond.notify_all()
 
@@ -108,12 +113,15 @@ class HostSignal(Signal):
     def promise(self, value: int, setter: threading.Thread) -> None:
         with self._cond:
             if value > self._value:
-                self._promises.append((value, setter))
+                self._promised += 1
+                heapq.heappush(self._promises, (value, self._promised, setter))
 
     def withdraw(self, value: int, setter: threading.Thread) -> None:
         with self._cond:
-            if (value, setter) in self._promises:
-                self._promises.remove((value, setter))
+            kept = [p for p in self._promises if not (p[0] == value and p[2] is setter)]
+            if len(kept) != len(self._promises):
+                heapq.heapify(kept)
+                self._promises = kept
             self._cond.notify_all()  # a waiter for this value must now fail instead of waiting on
 
     def wait(self, value: int, timeout: float | None = None, gate: bool = False) -> None:
@@ -133,7 +141,7 @@ class HostSignal(Signal):
     def _check_progress(self, value: int, gate: bool) -> None:
         """Raise when no other thread will ever set `value` (called with the condition held)."""
         me = threading.current_thread()
-        setters = {t for v, t in self._promises if v >= value and t is not me}
+        setters = {t for v, _, t in self._promises if v >= value and t is not me}
         if not setters and not gate:
             raise DeviceError(f"signal wait for {value} would deadlock: value is {self._value} and nothing else "
                               "will set it (submit the queue that sets it first, or set it by hand)")  # fmt: skip
@@ -429,7 +437,10 @@ def queue_contract_problems(dev: Compiled) -> list[str]:
 class HCQGraph:
     """A jit's kernels recorded once into a single queue; each replay replaces only the launches whose buffers or
     variable values changed (with commands whose fields were changed by name) and the timeline value, then submits the
-    whole queue in one go."""
+    whole queue in one go.
+
+    A device may replay graphs its own way: `Compiled.graph_t` names a subclass taking the same arguments (the host
+    devices' native launcher, `lazy_cpu.graph.HostGraph`); this class is the default."""
 
     def __init__(self, dev: Compiled, launches: list[Exec]):
         self.dev = dev
@@ -439,14 +450,20 @@ class HCQGraph:
         self.signal_idx = len(self.queue.cmds)
         self.queue.signal(dev.timeline_signal, 0)
 
-    def replay(self, updates: dict[int, Exec] | None = None) -> None:
-        """`updates` maps a launch's index to the command that replaces it, e.g. `replace(launch, bufs=new_bufs)`."""
+    def replay(self, updates: dict[int, Exec] | None = None, buffers: dict[tuple[int, int], Any] | None = None) -> None:
+        """`updates` maps a launch's index to the command that replaces it, e.g. `replace(launch, bufs=new_bufs)`
+        (new variable values); `buffers` maps (launch index, buffer position) to the opaque that buffer argument takes
+        from now on (a replay's new inputs), without building commands."""
         cmds = self.queue.cmds
         with self.dev.submit_lock:  # two threads replaying one graph must not patch each other's submission
             for idx, launch in (updates or {}).items():
                 assert idx < self.signal_idx and isinstance(launch, Exec), f"launch {idx} cannot become {launch}"
                 cmds[idx] = launch
+            for (idx, pos), opaque in (buffers or {}).items():
+                cmd = cmds[idx]
+                assert idx < self.signal_idx and isinstance(cmd, Exec), f"launch {idx} has no buffer {pos}"
+                cmds[idx] = replace(cmd, bufs=(*cmd.bufs[:pos], opaque, *cmd.bufs[pos + 1 :]))
             done = cmds[self.signal_idx]
             assert isinstance(done, SetSignal)
-            cmds[self.signal_idx] = replace(done, value=self.dev.next_value())
+            cmds[self.signal_idx] = SetSignal(done.signal, self.dev.next_value())
             self.queue.submit(self.dev)

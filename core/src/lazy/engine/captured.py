@@ -31,7 +31,8 @@ class InputInfo:
 @dataclass
 class GraphBatch:
     """Kernels `start` to `end` (excluded) of a captured jit, all on `device`, submitted on replay as one recorded
-    queue (`HCQGraph`): one submission instead of one per kernel. The graph is recorded on the first replay."""
+    queue (`HCQGraph`, or the device's own `graph_t`): one submission instead of one per kernel. The graph is recorded
+    on the first replay."""
 
     device: str
     start: int
@@ -44,6 +45,28 @@ class GraphBatch:
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "graph": None}  # a recorded queue holds device pointers: recorded again on load
+
+
+@dataclass
+class _BatchPlan:
+    """What a replay of one graph batch needs, worked out once (not pickled): its items and runners, the buffer
+    arguments a replay may move (`slots`: (launch, the item's buffer list, position) of an input, or of a view a
+    replay moves onto a new input), the opaques the graph holds there (`last`), and the launches taking variables."""
+
+    items: list[ExecItem]
+    runners: list[CompiledRunner]
+    slots: list[tuple[int, list[Buffer], int]]
+    symbolic: list[int]
+    last: list[Any]
+
+    @staticmethod
+    def of(captured: CapturedJit, batch: GraphBatch) -> _BatchPlan:
+        items = captured.jit_cache[batch.start : batch.end]
+        runners: list[CompiledRunner] = [ei.runner for ei in items]  # type: ignore[misc]
+        inputs = {(i - batch.start, j) for i, j in captured.input_replace if batch.start <= i < batch.end}
+        slots = [(n, ei.bufs, j) for n, ei in enumerate(items) for j, buf in enumerate(ei.bufs)
+                 if (n, j) in inputs or buf.base is not None]  # fmt: skip
+        return _BatchPlan(items, runners, slots, [n for n, r in enumerate(runners) if r.spec.vars], [])
 
 
 @dataclass(frozen=True)
@@ -110,49 +133,61 @@ class CapturedJit:
         self._init_replay()
 
     def _init_replay(self) -> None:
-        self._batch_at = {batch.start: batch for batch in self.graph_batches}
-        # launches whose arguments change between replays: they read an input, or a view that a replay moves
-        self._dynamic = {i for i, _ in self.input_replace} | {
-            i for i, ei in enumerate(self.jit_cache) if any(b.base is not None for b in ei.bufs)
-        }
+        # what a replay does, worked out once: where the new inputs go, then the steps (a graph batch, or an item)
+        self._replace = [(self.jit_cache[i].bufs, j, k) for (i, j), k in self.input_replace.items()]
+        batch_at = {batch.start: batch for batch in self.graph_batches}
+        self._steps: list[GraphBatch | ExecItem] = []
+        i = 0
+        while i < len(self.jit_cache):
+            step = batch_at.get(i, self.jit_cache[i])
+            self._steps.append(step)
+            i = step.end if isinstance(step, GraphBatch) else i + 1
+        self._plans = {batch.start: _BatchPlan.of(self, batch) for batch in self.graph_batches}
         self._rebuilds = any(isinstance(x, FromInput) for x in _leaves(self.ret))
 
     def __call__(self, input_buffers: list[Buffer], var_vals: dict[Variable, int], input_tensors: list[Any]) -> Any:
         """Run the captured program on new input buffers; returns what the function returned."""
-        for (i, j), k in self.input_replace.items():
-            self.jit_cache[i].bufs[j] = input_buffers[k]
-        i = 0
-        while i < len(self.jit_cache):
-            if (batch := self._batch_at.get(i)) is not None:
-                self._run_batch(batch, var_vals)
-                i = batch.end
+        for bufs, j, k in self._replace:
+            bufs[j] = input_buffers[k]
+        for step in self._steps:
+            if isinstance(step, GraphBatch):
+                self._run_batch(step, var_vals)
             else:
-                self.jit_cache[i].run(var_vals)
-                i += 1
+                step.run(var_vals)
         self.replays += 1
         ret = self.ret
         if self._rebuilds:
             ret = map_tensors(ret, lambda x: _rebuild(x, input_tensors) if isinstance(x, FromInput) else x)
+        elif not var_vals and not isinstance(ret, (tuple, list, dict)):
+            return ret  # one tensor, nothing to rebuild or bind
         return map_tensors(ret, lambda x: _bound(x, var_vals))
 
     def _run_batch(self, batch: GraphBatch, var_vals: dict[Variable, int]) -> None:
-        items = self.jit_cache[batch.start : batch.end]
-        runners: list[CompiledRunner] = [ei.runner for ei in items]  # type: ignore[misc]
+        plan = self._plans[batch.start]
         if batch.graph is None:
-            launches = [r.launch(ei.bufs, {**ei.var_vals, **var_vals}) for r, ei in zip(runners, items)]
-            batch.graph = HCQGraph(get_device(batch.device), launches)
-        updates = {}
-        for n, (runner, ei) in enumerate(zip(runners, items)):
-            if var_vals or batch.start + n in self._dynamic:
-                updates[n] = runner.launch(ei.bufs, {**ei.var_vals, **var_vals})
-        batch.graph.replay(updates)
+            launches = [r.launch(ei.bufs, {**ei.var_vals, **var_vals}) for r, ei in zip(plan.runners, plan.items)]
+            dev = get_device(batch.device)
+            # a device may replay graphs its own way (a native launcher); core's HCQGraph otherwise
+            batch.graph = (dev.graph_t or HCQGraph)(dev, launches)
+            plan.last = [bufs[j].opaque for _, bufs, j in plan.slots]
+            batch.graph.replay()
+        else:
+            updates = None
+            if var_vals:  # new variable values: the launches that take variables are built again
+                updates = {n: plan.runners[n].launch(plan.items[n].bufs, {**plan.items[n].var_vals, **var_vals})
+                           for n in plan.symbolic}  # fmt: skip
+            # by identity: opaques may compare by contents (the PYTHON device's memoryviews)
+            now = [bufs[j].opaque for _, bufs, j in plan.slots]
+            if moved := {(n, j): new for (n, _, j), new, old in zip(plan.slots, now, plan.last) if new is not old}:
+                plan.last = now
+            batch.graph.replay(updates, moved)
         if batch.counts is not None:  # the same every replay: added in one step
             GlobalCounters.kernel_count += len(batch)
             GlobalCounters.global_ops += batch.counts[0]
             GlobalCounters.global_mem += batch.counts[1]
         else:
-            counts = [count_run(runner, {**ei.var_vals, **var_vals}) for runner, ei in zip(runners, items)]
-            if not var_vals and not any(ei.var_vals for ei in items):
+            counts = [count_run(runner, {**ei.var_vals, **var_vals}) for runner, ei in zip(plan.runners, plan.items)]
+            if not var_vals and not any(ei.var_vals for ei in plan.items):
                 batch.counts = (sum(ops for ops, _ in counts), sum(mem for _, mem in counts))
         if DEBUG >= 2:
             print(f"{colored(batch.device, 'cyan'):>16s} graph of {len(batch)} kernels")
@@ -286,6 +321,6 @@ def _load_tensor(x: Any, buffers: list[Buffer]) -> Any:
 def _bound(x: Any, var_vals: dict[Variable, int]) -> Any:
     """A returned tensor of symbolic shape with this replay's values (the capture's binding would give its sizes)."""
     lb = getattr(x, "lazydata", None)
-    if not isinstance(lb, LazyBuffer) or not lb.st.vars():
+    if not isinstance(lb, LazyBuffer) or lb.st.static:
         return x
     return type(x)(lb.bind(var_vals), device=lb.device, requires_grad=x.requires_grad)

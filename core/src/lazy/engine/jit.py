@@ -85,6 +85,18 @@ def _prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
     return call
 
 
+def _positional_layout(captured: CapturedJit) -> list[tuple[InputInfo | None, Any]] | None:
+    """For each positional argument of the captured call, its tensor input's `InputInfo` or its plain value; None
+    when the capture had variables, keyword arguments, or arguments of other kinds (lists of tensors, say)."""
+    if captured.variables:
+        return None
+    slots: dict[str, tuple[InputInfo | None, Any]] = {info.name: (info, None) for info in captured.inputs}
+    slots.update((name, (None, value)) for name, value in captured.constants)
+    if sorted(slots) != sorted(map(str, range(len(slots)))):
+        return None
+    return [slots[str(i)] for i in range(len(slots))]
+
+
 def _plain(x: Any) -> bool:
     """A number, string, None, or a tuple of them: what a captured kernel bakes in (a replay checks it is unchanged)."""
     return x is None or type(x) in (bool, int, float, str) or (type(x) is tuple and all(map(_plain, x)))
@@ -106,6 +118,7 @@ class TinyJit(Generic[R]):
                  prune: bool = False):  # fmt: skip
         self.fxn, self.captured, self.prune = fxn, captured, prune
         self.cnt = 0 if captured is None else 2
+        self._layout: tuple[CapturedJit, list[tuple[InputInfo | None, Any]] | None] | None = None
         if fxn is not None:
             functools.update_wrapper(self, fxn)
 
@@ -122,7 +135,7 @@ class TinyJit(Generic[R]):
         """Forget the capture: the next call runs the function eagerly again, the one after captures."""
         if self.fxn is None:
             raise JitError("jit: this jit was built from a captured program and has no function to capture again")
-        self.cnt, self.captured = 0, None
+        self.cnt, self.captured, self._layout = 0, None, None
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self.captured is None:
@@ -139,6 +152,10 @@ class TinyJit(Generic[R]):
             raise JitError("jit: having TinyJit inside another TinyJit is not supported: this one would capture or "
                            "replay while the outer one captures, which would miss its work; jit the outer function "
                            "only")  # fmt: skip
+        if self.cnt >= 2 and (fast := self._replay_inputs(args, kwargs)) is not None:
+            assert self.captured is not None
+            self.cnt += 1
+            return self.captured(fast[0], {}, fast[1])
         call = _prepare(args, kwargs)
         if self.cnt == 0:
             assert self.fxn is not None
@@ -151,6 +168,36 @@ class TinyJit(Generic[R]):
             ret = self.captured(call.buffers, call.var_vals, call.tensors)
         self.cnt += 1
         return ret
+
+    def _replay_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Buffer], list[Any]] | None:
+        """The common replay checked without building the whole call: positional arguments only, no variables,
+        each tensor realized with the captured view, dtype and device, in memory of its own, and the same plain
+        values. Returns the inputs' buffers and tensors, or None when anything differs: the full path (`_prepare`,
+        `_check`) then realizes, or names what changed."""
+        captured = self.captured
+        assert captured is not None
+        if self._layout is None or self._layout[0] is not captured:
+            self._layout = (captured, _positional_layout(captured))
+        layout = self._layout[1]
+        if layout is None or kwargs or len(args) != len(layout):
+            return None
+        buffers: list[Buffer] = []
+        tensors: list[Any] = []
+        for x, (info, value) in zip(args, layout):
+            if info is None:
+                if not _plain(x) or repr(x) != repr(value):
+                    return None
+                continue
+            lb = getattr(x, "lazydata", None)
+            if not isinstance(lb, LazyBuffer) or (buf := lb.base.realized) is None:
+                return None
+            if not (lb.st is info.st or lb.st == info.st) or lb.dtype != info.dtype or lb.device != info.device:
+                return None
+            buffers.append(buf)
+            tensors.append(x)
+        if len({id(buf.base or buf) for buf in buffers}) != len(buffers):
+            return None
+        return buffers, tensors
 
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], call: _Call) -> R:
         assert self.fxn is not None

@@ -1,0 +1,330 @@
+"""Native jit graphs for the host devices: a captured jit's kernels replayed by one call into a small C launcher that
+walks an array of launch records and calls each kernel (splitting large ones over the cores with a pthread pool), so
+a replay costs the kernels plus a constant, with no Python work per kernel."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import TYPE_CHECKING, Any
+
+from lazy.hcq import Exec, HCQGraph
+from lazy.helpers import DEBUG, THREADS
+
+if TYPE_CHECKING:
+    from lazy_cpu.device import HostDevice
+
+# Kernel parameters are pointers and int64 values only (symbolic variables and core_split's lo/hi are int64): on the
+# 64-bit ABIs we run on (x86-64 System V and Windows, AArch64) both go in the same integer registers and stack slots,
+# so the launcher calls a kernel of n parameters through a function pointer type of n int64 parameters.
+# A graph with a kernel taking more (its lo/hi included) replays through core's HCQGraph: each count is a case of the
+# launcher's switch, and 32 cases keep its one-time compile (cached on disk) to a few tenths of a second.
+MAX_ARGS = 32
+RECORD = ("fn", "nargs", "first", "total", "parts")  # one launch record: int64 fields, in this order
+
+
+def _call_cases() -> str:
+    cases = []
+    for n in range(MAX_ARGS + 1):
+        params = ", ".join(["A"] * n) or "void"
+        args = ", ".join(f"a[{i}]" for i in range(n))
+        cases.append(f"  case {n}: ((void (*)({params}))fn)({args}); break;")
+    return "\n".join(cases)
+
+
+LAUNCHER_SRC = f"""
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+typedef int64_t A;
+typedef struct {{ A fn, nargs, first, total, parts; }} launch_t;  /* RECORD in graph.py */
+
+/* A graph's split kernels come a few microseconds apart: a thread that has just finished a chunk waits this many
+   spins (about 50 us) for the next job before it sleeps, since waking a sleeping thread costs tens of microseconds. */
+#define SPINS 1000
+#if defined(__x86_64__) || defined(__i386__)
+#define PAUSE() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define PAUSE() __asm__ volatile("yield")
+#else
+#define PAUSE() ((void)0)
+#endif
+
+static void call(A fn, A n, const A *a) {{
+  switch (n) {{
+{_call_cases()}
+  }}
+}}
+
+/* chunk k of a kernel whose outermost loop (total iterations) is split in `parts`: its lo/hi follow the arguments */
+static void run_chunk(const launch_t *l, const A *args, A k) {{
+  A a[{MAX_ARGS}];
+  memcpy(a, args + l->first, (size_t)l->nargs * sizeof(A));
+  a[l->nargs] = l->total * k / l->parts;
+  a[l->nargs + 1] = l->total * (k + 1) / l->parts;
+  call(l->fn, l->nargs + 2, a);
+}}
+
+/* Threads that run chunks of one split kernel at a time; the launching thread runs chunks too. A job is published
+   under the mutex with a new generation; chunks are taken with an atomic counter, so any number of threads (even
+   none) finishes it. The record and arguments belong to the caller and are freed once it returns: a thread copies
+   the record while the job is on (`job` is cleared when it ends, so a thread waking late reads nothing of it) and
+   reads the arguments only for a chunk it took (the caller waits for every chunk). A new job waits until no thread
+   is still inside the previous one (`active`), so a late thread never takes a chunk of the next job. */
+typedef struct {{
+  pthread_mutex_t mu;
+  pthread_cond_t wake, idle;
+  A generation, active, stop, nthreads, capacity;
+  const launch_t *job;
+  const A *args;
+  A next, left;
+  pthread_t threads[];
+}} pool_t;
+
+static void *pool_worker(void *arg) {{
+  pool_t *p = arg;
+  A seen = 0;
+  pthread_mutex_lock(&p->mu);
+  seen = p->generation;
+  for (;;) {{
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < SPINS && __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) == seen; i++) PAUSE();
+    pthread_mutex_lock(&p->mu);
+    while (p->generation == seen && !p->stop) pthread_cond_wait(&p->wake, &p->mu);
+    if (p->stop) break;
+    seen = p->generation;
+    if (!p->job) continue; /* it ended before this thread woke */
+    const launch_t job = *p->job;
+    const A *args = p->args;
+    p->active++;
+    pthread_mutex_unlock(&p->mu);
+    A k;
+    while ((k = __atomic_fetch_add(&p->next, 1, __ATOMIC_ACQ_REL)) < job.parts) {{
+      run_chunk(&job, args, k);
+      __atomic_fetch_sub(&p->left, 1, __ATOMIC_ACQ_REL);
+    }}
+    pthread_mutex_lock(&p->mu);
+    if (--p->active == 0) pthread_cond_broadcast(&p->idle);
+  }}
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}}
+
+void *lazy_pool_new(A capacity) {{
+  pool_t *p = calloc(1, sizeof(pool_t) + (size_t)capacity * sizeof(pthread_t));
+  if (!p) return NULL;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->idle, NULL);
+  p->capacity = capacity;
+  return p;
+}}
+
+/* start threads until there are n (at most the capacity); returns how many there are */
+A lazy_pool_reserve(pool_t *p, A n) {{
+  pthread_mutex_lock(&p->mu);
+  while (p->nthreads < n && p->nthreads < p->capacity) {{
+    if (pthread_create(&p->threads[p->nthreads], NULL, pool_worker, p) != 0) break;
+    p->nthreads++;
+  }}
+  A have = p->nthreads;
+  pthread_mutex_unlock(&p->mu);
+  return have;
+}}
+
+void lazy_pool_free(pool_t *p) {{
+  pthread_mutex_lock(&p->mu);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->wake);
+  A n = p->nthreads;
+  pthread_mutex_unlock(&p->mu);
+  for (A i = 0; i < n; i++) pthread_join(p->threads[i], NULL);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->idle);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}}
+
+static void run_split(pool_t *p, const launch_t *l, const A *args) {{
+  pthread_mutex_lock(&p->mu);
+  while (p->active) pthread_cond_wait(&p->idle, &p->mu);
+  p->job = l;
+  p->args = args;
+  __atomic_store_n(&p->next, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&p->left, l->parts, __ATOMIC_RELEASE);
+  __atomic_store_n(&p->generation, p->generation + 1, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+  A k;
+  while ((k = __atomic_fetch_add(&p->next, 1, __ATOMIC_ACQ_REL)) < l->parts) {{
+    run_chunk(l, args, k);
+    __atomic_fetch_sub(&p->left, 1, __ATOMIC_ACQ_REL);
+  }}
+  for (int i = 0; i < SPINS && __atomic_load_n(&p->left, __ATOMIC_ACQUIRE) > 0; i++) PAUSE();
+  pthread_mutex_lock(&p->mu);
+  while (__atomic_load_n(&p->left, __ATOMIC_ACQUIRE) > 0) pthread_cond_wait(&p->idle, &p->mu);
+  p->job = NULL;
+  p->args = NULL;
+  pthread_mutex_unlock(&p->mu);
+}}
+
+/* run n launches in order; `args` holds every launch's arguments, launch i's from args[first] */
+void lazy_graph_run(const launch_t *launches, A n, const A *args, pool_t *pool) {{
+  for (A i = 0; i < n; i++) {{
+    const launch_t *l = &launches[i];
+    if (l->total == 0) call(l->fn, l->nargs, args + l->first);
+    else if (l->parts > 1 && pool) run_split(pool, l, args);
+    else for (A k = 0; k < l->parts; k++) run_chunk(l, args, k);
+  }}
+}}
+"""
+
+
+class NativeKernel:
+    """What the launcher needs of a loaded host kernel (`lazy_cpu.device.HostProgram` derives from it): its entry
+    point's address, its core split (0: none, else the outermost loop's size, passed as lo/hi after the arguments) and
+    its estimated work (whether splitting it pays)."""
+
+    address: int
+    core_split: int
+    work: float
+
+
+class NativeLibrary:
+    """The compiled launcher: `lazy_graph_run` and the pool functions, with their C signatures."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        self.lib = lib
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        self.graph_run = lib.lazy_graph_run
+        self.graph_run.argtypes, self.graph_run.restype = [ptr, i64, ptr, ptr], None
+        self.pool_new = lib.lazy_pool_new
+        self.pool_new.argtypes, self.pool_new.restype = [i64], ptr
+        self.pool_reserve = lib.lazy_pool_reserve
+        self.pool_reserve.argtypes, self.pool_reserve.restype = [ptr, i64], i64
+        self.pool_free = lib.lazy_pool_free
+        self.pool_free.argtypes, self.pool_free.restype = [ptr], None
+
+
+class NativePool:
+    """One device's pthread pool for split kernels in native graphs, made on first use. A forked child gets a pool of
+    its own (the parent's threads did not come along, and its mutex may have been held at the fork)."""
+
+    def __init__(self, native: NativeLibrary, capacity: int):
+        self.native, self.capacity, self.threads = native, capacity, 0
+        self.pid, self.handle = os.getpid(), native.pool_new(capacity)
+        if not self.handle:
+            raise MemoryError("out of host memory allocating the CPU thread pool")
+
+    def reserve(self, threads: int) -> None:
+        """Have at least `threads` threads (beyond the launching one) ready, or as many as the system gives (a
+        split kernel's chunks are shared by whichever threads there are, so fewer only slows it)."""
+        if threads > self.threads:
+            self.threads = max(self.threads, self.native.pool_reserve(self.handle, min(threads, self.capacity)))
+
+    def close(self) -> None:
+        if self.handle and self.pid == os.getpid():
+            self.native.pool_free(self.handle)
+        self.handle = None
+
+
+class NativeLaunch:
+    """The `Exec` program of a native graph: runs `count` launch records over an argument array in one C call (the
+    queue worker calls it; ctypes releases the GIL for the whole graph)."""
+
+    def __init__(self, native: NativeLibrary, kernels: list[NativeKernel]):
+        self.native, self.count = native, len(kernels)
+        # what the CPU queue reads to decide whether a submission may run on the submitting thread: the graph as a
+        # whole, since it runs as one command
+        self.work = sum(kernel.work for kernel in kernels)
+
+    def __call__(self, *bufs: Any, global_size: tuple[int, ...] | None = None,
+                 local_size: tuple[int, ...] | None = None, vals: tuple[int, ...] = (),
+                 wait: bool = False) -> float | None:  # fmt: skip
+        records, args, pool = bufs
+        self.native.graph_run(records, self.count, args, pool)
+        return None
+
+
+class HostGraph(HCQGraph):
+    """A jit graph batch on a host device: one `Exec` of the native launcher (`NativeLaunch`) over all the kernels,
+    then the timeline signal. The kernels' arguments live in one int64 array; a replay writes the arguments of the
+    updated launches into it and submits a copy of it (the worker may still run the previous replay), so the
+    submission is one command however many kernels the graph has.
+
+    Falls back to core's `HCQGraph` (one `Exec` per kernel) when the launcher cannot be built (no C compiler), a
+    program is not a plain host kernel (a wrapped or foreign one), or a kernel takes more than `MAX_ARGS` arguments."""
+
+    def __init__(self, dev: HostDevice, launches: list[Exec]):
+        self.native = native = dev.native_library() if launches else None
+        reason = _unsupported(launches) if native is not None else "no native launcher"
+        if native is None or reason is not None:
+            if DEBUG >= 3:
+                print(f"{dev.device}: graph of {len(launches)} kernels replays through HCQGraph: {reason}")
+            self.native = None
+            super().__init__(dev, launches)
+            return
+        self.host = dev
+        self.kernels: list[NativeKernel] = [launch.program for launch in launches]  # type: ignore[misc]
+        self.first: list[int] = []  # where each launch's arguments start in `args`
+        values: list[int] = []
+        for launch in launches:
+            self.first.append(len(values))
+            values += [_address(buf) for buf in launch.bufs] + list(launch.vals)
+        self.widths = [len(launch.bufs) + len(launch.vals) for launch in launches]
+        self.args: Any = (ctypes.c_int64 * max(len(values), 1))(*values)  # patched in place by replays
+        self.split_key: tuple[Any, float] | None = None  # (LAZY_THREADS, split_min_work) the records were made for
+        self.threads = 1
+        self.records: Any = None
+        self.launcher = NativeLaunch(native, self.kernels)
+        super().__init__(dev, [Exec(self.launcher, (None, None, None))])
+
+    def replay(self, updates: dict[int, Exec] | None = None, buffers: dict[tuple[int, int], Any] | None = None) -> None:
+        if self.native is None:
+            super().replay(updates, buffers)
+            return
+        with self.dev.submit_lock:  # two threads replaying one graph must not patch each other's arguments
+            args, first = self.args, self.first
+            for idx, launch in (updates or {}).items():
+                values = [_address(buf) for buf in launch.bufs] + list(launch.vals)
+                assert launch.program is self.kernels[idx] and len(values) == self.widths[idx], f"launch {idx}"
+                args[first[idx] : first[idx] + len(values)] = values
+            for (idx, pos), opaque in (buffers or {}).items():
+                assert pos < self.widths[idx], f"launch {idx} has no argument {pos}"
+                args[first[idx] + pos] = _address(opaque)
+            # the split follows LAZY_THREADS and split_min_work as they are now (the core count is read when either
+            # changes: asking the OS on every replay would cost a system call)
+            if (key := (THREADS.value, self.host.split_min_work)) != self.split_key:
+                self.threads = self.host.threads()
+                self.records, self.split_key = self._records(self.threads, self.host.split_min_work), key
+            pool = self.host.native_pool()
+            pool.reserve(self.threads - 1)
+            # the worker may still be running the previous replay with the previous copy, which its Exec keeps alive
+            snapshot = type(args).from_buffer_copy(args)
+            super().replay({0: Exec(self.launcher, (self.records, snapshot, pool.handle))})
+
+    def _records(self, threads: int, split_min_work: float) -> Any:
+        """The launch records for this thread count: a kernel is split in min(threads, its loop's size) parts when
+        its work is worth it, as `HostProgram` does for an eager launch."""
+        fields: list[int] = []
+        for kernel, launch_first, width in zip(self.kernels, self.first, self.widths):
+            total = kernel.core_split
+            parts = min(threads, total) if total and kernel.work >= split_min_work else 1
+            fields += [kernel.address, width, launch_first, total, max(parts, 1)]
+        return (ctypes.c_int64 * len(fields))(*fields)
+
+
+def _unsupported(launches: list[Exec]) -> str | None:
+    for launch in launches:
+        if not isinstance(launch.program, NativeKernel):
+            return f"program {launch.program!r} is not a host kernel"
+        extra = 2 if launch.program.core_split else 0
+        if len(launch.bufs) + len(launch.vals) + extra > MAX_ARGS:
+            return f"a kernel takes more than {MAX_ARGS} arguments"
+    return None
+
+
+def _address(opaque: Any) -> int:
+    """A host buffer's address (a `HostMemory`, a c_void_p)."""
+    return opaque.value or 0

@@ -1,0 +1,82 @@
+"""Cold start on the CPU and LLVM devices: a second process with a warm cache generates no code and runs no compiler
+(the program cache gives the source, the binary cache the shared object), a kernel whose compile fails leaves no
+program entry behind (the next process would load a program that does not compile), and small kernels compile with
+cheaper flags."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from lazy import Context, Device, Tensor
+from lazy.device import CompileError, ProgramSpec
+from lazy.engine import realize
+from lazy_cpu.device import SMALL_KERNEL_WORK, ClangCompiler
+
+SCRIPT = """
+import numpy as np
+from lazy import Tensor
+a = np.arange(64, dtype=np.float32).reshape(8, 8)
+got = (Tensor(a, device={device!r}).exp2() @ Tensor(a, device={device!r})).sum(axis=0).numpy()
+assert np.allclose(got, (np.exp2(a) @ a).sum(axis=0), rtol=1e-5), got
+print("ok")
+"""
+
+
+def run(device: str, cache: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LAZY_")}
+    env.update(LAZY_CACHE_DIR=cache, LAZY_DEBUG="1")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(device=device)], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr
+    return proc.stderr
+
+
+@pytest.mark.parametrize("device", ["CPU", "LLVM"])
+def test_a_warm_process_generates_and_compiles_nothing(tmp_path, device):
+    cold = run(device, str(tmp_path))
+    assert "0 hits" in cold and " 0 kernels generated" not in cold, cold
+    warm = run(device, str(tmp_path))
+    assert "lazy: 0 kernels generated" in warm and " 0 compiled" in warm, warm
+    assert "program cache: 0 hits" not in warm and "compile cache: 0 hits" not in warm, warm
+
+
+def test_a_failed_compile_leaves_no_program_entry(tmp_path, monkeypatch):
+    dev = Device["CPU"]
+
+    def broken(src: str) -> bytes:
+        raise CompileError("CPU", src, "the compiler broke")
+
+    realize.method_cache.clear()
+    realize.schedule_cache.clear()
+    a = np.arange(6, dtype=np.float32)
+    with Context(CACHE_DIR=str(tmp_path)):
+        monkeypatch.setattr(type(dev.compiler), "compile", lambda self, src: broken(src))  # every flag set's
+        with pytest.raises(CompileError, match="the compiler broke"):
+            (Tensor(a, device="CPU") * 7.25).realize()
+        assert program_entries(tmp_path) == []
+        monkeypatch.undo()
+        np.testing.assert_allclose((Tensor(a, device="CPU") * 7.25).numpy(), a * 7.25)
+    assert len(program_entries(tmp_path)) == 1
+
+
+def program_entries(cache) -> list:
+    return [p for p in cache.rglob("*") if p.is_file() and "program" in p.relative_to(cache).parts]
+
+
+def test_small_kernels_compile_with_cheaper_flags_under_their_own_key():
+    """Kernels of little work run in microseconds at -O1 as at -O2 (measured on the CNN step's kernels), and -O1
+    compiles them in about half the time; their binaries are cached apart from -O2 ones."""
+    compiler = ClangCompiler("CPU")
+    small, large = compiler.for_work(SMALL_KERNEL_WORK - 1), compiler.for_work(SMALL_KERNEL_WORK)
+    assert large is compiler and "-O2" in compiler.flags and isinstance(small, ClangCompiler)
+    assert "-O1" in small.flags and "-O2" not in small.flags and small.cachekey != compiler.cachekey
+    assert small.for_work(0) is small
+    src = "void twice(float* restrict out, const float* restrict a) { for (int i = 0; i < 4; i++) out[i] = 2 * a[i]; }"
+    assert small.compile(src)[:4] == b"\x7fELF"
+    spec = ProgramSpec("E_4", "", "CPU", op_estimate=4, mem_estimate=32)
+    assert spec.estimated_work() == 8 and ProgramSpec("E_v", "", "CPU").estimated_work() == float("inf")
