@@ -9,10 +9,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lazy.codegen.kernel import Opt
-from lazy.codegen.program import compiled_program
 from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device
 from lazy.hcq import Exec
 from lazy.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored
@@ -21,6 +19,9 @@ from lazy.ops import LazyOp, Ops
 from lazy.symbolic import Variable, sym_infer
 
 from .schedule import ScheduleItem, Structure, create_schedule, graph_structure
+
+if TYPE_CHECKING:
+    from lazy.codegen.kernel import Opt
 
 
 class Runner:
@@ -162,6 +163,8 @@ def get_runner(device: str, ast: LazyOp, opts: list[Opt] | None = None) -> Compi
         from lazy.codegen.search import beam_search
 
         opts = beam_search(ast, dev, BEAM.value)
+    from lazy.codegen.program import compiled_program  # the code generator loads with the first kernel
+
     spec, lib = compiled_program(ast, dev, opts)
     runner = CompiledRunner(spec, dev, lib)
     method_cache[key] = runner
