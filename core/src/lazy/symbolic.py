@@ -38,8 +38,10 @@ class Node:
 
     @functools.cached_property
     def key(self) -> str:
-        """A canonical string: equal keys (and classes) mean equal expressions."""
-        return self.render(ctx="DEBUG")
+        """A canonical string: equal keys (and classes) mean equal expressions. The `ctx="DEBUG"` rendering, built
+        from the sources' own (cached) keys, so a new node costs one string, not a walk of its sources."""
+        build = _KEYS.get(type(self))
+        return build(self) if build is not None else self.render(ctx="DEBUG")
 
     def variables(self) -> list[Variable]:
         """The variables this expression uses, in order of first appearance."""
@@ -54,8 +56,15 @@ class Node:
         """Replace variables by nodes or ints, simplifying the result."""
         raise NotImplementedError(type(self).__name__)
 
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self.key))
+    def __hash__(self) -> int:  # computed once: sums and simplification hash their terms again and again
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = self.__dict__["_hash"] = hash((type(self).__name__, self.key))
+            return h
+
+    def __getstate__(self) -> dict[str, Any]:  # a hash is only valid in the process that computed it
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, int):
@@ -86,6 +95,8 @@ class Node:
         return self * -1
 
     def __add__(self, other: sint) -> Node:
+        if type(other) is int and isinstance(self, SumNode):  # a sum plus a constant: only the constant term changes
+            return _shifted(self, other)
         return Node.sum([self, other])
 
     def __radd__(self, other: sint) -> Node:
@@ -343,6 +354,20 @@ def _as_node(x: sint) -> Node:
     raise TypeError(f"symbolic expressions take ints and Nodes, got {x!r} of type {type(x).__name__}")
 
 
+def _shifted(node: SumNode, k: int) -> Node:
+    """`node + k` as `Node.sum` gives it (its terms in key order, the constant last when not 0), without rebuilding
+    the terms: code generation adds lane offsets to index sums by the hundred thousand."""
+    if k == 0:
+        return node
+    terms = node.nodes
+    if isinstance(terms[-1], NumNode):
+        const = terms[-1].b + k
+        terms = terms[:-1] + ([NumNode(const)] if const else [])
+    else:
+        terms = [*terms, NumNode(k)]
+    return terms[0] if len(terms) == 1 else _decided(SumNode(terms))
+
+
 def _decided(node: Node) -> Node:
     return NumNode(node.min) if node.min == node.max else node  # bounds pin the value -> constant
 
@@ -549,6 +574,23 @@ render_python: dict[type, Callable[..., Any]] = {
     SumNode: lambda node, ops, ctx: f"({'+'.join(n.render(ops, ctx) for n in node.nodes)})",
     LtNode: lambda node, ops, ctx: f"({node.a.render(ops, ctx)}<{sym_render(node.b, ops, ctx)})",
     AndNode: lambda node, ops, ctx: f"({'&'.join(n.render(ops, ctx) for n in node.nodes)})",
+}
+
+
+def _key_of(x: sint) -> str:
+    return str(x) if isinstance(x, int) else x.key
+
+
+# `Node.key` per class: `render_python` at ctx="DEBUG", each source by its cached key
+_KEYS: dict[type, Callable[[Any], str]] = {
+    Variable: lambda node: f"{node.expr}[{node.min}..{node.max}]",
+    NumNode: lambda node: str(node.b),
+    MulNode: lambda node: f"({node.a.key}*{_key_of(node.b)})",
+    DivNode: lambda node: f"({node.a.key}//{node.b})",
+    ModNode: lambda node: f"({node.a.key}%{node.b})",
+    SumNode: lambda node: f"({'+'.join(n.key for n in node.nodes)})",
+    LtNode: lambda node: f"({node.a.key}<{_key_of(node.b)})",
+    AndNode: lambda node: f"({'&'.join(n.key for n in node.nodes)})",
 }
 
 

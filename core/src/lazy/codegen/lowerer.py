@@ -19,7 +19,7 @@ from lazy.codegen.kernel import Axis, Kernel, PackPlan
 from lazy.codegen.transcendental import POLYNOMIAL_OPS, lower_transcendental
 from lazy.codegen.uops import UOp, UOpBuilder, UOps
 from lazy.dtype import DType, dtypes
-from lazy.helpers import prod
+from lazy.helpers import all_int, prod
 from lazy.ops import REDUCE_ALU, ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops, identity_element
 from lazy.shape import ShapeTracker
 from lazy.symbolic import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumNode, SumNode, Variable, sint
@@ -229,17 +229,32 @@ class Lowerer:
             self.index_cache[key] = (idx, NumNode(1))
         if key not in self.index_cache:
             st: ShapeTracker = self.k.st_of(buf)
-            idxs: list[Node] = []
-            for i, dim in enumerate(st.shape):
-                if isinstance(dim, int) and dim == 1:
-                    idxs.append(NumNode(0))
-                elif i in self.lane_axes:
-                    idxs.append(NumNode(lane[self.lane_axes.index(i)]))
-                else:
-                    idxs.append(self.axis_vars[i])
-            idx, valid = st.expr_idxs(idxs)
-            self.index_cache[key] = (idx, valid)
+            view = st.views[0]
+            if len(st.views) == 1 and view.mask is None and self.lane_axes and all_int(view.strides):
+                # one plain view: the index is affine in the lane coordinates, so a lane's index is the first lane's
+                # plus a constant (computing each of a tile's hundreds of lanes symbolically dominated codegen time)
+                first = (id(buf), (0,) * len(lane))
+                if first not in self.index_cache:
+                    self.index_cache[first] = self._index_of(st, first[1])
+                base, valid = self.index_cache[first]
+                shift = sum(lane[n] * view.strides[axis] for n, axis in enumerate(self.lane_axes)
+                            if st.shape[axis] != 1)  # fmt: skip
+                self.index_cache[key] = (base + shift if shift else base, valid)
+            else:
+                self.index_cache[key] = self._index_of(st, lane)
         return self.index_cache[key]
+
+    def _index_of(self, st: ShapeTracker, lane: Lane) -> tuple[Node, Node]:
+        """(index, valid) of the element `st` reads at this lane, symbolically."""
+        idxs: list[Node] = []
+        for i, dim in enumerate(st.shape):
+            if isinstance(dim, int) and dim == 1:
+                idxs.append(NumNode(0))
+            elif i in self.lane_axes:
+                idxs.append(NumNode(lane[self.lane_axes.index(i)]))
+            else:
+                idxs.append(self.axis_vars[i])
+        return st.expr_idxs(idxs)
 
     def with_vec_lane(self, lane: Lane, i: int) -> Lane:
         pos = self.lane_axes.index(self.vec_axis)  # type: ignore[arg-type]
