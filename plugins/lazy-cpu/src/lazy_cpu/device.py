@@ -317,8 +317,11 @@ class LLVMJit:
         self.llvm = llvm
         self.triple = llvm.get_process_triple()
         self.cpu, self.features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-        self.machine = self.target_machine()  # for compiling; each engine owns another one
-        self.lock = threading.Lock()  # LLVM objects are not safe to share between threads
+        self.machine = self.target_machine()  # the data layout; each engine and compiling thread owns another one
+        self.lock = threading.Lock()  # LLVM objects are not safe to share between threads: engines are loaded under it
+        # each compiling thread has a context and target machine of its own, so kernels compile in parallel (llvmlite
+        # releases the GIL in LLVM); the contexts and machines live as long as the device
+        self.compilers = threading.local()
         self.engines: list[tuple[Any, set[str]]] = []  # (MCJIT engine, the kernel names loaded into it)
         self.loaded: dict[str, tuple[Any, bytes]] = {}  # kernel name -> (its engine, its object), latest load
 
@@ -329,15 +332,18 @@ class LLVMJit:
         )
 
     def compile(self, src: str) -> bytes:
-        with self.lock:
-            mod = self.llvm.parse_assembly(src)
-            mod.triple, mod.data_layout = self.triple, str(self.machine.target_data)
-            mod.verify()
-            tuning = self.llvm.PipelineTuningOptions(speed_level=3)
-            tuning.loop_vectorization = tuning.slp_vectorization = tuning.loop_unrolling = True
-            builder = self.llvm.create_pass_builder(self.machine, tuning)
-            builder.getModulePassManager().run(mod, builder)
-            return bytes(self.machine.emit_object(mod))
+        mine = self.compilers
+        if not hasattr(mine, "machine"):
+            with self.lock:
+                mine.context, mine.machine = self.llvm.create_context(), self.target_machine()
+        mod = self.llvm.parse_assembly(src, context=mine.context)
+        mod.triple, mod.data_layout = self.triple, str(mine.machine.target_data)
+        mod.verify()
+        tuning = self.llvm.PipelineTuningOptions(speed_level=3)
+        tuning.loop_vectorization = tuning.slp_vectorization = tuning.loop_unrolling = True
+        builder = self.llvm.create_pass_builder(mine.machine, tuning)
+        builder.getModulePassManager().run(mod, builder)
+        return bytes(mine.machine.emit_object(mod))
 
     def load(self, name: str, obj: bytes) -> int:
         with self.lock:
