@@ -174,3 +174,17 @@ def test_the_dtype_of_a_realized_input(scheduled: list[int]) -> None:
     for dtype in (np.int32, np.float16, np.int32, np.uint8):
         x = Tensor(X.astype(dtype)).realize()
         np.testing.assert_equal(x.float().numpy(), X.astype(dtype).astype(np.float32))
+
+
+def test_buffer_views_and_copies_on_a_hit(scheduled: list[int]) -> None:
+    """A slice of a realized buffer is a view of its memory (no kernel) and a copy moves it between devices: both
+    rerun on the new graph's buffers."""
+    counts = []
+    for k in range(3):
+        x = Tensor(X + k).realize()
+        np.testing.assert_equal(x[2:6].numpy(), (X + k)[2:6])
+        moved = x[4:12].to("PYTHON")
+        np.testing.assert_equal(moved.numpy(), (X + k)[4:12])
+        np.testing.assert_equal((moved * 2).numpy(), (X + k)[4:12] * 2)
+        counts.append(len(scheduled))
+    assert counts[1] == counts[2], "the second and third rounds ran cached schedules"
