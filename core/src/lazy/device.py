@@ -8,12 +8,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import hashlib
 import os
-import pathlib
 import struct
 import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -26,6 +23,8 @@ from lazy.helpers import DEBUG, GlobalCounters, cache_dir
 from lazy.renderer import Capabilities, Renderer
 
 if TYPE_CHECKING:
+    import pathlib
+
     import numpy as np
 
     from lazy.codegen.uops import UOp
@@ -364,7 +363,7 @@ CACHE_HEADER = struct.Struct("<8s32s32sQ")  # magic, sha256 of the key, sha256 o
 
 def cache_entry(key_digest: bytes, payload: bytes) -> bytes:
     """A cache file: header + payload."""
-    return CACHE_HEADER.pack(CACHE_MAGIC, key_digest, hashlib.sha256(payload).digest(), len(payload)) + payload
+    return CACHE_HEADER.pack(CACHE_MAGIC, key_digest, sha256(payload), len(payload)) + payload
 
 
 def read_cache_entry(raw: bytes, key_digest: bytes) -> tuple[bytes | None, str]:
@@ -379,7 +378,7 @@ def read_cache_entry(raw: bytes, key_digest: bytes) -> tuple[bytes | None, str]:
         return None, "for another key (another compiler, source or kernel)"
     if len(payload) != length:
         return None, f"truncated ({len(payload)} of {length} bytes)"
-    if hashlib.sha256(payload).digest() != digest:
+    if sha256(payload) != digest:
         return None, "corrupt (checksum mismatch)"
     return payload, ""
 
@@ -436,6 +435,13 @@ compile_stats = CompileStats()
 CACHE_KINDS = ("program", "compile")  # the on-disk caches: lowered programs (skip code generation), binaries
 
 
+def sha256(data: bytes) -> bytes:
+    """The SHA-256 digest of `data` (hashlib is imported on first use: it costs milliseconds at `import lazy`)."""
+    import hashlib
+
+    return hashlib.sha256(data).digest()
+
+
 def cache_path(kind: str, key_digest: bytes) -> pathlib.Path | None:
     """Where the `kind` cache keeps the entry for `key_digest`, or None when caching is off (`LAZY_CACHE_DIR=off`)."""
     if (root := cache_dir()) is None:
@@ -471,6 +477,8 @@ def store_cached(kind: str, key_digest: bytes, payload: bytes) -> None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # on first use, as `import lazy` need not load it
+
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with open(fd, "wb") as f:
@@ -512,7 +520,7 @@ class Compiler:
         use; one that fails is recompiled and replaced, with a note at LAZY_DEBUG>=1."""
         if self.cachekey is None:
             return self.compile_timed(src)
-        key_digest = hashlib.sha256(f"{self.cachekey}\0{src}".encode()).digest()
+        key_digest = sha256(f"{self.cachekey}\0{src}".encode())
         if (lib := load_cached("compile", key_digest)) is not None:
             return lib
         lib = self.compile_timed(src)

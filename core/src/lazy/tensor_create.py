@@ -5,7 +5,6 @@ numbers."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
@@ -299,6 +298,8 @@ class CreationMixin(TensorBase):
     @staticmethod
     def _device_key(index: int) -> int:
         """The key word of the index-th device to draw after a seed: the low 32 bits of sha256(index) (tinygrad's)."""
+        import hashlib  # on first use: it costs milliseconds at `import lazy`
+
         return int.from_bytes(hashlib.sha256(index.to_bytes(4, "big")).digest(), "big") & 0xFFFFFFFF
 
     @classmethod

@@ -7,7 +7,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -241,6 +240,8 @@ def precompile(schedule: list[ScheduleItem]) -> None:
         return
     if DEBUG >= 4:  # kernels print their source as they compile: one at a time keeps the listing in schedule order
         return
+    from concurrent.futures import ThreadPoolExecutor  # on first use: it pulls in logging, which `import lazy` need not
+
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         list(pool.map(lambda key: get_runner(*key), todo))
 
