@@ -16,10 +16,12 @@ import pytest
 from lazy.dtype import _float_to_fp32, float_to_bf16, float_to_fp16
 
 # top-level packages (or exact modules) that `import lazy` must not load: device plugins and their compiler bindings,
-# numpy, pluggy and importlib.metadata (plugin discovery), and the parts of lazy loaded on first use
+# numpy, pluggy and importlib.metadata (plugin discovery), the parts of lazy loaded on first use (the code generator
+# with the first kernel), and the standard modules that cost milliseconds (used only by caches and thread pools)
 NOT_AT_IMPORT = (
     *("lazy_cpu", "lazy_opencl", "lazy_disk", "lazy_template", "llvmlite", "pyopencl", "numpy", "pluggy"),
     *("importlib.metadata", "importlib_metadata", "lazy.pydevice", "lazy.hookspecs", "lazy.nn.state"),
+    *("lazy.codegen.program", "lazy.codegen.kernel", "hashlib", "tempfile", "pathlib", "concurrent.futures"),
 )
 
 FIRST_USE = """
