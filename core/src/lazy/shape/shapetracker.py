@@ -167,6 +167,10 @@ class ShapeTracker:
 
     def __add__(self, other: ShapeTracker) -> ShapeTracker:
         """`other` applied on top of this tracker (its first view addresses this tracker's shape)."""
+        if other.contiguous and other.shape == self.shape:  # reading every element in order adds nothing
+            return self
+        if self.contiguous:  # a plain buffer: `other` addresses it directly (scheduling composes these by the thousand)
+            return other.simplify()
         return ShapeTracker(self.views + other.views).simplify()
 
     # -- index expressions -------------------------------------------------------------------------------------------
