@@ -9,7 +9,7 @@ import math
 import struct
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeGuard
 
 if TYPE_CHECKING:
     import numpy as np
@@ -375,7 +375,7 @@ def to_dtype(x: Any) -> DType:
         if not isinstance(found, DType):  # (`dtypes` also holds helpers such as `is_float`)
             raise UnknownDTypeError(f"unknown dtype {x!r}; known: {sorted(DTYPES_DICT)}")
         return found
-    if isinstance(x, type) or (np := loaded_numpy()) is not None and isinstance(x, np.dtype):
+    if isinstance(x, type) or is_numpy(x, "dtype"):
         if (np_dtype := _np_dtype_of(x)) is not None and np_dtype in (table := _numpy_dtypes()):
             return table[np_dtype]
     raise TypeError(
@@ -515,7 +515,7 @@ def float_to_fp8(x: Any, dtype: DType) -> Any:
     uint8 array for a numpy array. Finite values past the largest saturate to it; inf is inf in fp8e5m2 and NaN in
     fp8e4m3; NaN keeps its sign (tinygrad 0.14's `float_to_fp8`, which differs from PyTorch at overflow)."""
     fmt = _fp8_format(dtype)
-    if not _is_ndarray(x):
+    if not is_numpy(x, "ndarray"):
         return _fp8_bits(float(x), fmt)
     import numpy as np
 
@@ -549,9 +549,8 @@ def _fp8_bits(x: float, fmt: Fp8Format) -> int:
 def fp8_to_float(x: Any, dtype: DType) -> Any:
     """The value of fp8 bits (0..255) of `dtype`: a Python float for a number, a float32 array for a numpy array."""
     fmt = _fp8_format(dtype)
-    if not _is_ndarray(x):
-        np = loaded_numpy()
-        if not isinstance(x, (int, np.integer) if np is not None else int) or not 0 <= x <= 255:
+    if not is_numpy(x, "ndarray"):
+        if not (isinstance(x, int) or is_numpy(x, "integer")) or not 0 <= x <= 255:
             raise ValueError(f"fp8_to_float takes fp8 bit patterns, integers 0..255; got {x!r}")
         return _fp8_values(fmt)[int(x)]
     import numpy as np
@@ -597,8 +596,10 @@ def loaded_numpy() -> Any:
     return sys.modules.get("numpy")
 
 
-def _is_ndarray(x: Any) -> bool:
-    return (np := loaded_numpy()) is not None and isinstance(x, np.ndarray)
+def is_numpy(x: Any, *kinds: str) -> TypeGuard[Any]:
+    """Is `x` an instance of one of numpy's types named `kinds` ("ndarray", "generic", "integer", "bool_", "dtype")?
+    Asked without importing numpy: if nothing has imported it, nothing is a numpy value."""
+    return (np := loaded_numpy()) is not None and isinstance(x, tuple(getattr(np, kind) for kind in kinds))
 
 
 # dtype -> a function rounding a Python value to what that dtype holds (ints wrap, floats round)

@@ -16,6 +16,7 @@ from lazy.dtype import (
     ConstType,
     DType,
     dtypes,
+    is_numpy,
     least_upper_dtype,
     least_upper_float,
     loaded_numpy,
@@ -82,18 +83,13 @@ def _list_to_np(data: list | tuple, dtype: DType) -> np.ndarray:
     return np.array(values, dtype=target).reshape(natural.shape)
 
 
-def _is_numpy_value(x: Any) -> bool:
-    """A numpy array or scalar (asked without importing numpy)."""
-    return (np := loaded_numpy()) is not None and isinstance(x, (np.ndarray, np.generic))
-
-
 def _is_path(x: Any) -> bool:
     """A `pathlib.Path` (asked without importing pathlib: if it was never imported, nothing is a Path)."""
     return (pathlib := sys.modules.get("pathlib")) is not None and isinstance(x, pathlib.Path)
 
 
 def _check_operand(y: Any, op: str) -> None:
-    if not isinstance(y, (Tensor, list, tuple, bool, int, float, Node)) and not _is_numpy_value(y):
+    if not isinstance(y, (Tensor, list, tuple, bool, int, float, Node)) and not is_numpy(y, "ndarray", "generic"):
         raise TypeError(f"{op}: cannot combine a Tensor with {type(y).__name__} {y!r}; use a Tensor, a number, a list "
                         "or a numpy array")  # fmt: skip
 
@@ -115,7 +111,9 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
         self._ctx: F.Function | None = None
         if isinstance(data, LazyBuffer):
             lb = data if dtype is None or dtype == data.dtype else data.cast(dtype)
-        elif isinstance(data, (bool, int, float)) and not _is_numpy_value(data):  # (np.float64 is a float)
+        elif isinstance(data, (bool, int, float)) and not is_numpy(
+            data, "ndarray", "generic"
+        ):  # (np.float64 is a float)
             lb = LazyBuffer.const_like(data, dtype or dtypes.from_py(data), device, ())
         elif isinstance(data, Node):
             lb = LazyBuffer.const_like(data, dtype or dtypes.int32, device, ())
@@ -131,7 +129,7 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
             target = dtype or dtypes.from_py(data)
             arr = _list_to_np(data, target if target not in HOST_FLOAT32 else dtypes.float32)
             lb = _from_np(arr, device) if target not in HOST_FLOAT32 else _from_np(arr, device).cast(target)
-        elif _is_numpy_value(data):
+        elif is_numpy(data, "ndarray", "generic"):
             lb = _from_np(loaded_numpy().asarray(data), device)
             if dtype is not None and dtype != lb.dtype:
                 lb = lb.cast(dtype)
@@ -467,11 +465,11 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
             const.lazydata = LazyBuffer.const_like(y, lb.dtype, lb.device, lb.shape)  # type: ignore[arg-type]
             const.requires_grad, const.grad, const._ctx = False, None, None
             return (const, x) if reverse else (x, const)
-        if (np := loaded_numpy()) is not None and isinstance(y, np.generic):
+        if is_numpy(y, "generic"):
             y = y.item()  # a numpy scalar acts like the Python scalar it holds
         _check_operand(y, op)
         if not isinstance(y, Tensor):
-            if isinstance(y, (list, tuple)) or np is not None and isinstance(y, np.ndarray):
+            if isinstance(y, (list, tuple)) or is_numpy(y, "ndarray"):
                 y = Tensor(y, device=self.device)
             else:
                 y_dtype = x.dtype

@@ -9,7 +9,7 @@ import math
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from lazy.device import close_callbacks
-from lazy.dtype import ConstType, DType, dtypes, loaded_numpy, to_dtype
+from lazy.dtype import ConstType, DType, dtypes, is_numpy, loaded_numpy, to_dtype
 from lazy.helpers import ArgumentError, ShapeError, argfix, prod
 from lazy.lazy import LazyBuffer
 from lazy.ops import Ops
@@ -31,7 +31,7 @@ def _check_sizes(shape: tuple[Any, ...], what: str, keep: tuple[Any, ...] = ()) 
     the markers in `keep` (-1 or None: reshape and expand infer or keep those sizes)."""
     out = []
     for i, size in enumerate(shape):
-        if type(size) is not int and (np := loaded_numpy()) is not None and isinstance(size, np.integer):
+        if type(size) is not int and is_numpy(size, "integer"):
             size = int(size)
         if any(size is k or (type(size) is int and size == k) for k in keep) or isinstance(size, Node):
             out.append(size)

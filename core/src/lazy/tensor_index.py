@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic
 
-from lazy.dtype import ConstType, dtypes, loaded_numpy
+from lazy.dtype import ConstType, dtypes, is_numpy
 from lazy.engine.realize import copy_now
 from lazy.helpers import CHECK_INDEX, ArgumentError, ShapeError, all_int, broadcast_shape, prod
 from lazy.plugins import Device
@@ -34,21 +34,11 @@ def _copy_only(device: str) -> bool:
 def _is_int(x: Any) -> bool:
     if isinstance(x, (int, Node)):
         return not isinstance(x, bool)
-    return (np := loaded_numpy()) is not None and isinstance(x, np.integer)
-
-
-def _is_array(x: Any) -> bool:
-    """A numpy array: what list, tuple and array indices become in a plan (asked without importing numpy)."""
-    return (np := loaded_numpy()) is not None and isinstance(x, np.ndarray)
-
-
-def _is_host_index(x: Any) -> bool:
-    """A numpy array or numpy bool (asked without importing numpy)."""
-    return (np := loaded_numpy()) is not None and isinstance(x, (np.ndarray, np.bool_))
+    return is_numpy(x, "integer")
 
 
 def _is_mask(x: Any) -> bool:
-    return _is_array(x) and x.dtype.kind == "b"
+    return is_numpy(x, "ndarray") and x.dtype.kind == "b"
 
 
 def _symbolic_slice(idx: slice, size: sint, axis: int, shape: tuple[sint, ...]) -> tuple[sint, sint]:
@@ -125,7 +115,7 @@ class IndexingMixin(TensorBase):
                     items.append(idx)
                 else:
                     raise IndexError(f"index tensors must have an integer or bool dtype, not {idx.dtype}")
-            elif isinstance(idx, (list, tuple, bool)) or _is_host_index(idx):
+            elif isinstance(idx, (list, tuple, bool)) or is_numpy(idx, "ndarray", "bool_"):
                 import numpy as np
 
                 arr = np.asarray(idx)
@@ -151,7 +141,7 @@ class IndexingMixin(TensorBase):
         if consumed > self.ndim:
             raise IndexError(f"too many indices for a tensor of shape {self.shape}: {consumed} axes indexed")
         fill = [slice(None)] * (self.ndim - consumed)
-        if Ellipsis in [i for i in items if not (_is_array(i) or isinstance(i, TensorBase))]:
+        if Ellipsis in [i for i in items if not (is_numpy(i, "ndarray") or isinstance(i, TensorBase))]:
             pos = next(k for k, i in enumerate(items) if i is Ellipsis)
             items[pos : pos + 1] = fill
         else:
@@ -205,7 +195,7 @@ class IndexingMixin(TensorBase):
                 plan.axes.append(("slice", start, count, step))
                 plan.shape.append(count)
             else:  # an integer index: a tensor, or a host array checked here
-                if _is_array(idx):
+                if is_numpy(idx, "ndarray"):
                     if isinstance(size, int) and idx.size and not (-size <= idx.min() and idx.max() < size):
                         bad = idx[(idx < -size) | (idx >= size)].flat[0]
                         raise IndexError(
