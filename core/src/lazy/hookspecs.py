@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Literal, get_args
 import pluggy
 
 if TYPE_CHECKING:
-    from lazy.device import Compiled
+    from lazy.device import Compiled, Compiler
+    from lazy.renderer import Renderer
 
 PROJECT_NAME = "lazy"
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
@@ -25,12 +26,25 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 # changes meaning or goes away.
 # 2.0: allocator features declared (`Allocator.features`) and checked on open, typed queue commands handled by
 # `on_<command>` methods (`lazy.hcq`), `Compiled` given its queues at construction and no kernel toolchain on a
-# copy-only device. 1.1: DeviceSpec.instance_suffix.
-PLUGIN_API_VERSION: tuple[int, int] = (2, 0)
+# copy-only device. 1.1: DeviceSpec.instance_suffix. 2.1: DeviceSpec.codegen_targets (code generation without the
+# device: `LAZY_EMULATE`, `--compile-only`), `Capabilities.tensor_cores` and the WMMA UOp.
+PLUGIN_API_VERSION: tuple[int, int] = (2, 1)
 
 # The lazy project's own distributions. When plugins clash over a device name or an entry-point name, the one from these
 # keeps it: it is the name lazy documents, and a newcomer must not take it over unnoticed (the newcomer is reported).
 FIRST_PARTY_DISTRIBUTIONS = frozenset({"lazy-core", "lazy-cpu", "lazy-opencl", "lazy-disk"})
+
+
+@dataclass(frozen=True)
+class CodegenTarget:
+    """One code generation target of a device, usable without its hardware, driver or runtime library: `renderer` with
+    the capabilities of that target, and `compiler` (None where no compiler runs on this platform, as Metal's off
+    macOS). `name` tells targets apart (`"sm_80"`, `"sm_90"`; a device with one target: its own name)."""
+
+    name: str
+    renderer: Renderer
+    compiler: Compiler | None = None
+
 
 _DEVICE_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 InstanceSuffix = Literal["ordinal", "path"]
@@ -58,6 +72,11 @@ class DeviceSpec:
     instance_suffix: what may follow `NAME:` in an instance name. `"ordinal"` (the default): a non-negative integer,
         `NAME` being ordinal 0 (`"CL:1"`; `"CL:01"` is `"CL:1"`); `"path"`: any non-empty text, kept verbatim and
         passed to `open` (`"DISK:/tmp/weights.bin"`). Core refuses any other instance name, naming the valid forms.
+    codegen_targets: `() -> [CodegenTarget, ...]`: the device's code generation without the device (API 2.1). Must work
+        with no GPU, driver or runtime library present (the compiler may need its own pip package; raise saying which
+        when it is missing). The first target's capabilities are what `LAZY_EMULATE=NAME` gives the PYTHON device;
+        `python -m lazy.conformance --device NAME --compile-only` renders and compiles the suite's kernels for each.
+        Optional: a device without one cannot be emulated or compile-checked.
 
     Whatever a plugin's code raises (`sys.exit()` included; only Ctrl-C passes) is caught by the registry and reported
     as a problem of that plugin, so the host program and the other devices go on.
@@ -72,6 +91,7 @@ class DeviceSpec:
     default_ok: bool = True
     library_versions: Callable[[], dict[str, str]] | None = None
     instance_suffix: InstanceSuffix = "ordinal"
+    codegen_targets: Callable[[], list[CodegenTarget]] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _DEVICE_NAME.fullmatch(self.name):

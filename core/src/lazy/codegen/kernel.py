@@ -16,7 +16,7 @@ from typing import Any
 from lazy.dtype import DType, dtypes
 from lazy.helpers import prod
 from lazy.ops import ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
-from lazy.renderer import Capabilities
+from lazy.renderer import Capabilities, TensorCore
 from lazy.shape import ShapeTracker
 from lazy.symbolic import sint
 
@@ -28,6 +28,7 @@ class Axis(Enum):
     REDUCE = auto()  # a reduce loop
     UPCAST = auto()  # an output axis unrolled into registers
     UNROLL = auto()  # a reduce axis unrolled into registers
+    TC = auto()  # a tensor core's M, N or K (kept last, in that order): which element a lane holds is the layout's
 
 
 class OptOps(Enum):
@@ -37,6 +38,7 @@ class OptOps(Enum):
     GROUP = auto()
     SWAP = auto()  # exchange two output loops (`axis` and `amount`): which one is outermost decides what stays cached
     PACK = auto()  # stage input buffer `axis` in a contiguous tile where loops or a group's items reuse it (amount 0)
+    TC = auto()  # a warp's tensor core `caps.tensor_cores[amount]` takes reduce axis `axis` (first, before any other)
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ class Kernel:
         ]
         self.applied_opts: list[Opt] = []
         self.packs: list[int] = []  # input buffers staged in scratch tiles (`pack_plan`)
+        self.tensor_core: TensorCore | None = None  # set by `OptOps.TC`
         self._reorder_reduce_last()
         self._merge_adjacent()
 
@@ -193,6 +196,8 @@ class Kernel:
             return self._swap(opt)
         if opt.op is OptOps.PACK:
             return self._pack(opt)
+        if opt.op is OptOps.TC:
+            return self._tensor_core(opt)
         if opt.op is OptOps.UPCAST:
             if self.kinds[opt.axis] is not Axis.GLOBAL:
                 raise KernelOptError(f"{opt}: axis {opt.axis} is {self.kinds[opt.axis].name}, not an output axis")
@@ -204,8 +209,8 @@ class Kernel:
         elif opt.op is OptOps.GROUP:
             if not self.caps.has_local or self.kinds[opt.axis] is not Axis.REDUCE or len(self.reduceops) != 1:
                 raise KernelOptError(f"{opt}: a grouped reduce needs local memory and one reduce axis to split")
-            if self.axes(Axis.GROUP) or self.axes(Axis.UNROLL, Axis.UPCAST):
-                raise KernelOptError(f"{opt}: group before upcasting/unrolling, and only once")
+            if self.axes(Axis.GROUP) or self.axes(Axis.UNROLL, Axis.UPCAST) or self.tensor_core is not None:
+                raise KernelOptError(f"{opt}: group before upcasting/unrolling, once, and not with a tensor core")
             target = Axis.GROUP
         else:
             if not self.caps.has_local or self.kinds[opt.axis] is not Axis.GLOBAL:
@@ -222,8 +227,8 @@ class Kernel:
             self._move_to_end(inner, target)
         if target in (Axis.LOCAL, Axis.GROUP):
             self._place_locals()
-            threads = prod(self.full_shape[i] for i in self.axes(Axis.LOCAL, Axis.GROUP))
-            if len(self.axes(Axis.LOCAL, Axis.GROUP)) > 3 or (
+            threads = self.threads()
+            if len(self.axes(Axis.LOCAL, Axis.GROUP)) > 3 - (self.tensor_core is not None) or (
                 self.caps.local_size_max and threads > self.caps.local_size_max
             ):
                 raise KernelOptError(f"{opt}: {threads} threads per group is over the device's limit")
@@ -244,7 +249,78 @@ class Kernel:
         self._permute(order)
         self.applied_opts.append(opt)
 
+    def threads(self) -> int:
+        """Threads in one work group: its LOCAL and GROUP axes, times the warp of a tensor core."""
+        warp = self.tensor_core.threads if self.tensor_core is not None else 1
+        return warp * prod(int(self.full_shape[i]) for i in self.axes(Axis.LOCAL, Axis.GROUP))
+
+    def tc_operands(self, tc: TensorCore) -> tuple[LazyOp, LazyOp] | None:
+        """The two factors of the kernel's sum of products, as `tc.dtype_in` values, when its one reduce is a sum in
+        `tc.dtype_out` of a product of two `dtype_in` values (each maybe cast up, or the product cast up), else None."""
+        if len(self.reduceops) != 1 or (rop := self.reduceops[0]).op is not Ops.SUM or rop.dtype != tc.dtype_out:
+            return None
+        mul = rop.src[0]
+        if mul.op is Ops.CAST and mul.src[0].op is Ops.MUL and mul.src[0].dtype == tc.dtype_in:
+            mul = mul.src[0]
+        if mul.op is not Ops.MUL:
+            return None
+        x, y = (s.src[0] if s.op is Ops.CAST and s.src[0].dtype == tc.dtype_in else s for s in mul.src)
+        return (x, y) if x.dtype == tc.dtype_in and y.dtype == tc.dtype_in else None
+
+    def depends(self, node: LazyOp) -> set[int]:
+        """The axes some buffer read under `node` varies along (an unknown stride counts as varying)."""
+        out: set[int] = set()
+        for n in node.toposort():
+            if n.op is Ops.LOAD:
+                strides = self.st_of(n.arg).real_strides()
+                out.update(i for i, s in enumerate(strides) if s != 0 and self.full_shape[i] != 1)
+        return out
+
+    def _tensor_core(self, opt: Opt) -> None:
+        """Maps a tile of the matmul onto tensor core `caps.tensor_cores[opt.amount]`: reduce axis `opt.axis` is split
+        by K, and the innermost output axes only the first factor (A) reads and only the second (B) reads by M and N;
+        the three inner parts become TC axes (last, in the order M, N, K) which no loop or thread id walks: each lane
+        of the warp (the work group's innermost thread id) holds the fragment elements its layouts say."""
+        caps = self.caps
+        if self.applied_opts or self.tensor_core is not None:
+            raise KernelOptError(f"{opt}: a tensor core is the first optimisation, and only one")
+        if not (caps.has_threads and caps.has_local) or not 0 <= opt.amount < len(caps.tensor_cores):
+            raise KernelOptError(f"{opt}: the device declares no tensor core {opt.amount}")
+        tc = caps.tensor_cores[opt.amount]
+        if (operands := self.tc_operands(tc)) is None:
+            raise KernelOptError(f"{opt}: not a sum of products of {tc.dtype_in} into {tc.dtype_out}")
+        if not 0 <= opt.axis < self.shape_len or self.kinds[opt.axis] is not Axis.REDUCE:
+            raise KernelOptError(f"{opt}: axis {opt.axis} is not a reduce axis")
+        full, (m, n, k_size) = self.full_shape, tc.dims
+        dep_a, dep_b = (self.depends(x) for x in operands)
+        if any(not isinstance(s, int) for s in full) or opt.axis not in dep_a or opt.axis not in dep_b:
+            raise KernelOptError(f"{opt}: needs static sizes and a reduce axis both factors read along")
+
+        def inner_output(only: set[int], other: set[int], size: int) -> int:
+            fits = [a for a in self.axes(Axis.GLOBAL) if a in only and a not in other and full[a] % size == 0]
+            if not fits:
+                raise KernelOptError(f"{opt}: no output axis of a multiple of {size} that only one factor reads")
+            return fits[-1]
+
+        if full[opt.axis] % k_size:
+            raise KernelOptError(f"{opt}: reduce axis of {full[opt.axis]} is not a multiple of K={k_size}")
+        roles = [(inner_output(dep_a, dep_b, m), m), (inner_output(dep_b, dep_a, n), n), (opt.axis, k_size)]
+        inner: dict[int, int] = {}  # role -> the inner axis' index
+        for role, (axis, amount) in sorted(enumerate(roles), key=lambda r: -r[1][0]):  # highest axis first
+            inner = {r: i + (i > axis) for r, i in inner.items()}  # the split inserts an axis after `axis`
+            inner[role] = self._split(axis, amount)
+        tc_axes = [inner[0], inner[1], inner[2]]
+        self._permute([i for i in range(self.shape_len) if i not in tc_axes] + tc_axes)
+        for i in range(self.shape_len - 3, self.shape_len):
+            self.kinds[i] = Axis.TC
+        self.tensor_core = tc
+        if caps.local_size_max and tc.threads > caps.local_size_max:
+            raise KernelOptError(f"{opt}: a warp of {tc.threads} is over the device's {caps.local_size_max} threads")
+        self.applied_opts.append(opt)
+
     def _pack(self, opt: Opt) -> None:
+        if self.tensor_core is not None:
+            raise KernelOptError(f"{opt}: operands of a tensor core are read straight into its fragments")
         if opt.axis in self.packs:
             raise KernelOptError(f"{opt}: buffer {opt.axis} is packed already")
         self.packs.append(opt.axis)
@@ -338,6 +414,8 @@ class Kernel:
         (a row sum, a dot product: the accumulators are vectors whose lanes are combined after the loop)."""
         if not self.caps.vector_widths or self.axes(Axis.GROUP) or any(b.dtype != dtypes.float32 for b in self.bufs):
             return None
+        if self.tensor_core is not None:  # the fragments are the vectors
+            return None
         if not all(n.op in VECTOR_OPS for n in self.ast.toposort()):
             return None
         # contiguous or broadcast along the axis, padding aside (masked loads are gated lane by lane)
@@ -370,7 +448,7 @@ class Kernel:
 
     def _place_locals(self) -> None:
         order = (self.axes(Axis.GLOBAL) + self.axes(Axis.LOCAL) + self.axes(Axis.GROUP) + self.axes(Axis.REDUCE)
-                 + self.axes(Axis.UNROLL, Axis.UPCAST))  # fmt: skip
+                 + self.axes(Axis.UNROLL, Axis.UPCAST) + self.axes(Axis.TC))  # fmt: skip
         self._permute(order)
 
     def upcast_size(self) -> int:

@@ -83,7 +83,9 @@ class Lowerer:
         self.k, self.b, self.index = k, UOpBuilder(), index
         self.var_uops: dict[Variable, UOp] = {}
         self.full_shape = k.full_shape
-        self.lane_axes = k.axes(Axis.UPCAST, Axis.UNROLL)
+        # a lane fixes each upcast/unrolled axis; on a TC axis it holds which fragment element is meant (`tc_code`)
+        self.lane_axes = k.axes(Axis.UPCAST, Axis.UNROLL, Axis.TC)
+        self.tc_lane = Variable("lane", 0, k.tensor_core.threads - 1) if k.tensor_core is not None else None
         self.axis_vars: dict[int, Variable] = {}
         self.index_cache: dict[tuple[int, Lane], tuple[Node, Node]] = {}
         self.values: dict[tuple[int, Lane], UOp] = {}
@@ -184,7 +186,11 @@ class Lowerer:
         """GPU: the innermost (up to) three output axes become work-group ids and the local/group axes thread ids
         within a group; returns the output axes left to loop over."""
         self.local_size = [1, 1, 1]
-        for dim, i in enumerate(reversed(self.k.axes(Axis.LOCAL, Axis.GROUP))):
+        warp = 0
+        if self.tc_lane is not None:  # a tensor core's warp is the innermost thread id: lanes are consecutive ids
+            warp = self.local_size[0] = self.tc_lane.max + 1
+            self.var_uops[self.tc_lane] = self.special("lidx0", warp)
+        for dim, i in enumerate(reversed(self.k.axes(Axis.LOCAL, Axis.GROUP)), start=1 if warp else 0):
             size = self.full_shape[i]
             assert isinstance(size, int) and dim < 3, "at most three local dimensions of static size"
             self.local_size[dim] = size
@@ -203,6 +209,52 @@ class Lowerer:
     def special(self, name: str, size: int) -> UOp:
         self.check_index(0, size, size)  # a thread id, in [0, size)
         return self.b.add(UOps.SPECIAL, self.index, (), (name, size))
+
+    # -- tensor cores ------------------------------------------------------------------------------------------------
+
+    def tc_code(self, lane: Lane, operand: int, elem: int) -> Lane:
+        """`lane` with its TC axes set to element `elem` of fragment `operand` (0: A, 1: B, 2: C/D)."""
+        return tuple(1 + 64 * operand + elem if self.k.kinds[a] is Axis.TC else v for a, v in zip(self.lane_axes, lane))
+
+    def tc_coord(self, axis: int, code: int) -> Node:
+        """The index along TC axis `axis` (M, N or K) of the fragment element `code` names, for this thread's lane: the
+        element's row or column in its operand's layout, the lane bits read from the thread id."""
+        tc, lane_var = self.k.tensor_core, self.tc_lane
+        assert tc is not None and lane_var is not None and code > 0, "a TC axis is read only inside a fragment"
+        operand, elem = divmod(code - 1, 64)
+        role = "MNK"[self.k.axes(Axis.TC).index(axis)]
+        layout, (row_role, col_role) = ((tc.a, "MK"), (tc.b, "KN"), (tc.c, "MN"))[operand]
+        bits = layout.rows if role == row_role else layout.cols if role == col_role else ()
+        node: Node = NumNode(0)
+        for i, bit in enumerate(bits):
+            n = int(bit[1:])
+            node = node + ((lane_var // (1 << n)) % 2 * (1 << i) if bit[0] == "l" else NumNode((elem >> n & 1) << i))
+        return node
+
+    def tc_reduce(self, rop: LazyOp) -> None:
+        """The reduce as WMMAs: per reduce step and output lane, each thread gathers its fragments of A and B (the
+        factors' values at the elements its layouts name) and accumulates into its fragment of C."""
+        tc = self.k.tensor_core
+        assert tc is not None
+        operands = self.k.tc_operands(tc)
+        assert operands is not None
+        acc_dtype = tc.dtype_out.vec(tc.c.elements)
+        accs = {lane: self.b.add(UOps.DEFINE_ACC, acc_dtype, (), 0.0) for lane in self.lanes((Axis.UPCAST,))}
+        loops: list[UOp] = []
+        for axis in self.k.axes(Axis.REDUCE):
+            loops += self.open_loops([axis], "ridx")
+        current = dict(accs)
+        for lane in self.lanes((Axis.UPCAST, Axis.UNROLL)):
+            out_lane = self.output_lane(lane)
+            frags = []
+            for operand, (factor, layout) in enumerate(zip(operands, (tc.a, tc.b))):
+                elems = [self.value(factor, self.tc_code(lane, operand, e)) for e in range(layout.elements)]
+                frags.append(self.b.add(UOps.VECTORIZE, tc.dtype_in.vec(layout.elements), tuple(elems)))
+            new = self.b.add(UOps.WMMA, acc_dtype, (frags[0], frags[1], current[out_lane]), tc)
+            current[out_lane] = self.b.add(UOps.ASSIGN, acc_dtype, (accs[out_lane], new))
+        self.close_loops(loops)
+        self.values.clear()
+        self.reduce_results[id(rop)] = accs
 
     def linear_id(self, kind: Axis) -> tuple[Node, int]:
         """The flat index of this thread among the axes of `kind` in its work group, and their count."""
@@ -230,7 +282,8 @@ class Lowerer:
         if key not in self.index_cache:
             st: ShapeTracker = self.k.st_of(buf)
             view = st.views[0]
-            if len(st.views) == 1 and view.mask is None and self.lane_axes and all_int(view.strides):
+            plain = len(st.views) == 1 and view.mask is None and all_int(view.strides)
+            if plain and self.lane_axes and self.tc_lane is None:
                 # one plain view: the index is affine in the lane coordinates, so a lane's index is the first lane's
                 # plus a constant (computing each of a tile's hundreds of lanes symbolically dominated codegen time)
                 first = (id(buf), (0,) * len(lane))
@@ -250,6 +303,8 @@ class Lowerer:
         for i, dim in enumerate(st.shape):
             if isinstance(dim, int) and dim == 1:
                 idxs.append(NumNode(0))
+            elif self.k.kinds[i] is Axis.TC:
+                idxs.append(self.tc_coord(i, lane[self.lane_axes.index(i)]))
             elif i in self.lane_axes:
                 idxs.append(NumNode(lane[self.lane_axes.index(i)]))
             else:
@@ -427,6 +482,9 @@ class Lowerer:
             return self.const(node.arg, lane)
         if node.op in GroupOp.Reduce:
             result = self.reduce_results[id(node)][self.output_lane(lane)]
+            if self.tc_lane is not None:  # this lane's element of the C fragment
+                code = lane[self.lane_axes.index(self.k.axes(Axis.TC)[0])]
+                return self.b.add(UOps.GEP, node.dtype, (result,), (code - 1) % 64)
             if self.vector_on and self.vec_reduce:  # a combined (scalar) result used inside a later vector loop
                 return self.b.add(UOps.VECTORIZE, result.dtype.vec(self.vec_width), (result,) * self.vec_width)  # type: ignore[union-attr]
             return result
@@ -456,6 +514,8 @@ class Lowerer:
     # -- the kernel ----------------------------------------------------------------------------------------------------
 
     def reduce(self, rop: LazyOp) -> None:
+        if self.tc_lane is not None:
+            return self.tc_reduce(rop)
         dtype = rop.dtype.vec(self.vec_width) if self.vec_axis is not None else rop.dtype
         accs = {
             lane: self.b.add(UOps.DEFINE_ACC, dtype, (), identity_element(rop.op, rop.dtype))
@@ -553,7 +613,10 @@ class Lowerer:
         store = k.ast.src[0]
         out_buf: MemBuffer = store.arg
         scatter = self.vector_on and self.k.output_stride(self.vec_axis) != 1  # type: ignore[arg-type]
-        for lane in self.lanes((Axis.UPCAST,)):
+        out_lanes = self.lanes((Axis.UPCAST,))
+        if self.k.tensor_core is not None:  # each of the thread's elements of the C fragment
+            out_lanes = [self.tc_code(lane, 2, e) for lane in out_lanes for e in range(self.k.tensor_core.c.elements)]
+        for lane in out_lanes:
             val = self.value(store.src[0], lane)
             if scatter:  # vector lanes not contiguous in the output: one store per lane
                 for i in range(self.vec_width):

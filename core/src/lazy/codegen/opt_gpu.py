@@ -214,11 +214,45 @@ def reduce_lanes(k: Kernel) -> Kernel:
     return lanes
 
 
+TC_WARPS = (2, 2)  # warps of a tensor-core work group along the M and N tiles (each holds its own C fragment)
+
+
+def tensor_core_tiles(k: Kernel) -> Kernel | None:
+    """A matmul-like kernel whose sum of products the device's tensor core can take (`OptOps.TC`, the innermost fitting
+    reduce axis, the first tensor core that fits), each warp then computing two N tiles from one A fragment, and a few
+    warps per work group; None when no tensor core fits."""
+    for axis in reversed(k.axes(Axis.REDUCE)):
+        for index in range(len(k.caps.tensor_cores)):
+            if (tc := k.applied(Opt(OptOps.TC, axis, index))) is None:
+                continue
+            if (n_out := _tc_output_axes(tc)[1]) is not None:
+                tc = tc.applied(Opt(OptOps.UPCAST, n_out, 2)) or tc
+            for role, warps in enumerate(TC_WARPS):  # axes move as opts apply: found again each time
+                if (axis_out := _tc_output_axes(tc)[role]) is not None:
+                    tc = tc.applied(Opt(OptOps.LOCAL, axis_out, warps)) or tc
+            return tc
+    return None
+
+
+def _tc_output_axes(k: Kernel) -> tuple[int | None, int | None]:
+    """The innermost output loops over the tensor core's M tiles and over its N tiles (the GLOBAL axes only the first,
+    only the second factor reads), None where none is left."""
+    assert k.tensor_core is not None and (operands := k.tc_operands(k.tensor_core)) is not None
+    dep_a, dep_b = (k.depends(x) for x in operands)
+    globals_ = k.axes(Axis.GLOBAL)
+    m_out = [a for a in globals_ if a in dep_a and a not in dep_b]
+    n_out = [a for a in globals_ if a in dep_b and a not in dep_a]
+    return (m_out[-1] if m_out else None), (n_out[-1] if n_out else None)
+
+
 def gpu_optimizations(k: Kernel) -> Kernel:
     """Registers first, then work groups. Registers: a matmul-like tile (`register_tile`); other reductions on a SIMD
     device vector lanes (`reduce_lanes`), on a GPU a grouped reduce when the outputs are few, then the tiles and lanes
     every device gets. Work groups: on a GPU a matmul-like kernel's block of items sharing local-memory tiles
-    (`local_tiles`), else groups along the innermost output axis (`group_items`)."""
+    (`local_tiles`), else groups along the innermost output axis (`group_items`). A sum of products the device's
+    tensor core fits goes to it instead (`tensor_core_tiles`)."""
+    if k.caps.tensor_cores and (tc := tensor_core_tiles(k)) is not None:
+        return tc
     if k.reduceops and simd_items(k.caps):
         k = register_tile(k) or reduce_lanes(k)
         if SIMD_LOCAL_TILES:

@@ -56,6 +56,7 @@ class SearchRow:
     amounts: tuple[int, ...] = ()  # split sizes (0: the whole axis; only those dividing the axis); for an input: as is
     vector_multiples: tuple[int, ...] = ()  # more split sizes: the renderer's vector widths times these
     second_axis: bool = False  # the amount is another axis of `axis_kinds`, after `axis` (SWAP)
+    tensor_core: bool = False  # the amount is an index into the device's tensor cores (TC)
     needs: str | tuple[str, ...] = ""  # a `Capabilities` field that must be set for the op to be tried ("has_local"),
     # or a tuple of fields of which one must be
 
@@ -68,6 +69,7 @@ SEARCH_SPACE: dict[OptOps, SearchRow] = {
     OptOps.SWAP: SearchRow((Axis.GLOBAL,), second_axis=True),  # loop order: which operand panel stays in cache
     # an operand tile copied contiguous: a CPU thread's scratch array, or a work group's local memory
     OptOps.PACK: SearchRow(on_inputs=True, amounts=(0,), needs=("pack_max", "shared_max")),
+    OptOps.TC: SearchRow((Axis.REDUCE,), tensor_core=True, needs="tensor_cores"),  # a warp's matrix unit (first only)
 }
 
 
@@ -88,6 +90,8 @@ def _targets(row: SearchRow, k: Kernel) -> list[tuple[int, int]]:
     axes = k.axes(*row.axis_kinds)
     if row.second_axis:
         return [(axis, other) for axis in axes for other in axes if other > axis]
+    if row.tensor_core:
+        return [(axis, index) for axis in axes for index in range(len(k.caps.tensor_cores))]
     return [(axis, amount) for axis in axes for amount in _split_sizes(row, k, axis)]
 
 

@@ -22,6 +22,12 @@ This is the whole contract between core's code generator and a plugin's renderer
 | ASSIGN        | acc's              | (acc, value)                         | None: acc = value                     |
 | IF / ENDIF    | None               | (cond,) / (if,)                      | None                                  |
 | BARRIER       | None               | ()                                   | None: local-memory barrier            |
+| WMMA          | dtype_out x c elts | (a fragment, b fragment, c fragment) | `TensorCore`: D = A @ B + C, warp-wide |
+
+WMMA (`lazy.renderer.TensorCore`, only on a device that declares one): every thread of a warp (lanes = linear local
+id modulo `threads`) executes it together, never under a divergent IF; each passes its fragment of A (`dtype_in`
+vector of `a.elements`), of B and of the accumulator C (`dtype_out` vector of `c.elements`), in the order the
+`FragmentLayout`s give, and gets its fragment of D back.
 
 Kernel parameters are the DEFINE_GLOBALs by index, then the DEFINE_VARs in list order. A LOAD/STORE of a
 vector dtype through a scalar pointer accesses `count` consecutive elements starting at `idx`. Dtypes are any of
@@ -66,6 +72,7 @@ class UOps(Enum):
     IF = auto()
     ENDIF = auto()
     BARRIER = auto()  # noqa: E702
+    WMMA = auto()
 
     def __repr__(self) -> str:
         return f"UOps.{self.name}"

@@ -108,12 +108,22 @@ def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[Realizes, dic
         for _, view in uses:
             if view is base:
                 continue
-            if _grows(view.st, base):
+            if _grows(view.st, base) and not _cast_of_memory(base, realizes):
                 realizes[base] = None
             elif any(v.mask is not None for v in view.st.views) and _has_unsafe_pad_op(base, realizes):
                 realizes[base] = None
     fused = _decide_reduces(graph, realizes)
     return realizes, fused
+
+
+def _cast_of_memory(base: LazyBuffer, realizes: Realizes) -> bool:
+    """A cast of a buffer that is in memory anyway: converting per read costs less than writing and reading the
+    converted copy, and keeps the narrow dtype visible to the consuming kernel (a half matmul reads half operands,
+    which a tensor core takes directly)."""
+    if base.op is not Ops.CAST:
+        return False
+    src = base.srcs[0].base
+    return src.realized is not None or src in realizes
 
 
 def _grows(st: ShapeTracker, base: LazyBuffer) -> bool:

@@ -14,6 +14,81 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class FragmentLayout:
+    """Which elements of one operand tile of a tensor-core instruction each thread of the warp holds.
+
+    `rows` and `cols` name, least significant bit first, where each bit of an element's row and column index comes
+    from: `"lN"` is bit N of the thread's lane (its linear id within the work group, modulo the warp size), `"eN"` bit
+    N of the element's position in the thread's fragment vector. Every tensor core in use is such a bit permutation
+    (sizes are powers of two). Example, PTX `mma.m16n8k16` operand A (16 x 16): row = lane/4 + 8*(e/2 % 2), col =
+    2*(lane % 4) + e % 2 + 8*(e/4) is `rows=("l2", "l3", "l4", "e1"), cols=("e0", "l0", "l1", "e2")`."""
+
+    rows: tuple[str, ...]
+    cols: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        bits = [*self.rows, *self.cols]
+        if len(set(bits)) != len(bits) or any(b[:1] not in ("l", "e") or not b[1:].isdigit() for b in bits):
+            raise ValueError(f"FragmentLayout bits must be distinct 'lN'/'eN' names, not {bits}")
+        for kind in "le":
+            have = sorted(int(b[1:]) for b in bits if b[0] == kind)
+            if have != list(range(len(have))):
+                raise ValueError(f"FragmentLayout {kind}-bits must be {kind}0..{kind}{len(have) - 1}, not {have}")
+
+    @property
+    def elements(self) -> int:
+        """Elements per thread: the length of the fragment vector."""
+        return 1 << sum(b[0] == "e" for b in (*self.rows, *self.cols))
+
+    @property
+    def lanes(self) -> int:
+        return 1 << sum(b[0] == "l" for b in (*self.rows, *self.cols))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return 1 << len(self.rows), 1 << len(self.cols)
+
+    def coords(self, lane: int, elem: int) -> tuple[int, int]:
+        """(row, col) of fragment element `elem` of the thread at `lane`."""
+
+        def gather(bits: tuple[str, ...]) -> int:
+            return sum(((lane if b[0] == "l" else elem) >> int(b[1:]) & 1) << i for i, b in enumerate(bits))
+
+        return gather(self.rows), gather(self.cols)
+
+
+@dataclass(frozen=True)
+class TensorCore:
+    """A warp-wide matrix multiply-accumulate the device has: D = A @ B + C with A (M x K), B (K x N), C and D (M x N),
+    inputs `dtype_in`, accumulator and result `dtype_out`. `threads` lanes take part (a warp: 32 on NVIDIA and Apple),
+    each holding the fragments `a`, `b`, `c` describe. `name` identifies the instruction (e.g. `"mma.m16n8k16"`): the
+    renderer emits it for a WMMA UOp with this arg, and `LAZY_EMULATE` runs it with the hardware's own lane layout,
+    written independently in the emulator, so a layout declared wrong here gives wrong numbers there."""
+
+    name: str
+    dims: tuple[int, int, int]  # (M, N, K)
+    threads: int
+    dtype_in: DType
+    dtype_out: DType
+    a: FragmentLayout
+    b: FragmentLayout
+    c: FragmentLayout
+
+    def __post_init__(self) -> None:
+        m, n, k = self.dims
+        for what, layout, shape in (("a", self.a, (m, k)), ("b", self.b, (k, n)), ("c", self.c, (m, n))):
+            if (
+                layout.shape != shape
+                or layout.lanes != self.threads
+                or layout.elements * layout.lanes != m * n * k // ({"a": n, "b": m, "c": k}[what])
+            ):
+                raise ValueError(
+                    f"TensorCore {self.name}: layout {what} covers {layout.shape} with {layout.lanes} lanes x "
+                    f"{layout.elements} elements, expected {shape} over {self.threads} lanes"
+                )
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a device's code generator may use. One object drives both codegen and the conformance suite."""
 
@@ -39,6 +114,9 @@ class Capabilities:
     # (`lazy.codegen.transcendental`), which vectorizes where a libm call would not
     native_math: frozenset[Ops] = frozenset()
     unsupported: tuple[tuple[str, str], ...] = ()  # (conformance feature, reason) a device declares it lacks
+    # warp-wide matrix multiply-accumulate instructions (`TensorCore`); the optimiser maps a matmul's tile onto one
+    # when the kernel's dtypes and sizes fit (WMMA UOps), on a device with threads and local ids
+    tensor_cores: tuple[TensorCore, ...] = ()
 
     def supports(self, dtype: DType) -> bool:
         return dtype.scalar() in self.dtypes
