@@ -32,7 +32,7 @@ PLUGIN_API_VERSION: tuple[int, int] = (2, 1)
 
 # The lazy project's own distributions. When plugins clash over a device name or an entry-point name, the one from these
 # keeps it: it is the name lazy documents, and a newcomer must not take it over unnoticed (the newcomer is reported).
-FIRST_PARTY_DISTRIBUTIONS = frozenset({"lazy-core", "lazy-cpu", "lazy-opencl", "lazy-disk"})
+FIRST_PARTY_DISTRIBUTIONS = frozenset({"lazy-core", "lazy-cpu", "lazy-opencl", "lazy-disk", "lazy-cuda", "lazy-metal"})
 
 
 @dataclass(frozen=True)

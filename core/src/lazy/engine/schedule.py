@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from lazy.device import Buffer
+from lazy.device import Buffer, get_device
 from lazy.helpers import DEBUG, prod
 from lazy.lazy import LazyBuffer, snapshots_for
 from lazy.ops import ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
@@ -117,13 +117,16 @@ def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[Realizes, dic
 
 
 def _cast_of_memory(base: LazyBuffer, realizes: Realizes) -> bool:
-    """A cast of a buffer that is in memory anyway: converting per read costs less than writing and reading the
-    converted copy, and keeps the narrow dtype visible to the consuming kernel (a half matmul reads half operands,
-    which a tensor core takes directly)."""
+    """A cast of a buffer in memory anyway, from a dtype the device's tensor cores take: left in the consuming kernel,
+    so a half matmul reads its half operands and the tensor core takes them. Elsewhere the converted copy is made
+    first: it costs one pass over the operand, and the kernel's vector code then reads float32."""
     if base.op is not Ops.CAST:
         return False
-    src = base.srcs[0].base
-    return src.realized is not None or src in realizes
+    src = base.srcs[0]
+    if not (src.base.realized is not None or src.base in realizes):
+        return False
+    caps = get_device(base.device).renderer.caps if get_device(base.device).kernel_refusal is None else None
+    return caps is not None and any(tc.dtype_in == src.dtype for tc in caps.tensor_cores)
 
 
 def _grows(st: ShapeTracker, base: LazyBuffer) -> bool:
