@@ -412,11 +412,14 @@ class Kernel:
         buffer float32, no grouped reduce. An upcast axis (`vector_lanes_axis`; lanes not contiguous in the output only
         before a reduction's store) or else an unrolled reduce axis along which every input is contiguous or broadcast
         (a row sum, a dot product: the accumulators are vectors whose lanes are combined after the loop)."""
-        if not self.caps.vector_widths or self.axes(Axis.GROUP) or any(b.dtype != dtypes.float32 for b in self.bufs):
+        if not self.caps.vector_widths or self.axes(Axis.GROUP) or self.tensor_core is not None:
+            return None  # (a tensor core's fragments are its vectors)
+        # float32 throughout; a reduction's result cast to its buffer's dtype is stored lane by lane (an elementwise
+        # kernel's cast is left to the C compiler's own vectorization, which measured 1.5x faster)
+        computed = self.stored_value() if self.reduceops else self.ast.src[0].src[0]
+        if any(b.dtype != dtypes.float32 for b in self.bufs[1:]) or computed.dtype != dtypes.float32:
             return None
-        if self.tensor_core is not None:  # the fragments are the vectors
-            return None
-        if not all(n.op in VECTOR_OPS for n in self.ast.toposort()):
+        if not all(n.op in VECTOR_OPS for n in computed.toposort()):
             return None
         # contiguous or broadcast along the axis, padding aside (masked loads are gated lane by lane)
         unrolls = [a for a in self.axes(Axis.UNROLL) if self.full_shape[a] in self.caps.vector_widths and all(
@@ -430,6 +433,12 @@ class Kernel:
                 return along_reduce
             return axis if self.output_stride(axis) == 1 or self.reduceops else None
         return along_reduce
+
+    def stored_value(self) -> LazyOp:
+        """What a reduction kernel computes before the store: the stored value, or what it is cast from when the last
+        step is a cast to the output buffer's dtype (a float32 matmul stored as half)."""
+        value = self.ast.src[0].src[0]
+        return value.src[0] if value.op is Ops.CAST and value.dtype == self.output_dtype() else value
 
     def output_stride(self, axis: int) -> sint | None:
         return self.st_of(self.ast.src[0].arg).real_strides()[axis]

@@ -612,15 +612,19 @@ class Lowerer:
             self.reduce(rop)
         store = k.ast.src[0]
         out_buf: MemBuffer = store.arg
-        scatter = self.vector_on and self.k.output_stride(self.vec_axis) != 1  # type: ignore[arg-type]
+        # vector lanes not contiguous in the output, or a float32 result cast to the output's dtype: one store per lane
+        computed = self.k.stored_value() if self.vector_on and k.reduceops else store.src[0]
+        scatter = self.vector_on and (computed is not store.src[0] or self.k.output_stride(self.vec_axis) != 1)  # type: ignore[arg-type]
         out_lanes = self.lanes((Axis.UPCAST,))
         if self.k.tensor_core is not None:  # each of the thread's elements of the C fragment
             out_lanes = [self.tc_code(lane, 2, e) for lane in out_lanes for e in range(self.k.tensor_core.c.elements)]
         for lane in out_lanes:
-            val = self.value(store.src[0], lane)
-            if scatter:  # vector lanes not contiguous in the output: one store per lane
+            val = self.value(computed, lane)
+            if scatter:
                 for i in range(self.vec_width):
                     lane_val = self.b.add(UOps.GEP, val.dtype.scalar(), (val,), i)  # type: ignore[union-attr]
+                    if computed is not store.src[0]:
+                        lane_val = self.b.add(UOps.CAST, out_buf.dtype, (lane_val,))
                     self.store(out_buf, self.with_vec_lane(lane, i), lane_val)
             else:
                 self.store(out_buf, lane, val)  # with a vector axis: lane 0 of a contiguous run
