@@ -76,6 +76,9 @@ BEAM_BUDGET = Setting("BEAM_BUDGET", 60, "seconds BEAM may spend searching one k
 NOOPT = Setting("NOOPT", False, "1: switch off kernel optimisations (upcast, unroll, locals)")
 JIT = Setting("JIT", 1, "0: `jit` functions run eagerly; 1: capture and replay kernels")
 DEVICE = Setting("DEVICE", "", "default device, e.g. CPU, LLVM, PYTHON, CL (default: highest-priority usable plugin)")
+EMULATE = Setting(
+    "EMULATE", "", "the PYTHON device emulates this device's code generation target, e.g. CUDA or METAL (no GPU needed)"
+)
 PLUGINS = Setting("PLUGINS", "", "comma-separated allow-list of plugin names (entry-point names); empty: all")
 CACHE_DIR = Setting("CACHE_DIR", "", "directory for the compile cache (default: ~/.cache/lazy); 'off' disables it")
 THREADS = Setting("THREADS", 0, "CPU threads for one kernel (0: one per core; capped at 4 per core)")

@@ -1,6 +1,9 @@
 """PYTHON, the reference device: a pure-Python interpreter of the `UOp` list, registered through the same
 `lazy_devices` hook as every plugin. The core tests and the conformance suite run on it without a plugin installed,
 and it is the first device a plugin author reads: a simple-tier device (Allocator, Renderer, Compiler, Program).
+With `LAZY_EMULATE=NAME` it emulates NAME's code generation target: NAME's capabilities drive code generation, and
+the interpreter runs the kernels as that GPU would (launch limits, warps, tensor-core instructions by their own
+documented lane layouts), so a GPU plugin's code generation is checked where no GPU is.
 """
 
 from __future__ import annotations
@@ -11,15 +14,26 @@ import itertools
 import math
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from lazy.codegen.uops import UOp, UOps
-from lazy.device import Allocator, BufferSpec, Compiled, CompileError, Compiler, ProgramSpec
+from lazy.device import (
+    Allocator,
+    BufferSpec,
+    Compiled,
+    CompileError,
+    Compiler,
+    DeviceError,
+    ProgramSpec,
+    opened_devices,
+)
 from lazy.dtype import FP8S, DType, PtrDType, dtypes, float_to_fp8, fp8_to_float
-from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, hookimpl
+from lazy.helpers import EMULATE, prod
+from lazy.hookspecs import PLUGIN_API_VERSION, CodegenTarget, DeviceSpec, hookimpl
 from lazy.ops import PYTHON_ALU, Ops, truncate
-from lazy.renderer import Capabilities, Renderer
+from lazy.renderer import Capabilities, FragmentLayout, Renderer, TensorCore
 
 # ---------------------------------------------------------------------------------------------------------------------
 # registration: what a plugin's entry module holds
@@ -35,7 +49,78 @@ def lazy_devices() -> list[DeviceSpec]:
 
 
 def open_python_device(name: str) -> Compiled:
-    return Compiled(name, PythonAllocator(), PythonRenderer(), PythonCompiler(), PythonProgram)
+    """The PYTHON device (or instance), emulating what `LAZY_EMULATE` names when it opens, for as long as it is open."""
+    setting = emulate_setting()
+    emulation = find_emulation(setting) if setting else None
+    renderer = PythonRenderer(emulation=emulation)
+    runtime = functools.partial(PythonProgram, caps=renderer.caps, emulation=emulation)
+    return Compiled(name, PythonAllocator(), renderer, PythonCompiler(), runtime)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# emulation: `LAZY_EMULATE=NAME` gives the PYTHON device NAME's first code generation target
+#
+# The target is fixed when a PYTHON instance opens: changing `LAZY_EMULATE` later changes what instances opened
+# afterwards emulate (the conformance suite compares `PYTHON` emulating a GPU with a plain `PYTHON:1` opened so), and
+# `lazy.Device.reset()` closes them all. Kernels of one target never run as another's: the method cache and the
+# schedule cache hold runners bound to one opened instance (both drop them when it closes), the on-disk program cache
+# is keyed by the renderer's capabilities, and a kernel's text names the target it was made for (`# emulates:`),
+# which the program checks against its device's when it is loaded (a pickled jit taken to another target).
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """What an opened PYTHON instance emulates: `device` (as `LAZY_EMULATE` names it, upper case), `label` naming the
+    target for reports ("CUDA sm_80") and `caps`, the target's capabilities."""
+
+    device: str
+    label: str
+    caps: Capabilities
+
+
+def emulate_setting() -> str:
+    """`LAZY_EMULATE` as a device name ("cuda" -> "CUDA"); "" when unset."""
+    return str(EMULATE.value or "").strip().partition(":")[0].upper()
+
+
+def find_emulation(device: str) -> Emulation:
+    """`device`'s first `CodegenTarget`, found through the registry without probing or opening `device` (so it works
+    without its GPU or driver). DeviceError saying what to set for PYTHON itself, an unknown device, a device without
+    code generation targets, or targets that cannot be had."""
+    from lazy.plugins import Device, PluginFailure, call_plugin  # the registry sits beside this module (layer 9)
+
+    specs = Device.specs()
+    emulable = sorted(name for name, spec in specs.items() if spec.codegen_targets is not None and name != "PYTHON")
+    fix = (f"set LAZY_EMULATE to a device with code generation targets ({', '.join(emulable) or 'none is installed'})"
+           " or unset it")  # fmt: skip
+    if device == "PYTHON":
+        raise DeviceError(f"LAZY_EMULATE=PYTHON: the PYTHON device cannot emulate itself; {fix}")
+    if (spec := specs.get(device)) is None:
+        raise DeviceError(f"LAZY_EMULATE={device}: no installed plugin provides device {device}; {fix}")
+    if spec.codegen_targets is None:
+        raise DeviceError(f"LAZY_EMULATE={device}: {device} declares no code generation targets "
+                          f"(DeviceSpec.codegen_targets, plugin API 2.1), so it cannot be emulated; {fix}")  # fmt: skip
+    targets = call_plugin(spec.codegen_targets)
+    if isinstance(targets, PluginFailure):
+        raise DeviceError(f"LAZY_EMULATE={device}: {device}'s codegen_targets() {targets}") from targets.exc
+    if not isinstance(targets, (list, tuple)) or not targets or not isinstance(targets[0], CodegenTarget):
+        raise DeviceError(f"LAZY_EMULATE={device}: {device}'s codegen_targets() returned {targets!r:.200}, not a "
+                          f"non-empty list of CodegenTarget; this is a bug in its plugin")  # fmt: skip
+    target = targets[0]
+    caps = getattr(target.renderer, "caps", None)
+    if not isinstance(caps, Capabilities):
+        raise DeviceError(f"LAZY_EMULATE={device}: target {target.name}'s renderer has no Capabilities (caps)")
+    label = device if target.name == device else f"{device} {target.name}"
+    return Emulation(device, label, caps)
+
+
+def emulating(device: str = "PYTHON") -> str | None:
+    """What the opened PYTHON device (or instance `device`, e.g. "PYTHON:1") emulates, e.g. "CUDA sm_80"; None when it
+    emulates nothing or is not open."""
+    dev = opened_devices.get(device)
+    renderer = dev.renderer if dev is not None else None
+    emulation = renderer.emulation if isinstance(renderer, PythonRenderer) else None
+    return emulation.label if emulation is not None else None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -75,18 +160,25 @@ EXACT_MATH = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})  # the reference computes 
 THREAD_CAPS = Capabilities(has_threads=True, has_local=True, local_max=(1024, 1024, 64), local_size_max=1024,
                            shared_max=1 << 16, vector_widths=(2, 4), native_math=EXACT_MATH)  # fmt: skip
 LOOP_CAPS = Capabilities(has_threads=False, has_local=False, vector_widths=(2, 4), native_math=EXACT_MATH)
+EMULATES = "# emulates: "  # the header line naming the target a kernel was generated for
 
 
 class PythonRenderer(Renderer):
+    """Writes the UOp list as text. Under an `Emulation` it has the emulated target's capabilities, so core generates
+    that target's kernels, and the text says which target they are for."""
+
     device = "PYTHON"
 
-    def __init__(self, threads: bool = True):
-        self.caps = THREAD_CAPS if threads else LOOP_CAPS
+    def __init__(self, threads: bool = True, emulation: Emulation | None = None):
+        self.emulation = emulation
+        self.caps = emulation.caps if emulation is not None else THREAD_CAPS if threads else LOOP_CAPS
 
     def render(self, name: str, uops: list[UOp]) -> str:
         """Tab-separated: index, op, dtype, source indices, arg. Every field is a Python literal or a dtype/Ops name."""
         index: dict[int, int] = {}
         lines = [f"# PYTHON kernel {name}: index, op, dtype, sources, arg"]
+        if self.emulation is not None:
+            lines.append(EMULATES + self.emulation.label)
         for i, uop in enumerate(uops):
             missing = [s for s in uop.src if id(s) not in index]
             if missing:
@@ -100,6 +192,7 @@ class PythonRenderer(Renderer):
 
 
 _NAMES: dict[str, Any] = {"nan": math.nan, "inf": math.inf, "Ops": Ops, "dtypes": dtypes}
+_CONSTRUCTORS: dict[str, Callable[..., Any]] = {"TensorCore": TensorCore, "FragmentLayout": FragmentLayout}  # WMMA's
 
 
 def _literal(node: ast.expr) -> Any:
@@ -123,6 +216,10 @@ def _literal(node: ast.expr) -> Any:
         base, args = _literal(node.func.value), [_literal(a) for a in node.args]
         if isinstance(base, DType):
             return base.vec(*args) if node.func.attr == "vec" else base.ptr()
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _CONSTRUCTORS:
+        if all(kw.arg is not None for kw in node.keywords):
+            kwargs = {str(kw.arg): _literal(kw.value) for kw in node.keywords}
+            return _CONSTRUCTORS[node.func.id](*[_literal(a) for a in node.args], **kwargs)
     raise ValueError(f"not a literal the PYTHON device can read back: {ast.unparse(node)}")
 
 
@@ -139,6 +236,16 @@ def parse_kernel(src: str) -> list[UOp]:
         parse = lambda text: _literal(ast.parse(text, mode="eval").body)
         uops.append(UOp(UOps[op], parse(dtype), src, parse(arg)))  # type: ignore[arg-type]
     return uops
+
+
+def kernel_target(src: str) -> str | None:
+    """The target a kernel's text says it was made for (`# emulates: CUDA sm_80`); None: the plain PYTHON device."""
+    for line in src.splitlines():
+        if line.startswith(EMULATES):
+            return line[len(EMULATES) :]
+        if line and not line.startswith("#"):
+            break
+    return None
 
 
 class PythonCompiler(Compiler):
@@ -451,11 +558,23 @@ def _step_barrier(low: _Lowering, i: int, uop: UOp) -> Step:
     return lambda r: resume
 
 
+def _step_wmma(low: _Lowering, i: int, uop: UOp) -> Step:
+    """A lane hands in its fragments and pauses; the program runs the warp's multiply-accumulate once every lane of
+    the warp is there and writes each lane's D fragment into the register (`PythonProgram._run_warps`)."""
+    (a, b, c), resume = low.regs(uop), ~(low.step_at[i] + 1)
+
+    def deposit(r: list[Any]) -> int:
+        r[i] = (r[a], r[b], r[c])
+        return resume
+
+    return deposit
+
+
 STEP_BUILDERS: dict[UOps, Callable[[_Lowering, int, UOp], Step]] = {
     UOps.ALU: _step_alu, UOps.CAST: _step_cast, UOps.BITCAST: _step_bitcast, UOps.LOAD: _step_load,
     UOps.STORE: _step_store, UOps.RANGE: _step_range, UOps.ENDRANGE: _step_endrange, UOps.IF: _step_if,
     UOps.DEFINE_ACC: _step_define_acc, UOps.ASSIGN: _step_assign, UOps.VECTORIZE: _step_vectorize,
-    UOps.GEP: _step_gep, UOps.BARRIER: _step_barrier,
+    UOps.GEP: _step_gep, UOps.BARRIER: _step_barrier, UOps.WMMA: _step_wmma,
 }  # fmt: skip
 
 
@@ -468,26 +587,171 @@ def _run_thread(steps: list[Step], regs: list[Any]) -> None:
             pc = ~pc
 
 
-def _thread_until_barriers(steps: list[Step], regs: list[Any]) -> Any:
-    """One thread of a work group as a generator that pauses at each barrier, so the group runs in lockstep."""
+def _thread_until_pauses(steps: list[Step], regs: list[Any]) -> Iterator[int]:
+    """One thread of a work group as a generator that yields the step it pauses at (a barrier or a WMMA, which wait
+    for other threads) and goes on past it when resumed."""
     pc, end = 0, len(steps)
     while pc < end:
-        pc = steps[pc](regs)
-        if pc < 0:
-            yield
-            pc = ~pc
+        nxt = steps[pc](regs)
+        if nxt < 0:
+            yield pc
+            nxt = ~nxt
+        pc = nxt
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# tensor cores: the warp-wide multiply-accumulate instructions the interpreter knows, written here from their vendors'
+# documentation and never taken from a plugin's `TensorCore` declaration, so a layout declared wrong computes wrong
+# numbers (which the conformance suite catches) instead of agreeing with itself
+
+
+@dataclass(frozen=True)
+class KnownTensorCore:
+    """One instruction as documented: tile sizes (M, N, K), the lanes of its warp, the (dtype_in, dtype_out) forms it
+    has, and for each operand tile the (row, col) that element `e` of lane `l`'s fragment holds (`c`: C and D)."""
+
+    dims: tuple[int, int, int]
+    threads: int
+    forms: frozenset[tuple[DType, DType]]
+    a: Callable[[int, int], tuple[int, int]]
+    b: Callable[[int, int], tuple[int, int]]
+    c: Callable[[int, int], tuple[int, int]]
+
+    @property
+    def elements(self) -> tuple[int, int, int]:
+        """Fragment lengths of A, B and C per lane."""
+        m, n, k = self.dims
+        return m * k // self.threads, k * n // self.threads, m * n // self.threads
+
+
+# NVIDIA PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" (.f16/.bf16 inputs): with
+# groupID = laneid >> 2 and threadID_in_group = laneid % 4, A (16x16) element a_i is at row groupID (+8 for i in
+# 2, 3, 6, 7), col 2*threadID_in_group + (i & 1) (+8 for i >= 4); B (16x8) b_i at row 2*threadID_in_group + (i & 1)
+# (+8 for i >= 2), col groupID; C and D (16x8) c_i at row groupID (+8 for i >= 2), col 2*threadID_in_group + (i & 1).
+def _mma_m16n8k16_a(lane: int, i: int) -> tuple[int, int]:
+    return lane // 4 + (8 if i in (2, 3, 6, 7) else 0), 2 * (lane % 4) + i % 2 + (8 if i >= 4 else 0)
+
+
+def _mma_m16n8k16_b(lane: int, i: int) -> tuple[int, int]:
+    return 2 * (lane % 4) + i % 2 + (8 if i >= 2 else 0), lane // 4
+
+
+def _mma_m16n8k16_c(lane: int, i: int) -> tuple[int, int]:
+    return lane // 4 + (8 if i >= 2 else 0), 2 * (lane % 4) + i % 2
+
+
+# Apple simdgroup_matrix 8x8 (`simdgroup_multiply_accumulate`; `thread_elements()` holds 2 adjacent elements of a row,
+# the same for A, B, C and D): the threads of a SIMD group tile the matrix in Morton order (US patent 11256518 B2, as
+# metal-flash-attention's `morton_order` spells it out): with quad = lane / 4, row = 4*(quad / 4) + (lane / 2) % 4,
+# col = 4*((quad / 2) % 2) + 2*(lane % 2) + i.
+def _simdgroup_8x8(lane: int, i: int) -> tuple[int, int]:
+    quad = lane // 4
+    return 4 * (quad // 4) + (lane // 2) % 4, 4 * (quad // 2 % 2) + 2 * (lane % 2) + i
+
+
+_F16, _BF16, _F32 = dtypes.float16, dtypes.bfloat16, dtypes.float32
+KNOWN_TENSOR_CORES: dict[str, KnownTensorCore] = {
+    # mma.sync.aligned.m16n8k16.row.col: f16 inputs accumulate in f32 or f16, bf16 inputs in f32 (sm_80 and later)
+    "mma.m16n8k16": KnownTensorCore((16, 8, 16), 32, frozenset({(_F16, _F32), (_F16, _F16), (_BF16, _F32)}),
+                                    _mma_m16n8k16_a, _mma_m16n8k16_b, _mma_m16n8k16_c),
+    # simdgroup_float8x8, simdgroup_half8x8 and (MSL 3.1) simdgroup_bfloat8x8, accumulating in float or their own type
+    "simdgroup_8x8x8": KnownTensorCore((8, 8, 8), 32, frozenset({(_F32, _F32), (_F16, _F32), (_F16, _F16),
+                                       (_BF16, _F32), (_BF16, _BF16)}), _simdgroup_8x8, _simdgroup_8x8, _simdgroup_8x8),
+}  # fmt: skip
+
+
+def known_tensor_core(where: str, uop: UOp) -> KnownTensorCore:
+    """The documented instruction a WMMA UOp runs; CompileError when its name is unknown or its tile, warp, dtypes or
+    fragment sizes are not the instruction's."""
+    tc = uop.arg
+
+    def refuse(why: str) -> CompileError:
+        return CompileError("PYTHON", "", f"{where}: {why}")
+
+    if not isinstance(tc, TensorCore):
+        raise refuse(f"the arg of a WMMA is a TensorCore, not {tc!r:.100}")
+    if (known := KNOWN_TENSOR_CORES.get(tc.name)) is None:
+        raise refuse(f"tensor core {tc.name!r} is not an instruction the PYTHON device knows "
+                     f"({', '.join(KNOWN_TENSOR_CORES)}); to emulate it, add its documented lane layout to "
+                     f"lazy.pydevice.KNOWN_TENSOR_CORES")  # fmt: skip
+    if (tc.dims, tc.threads) != (known.dims, known.threads):
+        raise refuse(f"{tc.name} multiplies {known.dims} (M, N, K) tiles over {known.threads} lanes, but the "
+                     f"TensorCore declares {tc.dims} over {tc.threads}")  # fmt: skip
+    if (tc.dtype_in, tc.dtype_out) not in known.forms:
+        forms = ", ".join(sorted(f"{i.name} -> {o.name}" for i, o in known.forms))
+        raise refuse(f"{tc.name} has no {tc.dtype_in.name} -> {tc.dtype_out.name} form (it has {forms})")
+    elems_a, elems_b, elems_c = known.elements
+    wanted = (tc.dtype_in.vec(elems_a), tc.dtype_in.vec(elems_b), tc.dtype_out.vec(elems_c))
+    got = tuple(s.dtype for s in uop.src)
+    if got != wanted or uop.dtype != wanted[2]:
+        raise refuse(f"{tc.name} takes fragments (A, B, C) of {wanted} per lane and gives {wanted[2]}, but this WMMA "
+                     f"takes {got} and gives {uop.dtype}")  # fmt: skip
+    return known
+
+
+def multiply_accumulate(known: KnownTensorCore, dtype_out: DType, fragments: list[Any]) -> list[tuple[Any, ...]]:
+    """D = A @ B + C for one warp, from each lane's (A, B, C) fragments placed by the instruction's documented layouts;
+    returns each lane's D fragment. Each product of two input values is exact, and each step of the sum (in k order,
+    from C) is rounded to `dtype_out`: the hardware's internal order and extra precision are not documented."""
+    m, n, k = known.dims
+    a = [[0.0] * k for _ in range(m)]
+    b = [[0.0] * n for _ in range(k)]
+    d = [[0.0] * n for _ in range(m)]  # holds C, then D
+    for lane, fragment in enumerate(fragments):
+        for (tile, where), values in zip(((a, known.a), (b, known.b), (d, known.c)), fragment):
+            for e, value in enumerate(values):
+                row, col = where(lane, e)
+                tile[row][col] = value
+    rounded = truncator(dtype_out)
+    for row in range(m):
+        for col in range(n):
+            acc = d[row][col]
+            for j in range(k):
+                acc = rounded(acc + a[row][j] * b[j][col])
+            d[row][col] = acc
+    elems_c = known.elements[2]
+    return [tuple(d[r][c] for r, c in (known.c(lane, e) for e in range(elems_c))) for lane in range(len(fragments))]
+
+
+def _lane_ranges(lanes: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2, 5"."""
+    runs: list[list[int]] = []
+    for lane in lanes:
+        if runs and runs[-1][1] == lane - 1:
+            runs[-1][1] = lane
+        else:
+            runs.append([lane, lane])
+    return ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in runs)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# programs
 
 
 class PythonProgram:
-    """A kernel ready to run: the runtime of the PYTHON device, `runtime(name, lib, spec)`."""
+    """A kernel ready to run: the runtime of the PYTHON device, `runtime(name, lib, spec)`. The device also passes its
+    `caps` (the launch limits every launch is checked against, as a GPU checks them) and its `emulation` (a kernel
+    generated for another target is refused when loaded); a program made without them (tests of hand-built UOps)
+    checks neither."""
 
-    def __init__(self, name: str, lib: bytes, spec: ProgramSpec | None = None):
-        self.name, self.uops = name, parse_kernel(lib.decode())
+    def __init__(self, name: str, lib: bytes, spec: ProgramSpec | None = None, caps: Capabilities | None = None,
+                 emulation: Emulation | None = None):  # fmt: skip
+        src = lib.decode()
+        self.name, self.uops = name, parse_kernel(src)
+        self.caps, self.emulation = caps, emulation
+        self.device_label = f"PYTHON emulating {emulation.label}" if emulation is not None else "PYTHON"
+        made_for = kernel_target(src)
+        if caps is not None and made_for != (emulation.label if emulation is not None else None):
+            generated = f"PYTHON emulating {made_for}" if made_for else "PYTHON"
+            raise DeviceError(f"PYTHON kernel {name} was generated for {generated} and cannot run on "
+                              f"{self.device_label}: a kernel made for one target never runs as another's")  # fmt: skip
+        self.core_split = spec.core_split if spec is not None else 0  # the kernel's last two variables: [lo, hi)
         low = _Lowering(name, self.uops)
         self.template: list[Any] = [None] * len(self.uops)  # registers every thread starts from
         self.globals: list[tuple[int, int, str]] = []  # (register, parameter index, memoryview format)
         self.vars: list[int] = []
         self.locals: list[tuple[int, str, int]] = []  # (register, format, element count)
+        self.local_bytes = 0  # local memory a work group asks for
         self.specials: list[tuple[int, bool, int]] = []  # (register, is a local id, dimension)
         self.launch: dict[bool, list[int]] = {False: [1, 1, 1], True: [1, 1, 1]}  # from SPECIAL sizes
         self.steps: list[Step] = []
@@ -497,8 +761,11 @@ class PythonProgram:
             elif (builder := STEP_BUILDERS.get(uop.op)) is not None:
                 self.steps.append(builder(low, i, uop))
             else:
-                raise CompileError("PYTHON", lib.decode(), f"{low.where(i)}: the PYTHON device cannot run {uop.op}")
-        self.has_barrier = any(u.op is UOps.BARRIER for u in self.uops)
+                raise CompileError("PYTHON", src, f"{low.where(i)}: the PYTHON device cannot run {uop.op}")
+        # the steps a thread pauses at for its warp: WMMA step -> (register, instruction, accumulator dtype)
+        self.warp_steps = {low.step_at[i]: (i, known_tensor_core(low.where(i), u), u.arg.dtype_out)
+                           for i, u in enumerate(self.uops) if u.op is UOps.WMMA}  # fmt: skip
+        self.lockstep = bool(self.warp_steps) or any(u.op is UOps.BARRIER for u in self.uops)
 
     def _setup(self, i: int, uop: UOp) -> None:
         if uop.op is UOps.CONST:
@@ -512,6 +779,7 @@ class PythonProgram:
         elif uop.op is UOps.DEFINE_LOCAL:
             assert isinstance(uop.dtype, PtrDType)
             self.locals.append((i, element_format(uop.dtype.base())[0], uop.arg[1]))
+            self.local_bytes += uop.arg[1] * uop.dtype.base().itemsize
         elif uop.op is UOps.SPECIAL:
             name, size = uop.arg
             if name[:4] not in ("gidx", "lidx"):
@@ -534,35 +802,107 @@ class PythonProgram:
     ) -> float | None:
         """Run the whole launch grid; `global_size` counts work groups, `local_size` threads in one group."""
         start = time.perf_counter()
+        if self.core_split:  # the whole range in one call: [0, extent) of the outermost loop
+            vals = (*vals, 0, self.core_split)
         if len(vals) < len(self.vars):
             raise ValueError(f"PYTHON kernel {self.name} takes {len(self.vars)} variable values, got {vals}")
+        groups = _dims(global_size, self.launch[False])
+        threads = _dims(local_size, self.launch[True])
+        if self.caps is not None:
+            self._check_launch(groups, threads)
         regs = list(self.template)
         for reg, param, fmt in self.globals:
             regs[reg] = memoryview(bufs[param]).cast("B").cast(fmt)  # type: ignore[call-overload]
         for reg, value in zip(self.vars, vals):
             regs[reg] = value
-        groups = _dims(global_size, self.launch[False])
-        threads = _dims(local_size, self.launch[True])
         for group in itertools.product(*(range(n) for n in reversed(groups))):
             self._run_group(regs, group[::-1], threads)
         return time.perf_counter() - start if wait else None
 
+    def _check_launch(self, groups: list[int], threads: list[int]) -> None:
+        """Refuse what the device's GPU would refuse to launch: too many work groups or threads, too much local
+        memory. A kernel core generated for these capabilities never asks for it (a code generation bug if it does)."""
+        caps, problems = self.caps, []
+        assert caps is not None
+        if caps.global_max is not None and any(n > most for n, most in zip(groups, caps.global_max)):
+            problems.append(f"a grid of {groups} work groups, over the limits {list(caps.global_max)} (global_max)")
+        if caps.local_max is not None and any(n > most for n, most in zip(threads, caps.local_max)):
+            problems.append(f"work groups of {threads} threads, over the limits {list(caps.local_max)} (local_max)")
+        if caps.local_size_max and prod(threads) > caps.local_size_max:
+            problems.append(f"{prod(threads)} threads in a work group, over its {caps.local_size_max} (local_size_max)")
+        if caps.has_local and self.local_bytes > caps.shared_max:
+            problems.append(f"{self.local_bytes} bytes of local (shared) memory per work group, over its "
+                            f"{caps.shared_max} (shared_max)")  # fmt: skip
+        if problems:
+            raise DeviceError(f"{self.device_label} kernel {self.name} cannot launch: it asks for "
+                              + "; ".join(problems) + " as the device's Capabilities declare them")  # fmt: skip
+
     def _run_group(self, regs: list[Any], group: tuple[int, ...], threads: list[int]) -> None:
         for reg, fmt, count in self.locals:  # local memory is fresh for each work group
             regs[reg] = memoryview(bytearray(count * struct.calcsize(fmt))).cast(fmt)  # type: ignore[call-overload]
-        thread_regs = []
+        thread_regs = []  # in linear local id order: lidx0 fastest
         for lid in itertools.product(*(range(n) for n in reversed(threads))):
             lid = lid[::-1]
             mine = list(regs) if self.specials else regs
             for reg, is_local, dim in self.specials:
                 mine[reg] = lid[dim] if is_local else group[dim]
-            if not self.has_barrier:
+            if not self.lockstep:
                 _run_thread(self.steps, mine)
             else:
                 thread_regs.append(mine)
-        running = [_thread_until_barriers(self.steps, r) for r in thread_regs]
-        while running:  # each thread runs to its next barrier, then the next thread: barrier semantics
-            running = [t for t in running if next(t, StopIteration) is not StopIteration]
+        if thread_regs:
+            self._run_lockstep(thread_regs)
+
+    def _run_lockstep(self, thread_regs: list[list[Any]]) -> None:
+        """The threads of one work group, each run until it pauses (at a barrier or a WMMA) or ends. A warp whose
+        lanes all wait at one WMMA gets its results and goes on; when no thread can go on, each waits at a barrier or
+        has ended, and the barrier opens."""
+        threads = [_thread_until_pauses(self.steps, regs) for regs in thread_regs]
+        paused: list[int | None] = [None] * len(threads)  # the step each thread waits at; None once it has ended
+        ready: list[int] = list(range(len(threads)))
+        while ready:
+            for t in ready:
+                paused[t] = next(threads[t], None)
+            ready = self._run_warps(paused, thread_regs) or [t for t, at in enumerate(paused) if at is not None]
+
+    def _run_warps(self, paused: list[int | None], thread_regs: list[list[Any]]) -> list[int]:
+        """Run the WMMA each waiting warp's lanes are all at (lane = linear local id % the warp size); returns the
+        lanes that may go on. DeviceError when only some lanes of a warp reach a WMMA, as a GPU's result would be
+        undefined."""
+        released: list[int] = []
+        for t, at in enumerate(paused):
+            if at is None or (step := self.warp_steps.get(at)) is None:
+                continue
+            reg, known, dtype_out = step
+            first = t - t % known.threads
+            lanes = list(range(first, first + known.threads))
+            where = f"{self.device_label} kernel {self.name}: the WMMA of UOp {reg} ({self.uops[reg].arg.name})"
+            if lanes[-1] >= len(paused):
+                raise DeviceError(f"{where} needs all {known.threads} lanes of a warp, but the work group has "
+                                  f"{len(paused)} threads, so the last warp has {len(paused) - first}; a work group "
+                                  f"using it must be a multiple of {known.threads} threads")  # fmt: skip
+            if any(paused[lane] != at for lane in lanes):
+                states: dict[str, list[int]] = {}
+                for lane in lanes:
+                    states.setdefault("reached it" if paused[lane] == at else self._doing(paused[lane]), []).append(
+                        lane
+                    )
+                doing = ", ".join(f"lanes {_lane_ranges(group)} {state}" for state, group in states.items())
+                raise DeviceError(f"{where}: in warp {first // known.threads}, {doing}; every lane of a warp executes "
+                                  f"a WMMA together, never under an IF that divides the warp")  # fmt: skip
+            results = multiply_accumulate(known, dtype_out, [thread_regs[lane][reg] for lane in lanes])
+            for lane, fragment in zip(lanes, results):
+                thread_regs[lane][reg] = fragment
+                paused[lane] = -1  # running again: not at this WMMA any more
+            released += lanes
+        return released
+
+    def _doing(self, at: int | None) -> str:
+        if at is None:
+            return "ended"
+        if (step := self.warp_steps.get(at)) is not None:
+            return f"are at the WMMA of UOp {step[0]}"
+        return "are at a barrier"
 
 
 def _dims(given: Any, default: list[int]) -> list[int]:

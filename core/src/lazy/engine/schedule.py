@@ -117,16 +117,18 @@ def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[Realizes, dic
 
 
 def _cast_of_memory(base: LazyBuffer, realizes: Realizes) -> bool:
-    """A cast of a buffer in memory anyway, from a dtype the device's tensor cores take: left in the consuming kernel,
-    so a half matmul reads its half operands and the tensor core takes them. Elsewhere the converted copy is made
-    first: it costs one pass over the operand, and the kernel's vector code then reads float32."""
-    if base.op is not Ops.CAST:
+    """A cast from a dtype the device's tensor cores take stays in the consuming kernel, its narrow source realized
+    instead (if not in memory already): a half matmul reads its half operands and the tensor core takes them. On
+    other devices the converted copy is made first: one pass over the operand, and the kernel's vector code reads
+    float32."""
+    if base.op is not Ops.CAST or (src := base.srcs[0]).base.op is Ops.CONST:
         return False
-    src = base.srcs[0]
-    if not (src.base.realized is not None or src.base in realizes):
+    dev = get_device(base.device)
+    if dev.kernel_refusal is not None or not any(tc.dtype_in == src.dtype for tc in dev.renderer.caps.tensor_cores):
         return False
-    caps = get_device(base.device).renderer.caps if get_device(base.device).kernel_refusal is None else None
-    return caps is not None and any(tc.dtype_in == src.dtype for tc in caps.tensor_cores)
+    if src.base.realized is None:
+        realizes[src.base] = None
+    return True
 
 
 def _grows(st: ShapeTracker, base: LazyBuffer) -> bool:
