@@ -299,6 +299,26 @@ def test_emulated_tensor_cores_run_by_the_emulators_layouts(declared_a: Fragment
 
 
 @pytest.mark.usefixtures("clean_registry")
+def test_a_computed_half_operand_is_realized_half_for_the_tensor_core() -> None:
+    # float32 -> half -> (dot's) float32: the half values are realized, not the float32 copy, so the matmul kernel
+    # reads half and takes the tensor core; a plain PYTHON device realizes the float32 copy (test_tensor_cores.py)
+    register_gpu(dataclasses.replace(FAKE_CAPS, tensor_cores=(MMA,)))
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((32, 32)).astype(np.float32), rng.standard_normal((32, 16)).astype(np.float32)
+    with Context(EMULATE="FAKEGPU"):
+        a, b = Tensor(x, device="PYTHON").cast(dtypes.float16), Tensor(y, device="PYTHON").cast(dtypes.float16)
+        out = a.matmul(b, dtype=dtypes.float32)
+        kernels = [si.ast for si in out.schedule() if si.ast.op is Ops.SINK]
+        matmul = [ast for ast in kernels if any(n.op is Ops.SUM for n in ast.toposort())]
+        assert len(matmul) == 1 and {n.arg.dtype for n in matmul[0].toposort() if n.op is Ops.LOAD} == {dtypes.float16}
+        result = out.numpy()
+        assert any("\tWMMA\t" in k.spec.src for k in python_kernels())
+    Device.reset(discover=False)
+    ref = x.astype(np.float16).astype(np.float32) @ y.astype(np.float16).astype(np.float32)
+    np.testing.assert_allclose(result, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.usefixtures("clean_registry")
 def test_loop_style_target_runs_its_core_split_range() -> None:
     # a CPU-like target: the kernel loops itself and takes [lo, hi) of its outer loop, which PYTHON runs in one call
     register_gpu(Capabilities(core_split=True, vector_widths=(4,), native_math=EXACT_MATH))
