@@ -391,6 +391,18 @@ def test_launch_limits_are_the_targets(gpu_plugin: GpuPlugin) -> None:
             run(8, local_size=(128, 1, 1))
 
 
+@pytest.mark.usefixtures("clean_registry")
+def test_grids_over_the_targets_limits_loop_instead() -> None:
+    # CUDA launches at most 65535 blocks along y and z: a kernel with more output rows keeps them as a loop
+    register_gpu(dataclasses.replace(FAKE_CAPS, global_max=(1 << 31, 3, 3)))
+    x = np.arange(5 * 7 * 4, dtype=np.float32).reshape(5, 7, 4)
+    with Context(EMULATE="FAKEGPU", NOOPT=1):
+        out = (Tensor(x, device="PYTHON").permute(1, 0, 2) * 2).numpy()  # (7, 5, 4): 7 and 5 are over the limit of 3
+        assert any("\tRANGE\t" in k.spec.src for k in python_kernels())
+    Device.reset(discover=False)
+    np.testing.assert_array_equal(out, x.transpose(1, 0, 2) * 2)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # the real GPU plugins, where installed
 

@@ -199,6 +199,9 @@ class Lowerer:
         self.global_size = [1, 1, 1]
         if not all(isinstance(self.full_shape[i], int) for i in thread_axes):
             return axes  # symbolic launch sizes: keep loops (simple and always correct)
+        limits = self.k.caps.global_max
+        if limits is not None and any(self.full_shape[i] > most for i, most in zip(reversed(thread_axes), limits)):
+            return axes  # more work groups than the device launches along some dimension (CUDA's 65535 on y and z)
         for dim, i in enumerate(reversed(thread_axes)):
             size = self.full_shape[i]
             assert isinstance(size, int)

@@ -13,7 +13,7 @@ from typing import Any
 from lazy.codegen.uops import UOp, UOps
 from lazy.dtype import DType, PtrDType, dtypes
 from lazy.ops import GroupOp, Ops, truncate
-from lazy.renderer import Renderer
+from lazy.renderer import Renderer, TensorCore
 from lazy.renderer.emulate import emulate_fp8
 
 HALF_IN_FLOAT = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.MULACC})
@@ -80,7 +80,7 @@ SIDE_EFFECTS = frozenset({UOps.ASSIGN, UOps.STORE, UOps.RANGE, UOps.ENDRANGE, UO
                           UOps.DEFINE_ACC})  # fmt: skip
 INLINABLE = frozenset({UOps.ALU, UOps.CAST, UOps.BITCAST, UOps.GEP, UOps.VECTORIZE})
 VALUE_PREFIX = {UOps.LOAD: "val", UOps.ALU: "alu", UOps.CAST: "cast", UOps.BITCAST: "cast", UOps.GEP: "gep",
-                UOps.VECTORIZE: "vec"}  # fmt: skip
+                UOps.VECTORIZE: "vec", UOps.WMMA: "wmma"}  # fmt: skip
 
 
 class CStyleLanguage(Renderer):
@@ -276,6 +276,11 @@ class CStyleLanguage(Renderer):
             + "\n"
         )
 
+    def render_wmma(self, tc: TensorCore, a: str, b: str, c: str) -> str:
+        """The expression of a WMMA UOp (`lazy.codegen.uops`) with tensor core `tc` on fragments `a`, `b`, `c`: a
+        dialect that declares tensor cores renders it, usually as a call of a helper its prelude defines."""
+        raise NotImplementedError(f"{type(self).__name__} declares no tensor core {tc.name}")
+
     def render(self, name: str, uops: list[UOp]) -> str:
         return _KernelWriter(self, emulate_fp8(uops)).write(name)  # (no C dialect has fp8 arithmetic)
 
@@ -409,6 +414,11 @@ class _KernelWriter:
 
     def on_gep(self, u: UOp) -> None:
         self.value(u, self.lang.render_gep(self.ref(u.src[0]), u.arg))
+
+    def on_wmma(self, u: UOp) -> None:  # never inlined: every lane of the warp executes it where the UOps say
+        name = self.names[id(u)] = self.fresh(VALUE_PREFIX[u.op])
+        expr = self.lang.render_wmma(u.arg, *(self.ref(s) for s in u.src))
+        self.emit(f"{self.lang.render_dtype(u.dtype)} {name} = {expr};")  # type: ignore[arg-type]
 
     def on_assign(self, u: UOp) -> None:
         acc = self.names[id(u)] = self.ref(u.src[0])
