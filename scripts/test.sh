@@ -9,10 +9,14 @@ PY=.venv/bin/python
 $PY -m pip install -q torch==2.13.0
 echo "== ruff"; $PY -m ruff check core plugins tests examples bench
 echo "== ruff format"; $PY -m ruff format --check core plugins tests examples bench
-echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu plugins/lazy-opencl/src/lazy_opencl plugins/lazy-disk/src/lazy_disk plugins/_template/src/lazy_template
+echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu plugins/lazy-opencl/src/lazy_opencl plugins/lazy-disk/src/lazy_disk plugins/lazy-cuda/src/lazy_cuda plugins/lazy-metal/src/lazy_metal plugins/_template/src/lazy_template
 # index tensors are range-checked in the tests (LAZY_CHECK_INDEX: off by default for speed); a hung test fails
 echo "== tests"; LAZY_CHECK_INDEX=1 $PY -m pytest -q -n 2 --timeout=300 tests plugins
-echo "== conformance"; $PY -m lazy.conformance --all --out reports/conformance
+# every usable device, plus the GPU plugins checked without a GPU: PYTHON emulating CUDA and METAL, every kernel of
+# the suite compiled by NVRTC for each CUDA target (first run ~2 min of NVRTC on 2 cores, then the compile cache) and
+# rendered as MSL
+echo "== conformance"
+$PY -m lazy.conformance --all --emulate CUDA,METAL --compile-only-for CUDA,METAL --out reports/conformance
 echo "== main job"; $PY examples/digits.py --epochs 30
 echo "== CNN example"; $PY examples/digits_cnn.py --epochs 15
 echo "== char transformer example"; $PY examples/char_transformer.py --steps 300

@@ -20,6 +20,7 @@ from lazy.dtype import _float_to_fp32, float_to_bf16, float_to_fp16
 # with the first kernel), and the standard modules that cost milliseconds (used only by caches and thread pools)
 NOT_AT_IMPORT = (
     *("lazy_cpu", "lazy_opencl", "lazy_disk", "lazy_template", "llvmlite", "pyopencl", "numpy", "pluggy"),
+    *("lazy_cuda", "lazy_metal", "cuda", "Metal", "objc"),
     *("importlib.metadata", "importlib_metadata", "lazy.pydevice", "lazy.hookspecs", "lazy.nn.state"),
     *("lazy.codegen.program", "lazy.codegen.kernel", "hashlib", "tempfile", "pathlib", "concurrent.futures"),
 )

@@ -13,6 +13,7 @@ import functools
 import itertools
 import math
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -223,6 +224,17 @@ def _literal(node: ast.expr) -> Any:
     raise ValueError(f"not a literal the PYTHON device can read back: {ast.unparse(node)}")
 
 
+_AST_LOCK = threading.Lock()  # CPython 3.11's ast.parse is not thread-safe: concurrent parses (kernels loaded by
+# parallel compiles) raised "SystemError: AST constructor recursion depth mismatch"
+
+
+def _parse_field(text: str) -> Any:
+    """A field of a kernel line, read back as the value `PythonRenderer` wrote."""
+    with _AST_LOCK:
+        tree = ast.parse(text, mode="eval")
+    return _literal(tree.body)
+
+
 def parse_kernel(src: str) -> list[UOp]:
     """The UOp list `PythonRenderer.render` wrote."""
     uops: list[UOp] = []
@@ -233,8 +245,7 @@ def parse_kernel(src: str) -> list[UOp]:
         if int(idx) != len(uops):
             raise ValueError(f"UOp {idx} is out of order (expected {len(uops)})")
         src = tuple(uops[int(s)] for s in srcs.split(",")) if srcs else ()  # type: ignore[assignment]
-        parse = lambda text: _literal(ast.parse(text, mode="eval").body)
-        uops.append(UOp(UOps[op], parse(dtype), src, parse(arg)))  # type: ignore[arg-type]
+        uops.append(UOp(UOps[op], _parse_field(dtype), src, _parse_field(arg)))  # type: ignore[arg-type]
     return uops
 
 

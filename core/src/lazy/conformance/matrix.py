@@ -1,6 +1,7 @@
 """Run the suite on several devices (each in its own process, so one device's crash cannot hide another's result;
 several at once, one per core by default: a device waiting on its compiler leaves the core to another) and print one
-matrix: device x layer, passed / failed / skipped / known failures, in the order the devices were named."""
+matrix: row x layer, passed / failed / skipped / known failures, in the order the rows were named. A row is a device,
+PYTHON emulating a device (`LAZY_EMULATE`), or one code generation target of a device checked compile-only."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from lazy.conformance import LAYERS
 
@@ -22,28 +24,45 @@ def usable_devices() -> list[str]:
     return [name for name in sorted(Device.specs()) if Device.probe(name)[0]]
 
 
-def _run_one(device: str, out_dir: pathlib.Path, keyword: str | None, extra_args: list[str]) -> dict:
-    stem = device.replace(":", "_").replace("/", "_")
-    json_path, report = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
-    cmd = [
-        sys.executable,
-        "-m",
-        "lazy.conformance",
-        "--device",
-        device,
-        "--json",
-        str(json_path),
-        "--report",
-        str(report),
-    ]
+@dataclass(frozen=True)
+class MatrixRow:
+    """What one process of the matrix runs: the suite on `device`, with PYTHON emulating `emulate` when set, or the
+    compile-only check of `device` (which gives a row per code generation target)."""
+
+    device: str
+    emulate: str | None = None
+    compile_only: bool = False
+
+    @property
+    def stem(self) -> str:
+        """The reports' file name stem."""
+        name = self.device + (f"_emulating_{self.emulate}" if self.emulate else "")
+        name += "_compile_only" if self.compile_only else ""
+        return name.replace(":", "_").replace("/", "_")
+
+    @property
+    def label(self) -> str:
+        return f"{self.device} emulating {self.emulate}" if self.emulate else self.device + (
+            " compile-only" if self.compile_only else "")  # fmt: skip
+
+
+def _run_one(row: MatrixRow, out_dir: pathlib.Path, keyword: str | None, extra_args: list[str]) -> list[dict]:
+    json_path, report = out_dir / f"{row.stem}.json", out_dir / f"{row.stem}.md"
+    cmd = [sys.executable, "-m", "lazy.conformance", "--device", row.device, "--json", str(json_path), "--report",
+           str(report)]  # fmt: skip
+    cmd += ["--compile-only"] if row.compile_only else []
     if keyword:
         cmd += ["-k", keyword]
-    proc = subprocess.run([*cmd, *extra_args], capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "LAZY_EMULATE"}  # a row emulates what it names, or nothing
+    env.update({"LAZY_EMULATE": row.emulate} if row.emulate else {})
+    extra = [] if row.compile_only else extra_args  # (pytest's arguments: the compile-only check runs no suite)
+    proc = subprocess.run([*cmd, *extra], capture_output=True, text=True, env=env)
     if json_path.exists():
-        return json.loads(json_path.read_text())
+        data = json.loads(json_path.read_text())
+        return data["rows"] if "rows" in data else [data]
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-20:]
-    return {"device": device, "summary": {"passed": 0, "failed": 1, "skipped": 0, "known_failures": 0},
-            "layers": {}, "crash": "\n".join(tail)}  # fmt: skip
+    return [{"device": row.label, "summary": {"passed": 0, "failed": 1, "skipped": 0, "known_failures": 0},
+             "layers": {}, "crash": "\n".join(tail)}]  # fmt: skip
 
 
 def format_matrix(results: list[dict]) -> str:
@@ -68,22 +87,30 @@ def format_matrix(results: list[dict]) -> str:
     return "\n".join(out)
 
 
-def run_matrix(devices: list[str] | None, out_dir: str | None = None, keyword: str | None = None,
+def load_reports(directory: str | os.PathLike[str]) -> list[dict]:
+    """The rows of every JSON report under `directory` (a run's `--out`, or CI's downloaded artifacts), by path."""
+    rows: list[dict] = []
+    for path in sorted(pathlib.Path(directory).rglob("*.json")):
+        data = json.loads(path.read_text())
+        rows += data["rows"] if "rows" in data else [data]
+    return rows
+
+
+def run_matrix(rows: list[MatrixRow], out_dir: str | None = None, keyword: str | None = None,
                extra_args: list[str] | None = None, jobs: int = 0) -> int:  # fmt: skip
-    targets = devices if devices is not None else usable_devices()
     directory = pathlib.Path(out_dir) if out_dir else pathlib.Path(tempfile.mkdtemp(prefix="lazy-conformance-"))
     directory.mkdir(parents=True, exist_ok=True)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    workers = max(1, min(len(targets) or 1, jobs if jobs > 0 else cores))
+    workers = max(1, min(len(rows) or 1, jobs if jobs > 0 else cores))
 
-    def one(device: str) -> dict:
-        print(f"conformance: {device} ...", flush=True)
-        result = _run_one(device, directory, keyword, list(extra_args or []))
-        print(f"conformance: {device} done", flush=True)
+    def one(row: MatrixRow) -> list[dict]:
+        print(f"conformance: {row.label} ...", flush=True)
+        result = _run_one(row, directory, keyword, list(extra_args or []))
+        print(f"conformance: {row.label} done", flush=True)
         return result
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:  # each device runs in its own process (`_run_one`)
-        results = list(pool.map(one, targets))
+    with ThreadPoolExecutor(max_workers=workers) as pool:  # each row runs in its own process (`_run_one`)
+        results = [result for row_results in pool.map(one, rows) for result in row_results]
     print(format_matrix(results))
     print(f"reports: {directory}")
     failed = sum(r["summary"]["failed"] for r in results)

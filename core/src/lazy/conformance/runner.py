@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import re
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -189,6 +190,17 @@ def check_device(device: str) -> str:
     return canon
 
 
+def emulated_device(device: str) -> tuple[str, str] | None:
+    """(device, target label) that `device` emulates: the `LAZY_EMULATE` target when it is a PYTHON instance and the
+    setting is on, else None. DeviceError (naming what to set) when that target cannot be had, before any test."""
+    from lazy.plugins import Device
+    from lazy.pydevice import emulate_setting, find_emulation
+
+    if Device.canonicalize(device).partition(":")[0] != "PYTHON" or not (setting := emulate_setting()):
+        return None
+    return setting, find_emulation(setting).label
+
+
 def device_versions(device: str) -> dict[str, str]:
     """lazy-core's version and that of the distribution that provides `device`."""
     from lazy.plugins import Device, PluginFailure, call_plugin, core_version
@@ -214,6 +226,13 @@ def device_versions(device: str) -> dict[str, str]:
     return versions
 
 
+def forget_suite_modules(suite: pathlib.Path) -> None:
+    """pytest's importlib mode reuses a module already imported under a suite file's name (from another suite
+    directory, in a process that ran one before): drop them, so a run imports the files it is given."""
+    for path in suite.glob("test_*.py"):
+        sys.modules.pop(path.stem, None)
+
+
 def run_conformance(
     device: str,
     *,
@@ -228,14 +247,16 @@ def run_conformance(
     """Run the suite (or the test modules in `suite_dir`) against `device` and write the reports asked for.
 
     `known_failures`: defaults to what the plugins answer through the `lazy_known_failures` hook. Raises DeviceError
-    (`check_device`) before running anything when `device` is unknown or unusable.
+    (`check_device`, `emulated_device`) before running anything when `device` is unknown or unusable. PYTHON under
+    `LAZY_EMULATE=NAME` is reported as "PYTHON emulating NAME <target>", with NAME's plugin's versions.
     """
     from lazy.plugins import Device
 
     device = check_device(device)
+    emulated = emulated_device(device)
     if known_failures is None:
         known_failures = Device.known_failures(device)
-    versions = device_versions(device)
+    versions = {**device_versions(device), **(device_versions(emulated[0]) if emulated else {})}
     suite = pathlib.Path(suite_dir) if suite_dir is not None else SUITE_DIR
     plugin = ConformancePlugin(device, known_failures)
     args = [str(suite), "--rootdir", str(suite), "-c", os.devnull, "-p", "no:cacheprovider", "--import-mode=importlib",
@@ -244,6 +265,7 @@ def run_conformance(
         args += ["-k", keyword]
     if exitfirst:
         args.append("-x")
+    forget_suite_modules(suite)
     exit_code = pytest.main([*args, *extra_args], plugins=[plugin, fixtures])
     tests = list(plugin.records.values())
     if not (keyword or exitfirst or extra_args):  # a full run: an entry that matched nothing is stale too
@@ -251,7 +273,8 @@ def run_conformance(
             if entry not in plugin.matched:
                 message = f"stale known-failure entry {entry!r}: it matches no test of the suite; remove it"
                 tests.append(TestRecord(entry, layer_of(entry), "failed", message))
-    result = ConformanceResult(device, versions, tests, int(exit_code))
+    label = f"{device} emulating {emulated[1]}" if emulated else device
+    result = ConformanceResult(label, versions, tests, int(exit_code))
     if report is not None:
         pathlib.Path(report).write_text(result.to_markdown())
     if json_path is not None:

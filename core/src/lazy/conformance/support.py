@@ -1,6 +1,6 @@
-"""Helpers the suite's layers share: buffers from numpy arrays, `KernelBuilder`, which writes a test kernel from
-UOps so it is valid both for thread-style devices (`caps.has_threads`: SPECIAL ids) and loop-style ones (RANGE), and
-`run_interrupted`, which sends Ctrl-C to a script running in a subprocess (also for plugins' own tests)."""
+"""Helpers the suite's layers share: buffers from numpy arrays, running the suite's kernels (`lazy.conformance.kernels`)
+and `KernelBuilder`'s on a device through its own renderer, compiler and runtime, and `run_interrupted`, which sends
+Ctrl-C to a script running in a subprocess (also for plugins' own tests)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,28 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lazy.codegen.uops import UOp, UOpBuilder, UOps
+from lazy.conformance import kernels
 from lazy.device import Buffer, Compiled, ProgramSpec
 from lazy.dtype import DType, dtypes, float_to_fp8, fp8_to_float, to_np_dtype, values_to_storage
-from lazy.ops import Ops
+from lazy.helpers import Context
 from lazy.tensor import Tensor
 
-INDEX = dtypes.int32
+INDEX = kernels.INDEX
+
+
+def reference_device(device_name: str) -> str:
+    """The device the suite compares results with: PYTHON, emulating nothing (run it inside `on_reference()`). When
+    the device under test is PYTHON itself emulating a GPU target (`LAZY_EMULATE`), another PYTHON instance, so the
+    emulation is compared with the plain interpreter rather than with itself."""
+    from lazy.helpers import EMULATE
+    from lazy.plugins import Device
+
+    return "PYTHON:1" if EMULATE.value and Device.canonicalize(device_name) == "PYTHON" else "PYTHON"
+
+
+def on_reference() -> Context:
+    """The settings the reference device runs under: no emulation (the device is opened, and runs kernels, so)."""
+    return Context(EMULATE="")
 
 
 def np_values(values: list[Any], dtype: DType) -> np.ndarray:
@@ -47,96 +62,37 @@ def raw_bytes(buf: Buffer) -> bytes:
     return bytes(buf.as_buffer(allow_zero_copy=False))
 
 
-class KernelBuilder:
-    """A kernel written with `UOpBuilder`, then rendered, compiled and run through the device's own parts."""
+class KernelBuilder(kernels.KernelBuilder):
+    """A kernel written with `UOpBuilder` for `device` (see `lazy.conformance.kernels.KernelBuilder`), then rendered,
+    compiled and run through the device's own parts."""
 
     def __init__(self, device: Compiled, name: str):
-        self.device, self.name, self.caps = device, name, device.renderer.caps
-        self.b = UOpBuilder()
-        self.params = 0
-        self.global_size: list[int] | None = None
-        self.local_size: list[int] | None = None
-        self.closers: list[UOp] = []  # RANGE/IF uops still open, innermost last
-
-    # ---- definitions -----------------------------------------------------------------------------------------------
-
-    def buffer(self, dtype: DType, written: bool = False) -> UOp:
-        uop = self.b.add(UOps.DEFINE_GLOBAL, dtype.ptr(), (), (self.params, f"data{self.params}", written))
-        self.params += 1
-        return uop
-
-    def var(self, name: str, lo: int, hi: int) -> UOp:
-        return self.b.add(UOps.DEFINE_VAR, INDEX, (), (name, lo, hi))
-
-    def const(self, value: Any, dtype: DType = INDEX) -> UOp:
-        return self.b.const(value, dtype)
-
-    def alu(self, op: Ops, *src: UOp) -> UOp:
-        return self.b.alu(op, *src)
-
-    # ---- control flow ----------------------------------------------------------------------------------------------
-
-    def global_index(self, size: int | UOp, max_size: int | None = None) -> UOp:
-        """The outer index 0..size-1: one thread each (SPECIAL) on thread-style devices, else a RANGE loop.
-        A symbolic `size` (a DEFINE_VAR) launches `max_size` threads guarded by an IF."""
-        if not self.caps.has_threads:
-            return self.loop(size)
-        launch = size if isinstance(size, int) else max_size
-        assert isinstance(launch, int), "a symbolic size needs max_size on thread-style devices"
-        self.global_size, self.local_size = [launch, 1, 1], [1, 1, 1]
-        idx = self.b.add(UOps.SPECIAL, INDEX, (), ("gidx0", launch))
-        if not isinstance(size, int):
-            self.open_if(self.alu(Ops.CMPLT, idx, size))
-        return idx
-
-    def loop(self, size: int | UOp, axis: int = 0, reduce: bool = False) -> UOp:
-        end = self.const(size) if isinstance(size, int) else size
-        rng = self.b.add(UOps.RANGE, INDEX, (self.const(0), end), (axis, reduce))
-        self.b.open_scope()
-        self.closers.append(rng)
-        return rng
-
-    def open_if(self, cond: UOp) -> UOp:
-        uop = self.b.add(UOps.IF, None, (cond,))
-        self.b.open_scope()
-        self.closers.append(uop)
-        return uop
-
-    def close(self) -> None:
-        """Close the innermost open loop or if."""
-        uop = self.closers.pop()
-        self.b.add(UOps.ENDRANGE if uop.op is UOps.RANGE else UOps.ENDIF, None, (uop,))
-        self.b.close_scope()
-
-    # ---- memory ----------------------------------------------------------------------------------------------------
-
-    def load(self, buf: UOp, idx: UOp, dtype: DType | None = None, gate: UOp | None = None,
-             alt: UOp | None = None) -> UOp:  # fmt: skip
-        dtype = dtype or buf.dtype.base()  # type: ignore[union-attr]
-        return self.b.add(UOps.LOAD, dtype, (buf, idx) if gate is None else (buf, idx, gate, alt))  # type: ignore[arg-type]
-
-    def store(self, buf: UOp, idx: UOp, value: UOp, gate: UOp | None = None) -> None:
-        self.b.add(UOps.STORE, None, (buf, idx, value) if gate is None else (buf, idx, value, gate))
-        self.b.invalidate()
-
-    # ---- running ---------------------------------------------------------------------------------------------------
+        super().__init__(device.renderer.caps, name)
+        self.device = device
 
     def program(self) -> tuple[Any, ProgramSpec]:
-        while self.closers:
-            self.close()
-        uops = self.b.uops
-        src = self.device.renderer.render(self.name, uops)
-        outs = [u.arg[0] for u in uops if u.op is UOps.DEFINE_GLOBAL and u.arg[2]]
-        ins = [u.arg[0] for u in uops if u.op is UOps.DEFINE_GLOBAL and not u.arg[2]]
-        spec = ProgramSpec(self.name, src, self.device.device, self.global_size, self.local_size, outs=outs, ins=ins,
-                           uops=uops)  # fmt: skip
-        lib = self.device.compiler.compile_cached(src)
-        return self.device.runtime(self.name, lib, spec), spec
+        return compile_kernel(self.device, self.kernel())
 
     def run(self, *bufs: Buffer, vals: tuple[int, ...] = (), launch: tuple[list[int], list[int]] | None = None) -> None:
-        program, spec = self.program()
-        global_size, local_size = launch if launch is not None else (spec.global_size, spec.local_size)
-        run_program(self.device, program, bufs, vals, global_size, local_size)
+        run_kernel(self.device, self.kernel(), *bufs, vals=vals, launch=launch)
+
+
+def compile_kernel(device: Compiled, kernel: kernels.SuiteKernel) -> tuple[Any, ProgramSpec]:
+    """`kernel` through the device's own renderer, compiler (and its cache) and runtime: (program, spec)."""
+    src = kernel.render(device.renderer)
+    gs, ls = (list(s) if s is not None else None for s in (kernel.global_size, kernel.local_size))
+    spec = ProgramSpec(kernel.name, src, device.device, gs, ls, outs=kernel.outs, ins=kernel.ins,
+                       uops=list(kernel.uops))  # fmt: skip
+    lib = device.compiler.compile_cached(src)
+    return device.runtime(kernel.name, lib, spec), spec
+
+
+def run_kernel(device: Compiled, kernel: kernels.SuiteKernel, *bufs: Buffer, vals: tuple[int, ...] = (),
+               launch: tuple[list[int], list[int]] | None = None) -> None:  # fmt: skip
+    """Compile `kernel` for `device` and run it once on `bufs` (with its own launch unless `launch` is given)."""
+    program, spec = compile_kernel(device, kernel)
+    global_size, local_size = launch if launch is not None else (spec.global_size, spec.local_size)
+    run_program(device, program, bufs, vals, global_size, local_size)
 
 
 def run_program(device: Compiled, program: Any, bufs: tuple[Buffer, ...], vals: tuple[int, ...] = (),

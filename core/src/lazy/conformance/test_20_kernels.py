@@ -1,7 +1,9 @@
 """Layer kernels: renderer + compiler + runtime on kernels built from UOps, checked against `lazy.ops` semantics.
 
-Every kernel goes through the device's own `renderer.render` -> `compiler.compile_cached` -> `runtime(name, lib, spec)`.
-Kernels use `KernelBuilder.global_index`, so they are valid on thread-style and loop-style devices alike.
+The kernels are `lazy.conformance.kernels`' (the list that `--compile-only` and golden-file tests render); each test
+here gives one of them its inputs and checks what it computes. Every kernel goes through the device's own
+`renderer.render` -> `compiler.compile_cached` -> `runtime(name, lib, spec)`; they are valid on thread-style and
+loop-style devices alike.
 """
 
 from __future__ import annotations
@@ -13,16 +15,23 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lazy.codegen.uops import UOps
-from lazy.conformance.support import INDEX, KernelBuilder, buffer_from, empty_buffer, np_values, raw_bytes, values_of
-from lazy.dtype import ALL_DTYPES, DType, dtypes, fp8_to_float
-from lazy.ops import GroupOp, Ops, exec_alu, truncate
+from lazy.conformance import kernels
+from lazy.conformance.kernels import ALU_CASES, BITCAST_PAIRS, CAST_PAIRS, REDUCE_CASES, N, arity
+from lazy.conformance.support import (
+    buffer_from,
+    compile_kernel,
+    empty_buffer,
+    np_values,
+    raw_bytes,
+    run_kernel,
+    run_program,
+    values_of,
+)
+from lazy.dtype import DType, dtypes, fp8_to_float
+from lazy.ops import Ops, exec_alu, truncate
 
 pytestmark = pytest.mark.requires("kernels")  # a copy-only device skips this layer, with its reason
 
-N = 33  # odd on purpose
-FLOATS = [d for d in ALL_DTYPES if dtypes.is_float(d)]
-INTS = [d for d in ALL_DTYPES if dtypes.is_int(d)]
 TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP})
 
 
@@ -37,56 +46,31 @@ def need(caps: Any, *needed: DType) -> None:
 
 
 def test_elementwise_add(device, device_name):
-    k = KernelBuilder(device, "conf_add")
-    out, a, b = k.buffer(dtypes.float32, True), k.buffer(dtypes.float32), k.buffer(dtypes.float32)
-    idx = k.global_index(N)
-    k.store(out, idx, k.alu(Ops.ADD, k.load(a, idx), k.load(b, idx)))
     x, y = np.random.default_rng(0).random((2, N), dtype=np.float32)
     bufs = [
         empty_buffer(device_name, N, dtypes.float32),
         *(buffer_from(device_name, v, dtypes.float32) for v in (x, y)),
     ]
-    k.run(*bufs)
+    run_kernel(device, kernels.elementwise_add(device.renderer.caps), *bufs)
     np.testing.assert_array_equal(bufs[0].numpy(), x + y)
 
 
-@pytest.mark.parametrize("dtype,op", [(dtypes.float32, Ops.ADD), (dtypes.int32, Ops.MAX)], ids=["sum", "max"])
+@pytest.mark.parametrize("dtype,op", REDUCE_CASES, ids=["sum", "max"])
 def test_reduction_with_accumulator(device, device_name, dtype, op):
-    rows, cols = 5, 19
-    k = KernelBuilder(device, f"conf_reduce_{op.name.lower()}")
-    out, a = k.buffer(dtype, True), k.buffer(dtype)
-    row = k.global_index(rows)
-    acc = k.b.add(UOps.DEFINE_ACC, dtype, (), 0 if op is Ops.ADD else dtypes.min(dtype))
-    col = k.loop(cols, axis=1, reduce=True)
-    val = k.load(a, k.alu(Ops.ADD, k.alu(Ops.MUL, row, k.const(cols)), col))
-    k.b.add(UOps.ASSIGN, dtype, (acc, k.alu(op, acc, val)))
-    k.close()
-    k.store(out, row, acc)
+    rows, cols = kernels.REDUCE_ROWS, kernels.REDUCE_COLS
     data = (
         np.random.default_rng(1)
         .integers(-50, 50, rows * cols)
         .astype(np.float32 if dtype == dtypes.float32 else np.int32)
     )
     bufs = [empty_buffer(device_name, rows, dtype), buffer_from(device_name, data, dtype)]
-    k.run(*bufs)
+    run_kernel(device, kernels.reduction(device.renderer.caps, dtype, op), *bufs)
     reduce = np.sum if op is Ops.ADD else np.max
     np.testing.assert_array_equal(bufs[0].numpy(), reduce(data.reshape(rows, cols), axis=1))  # small ints: exact
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # every ALU primitive on every dtype where it makes sense, against exec_alu
-
-FLOAT_OPS = (Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP,
-             Ops.WHERE, Ops.MULACC)  # fmt: skip
-INT_OPS = (Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL,
-           Ops.SHR, Ops.NEG, Ops.WHERE, Ops.MULACC)  # fmt: skip
-BOOL_OPS = (Ops.AND, Ops.OR, Ops.XOR, Ops.CMPNE, Ops.CMPLT, Ops.MAX, Ops.WHERE)
-ALU_CASES = [(op, d) for d in FLOATS for op in FLOAT_OPS] + [(op, d) for d in INTS for op in INT_OPS]
-ALU_CASES += [(op, dtypes.bool) for op in BOOL_OPS]
-
-
-def arity(op: Ops) -> int:
-    return 1 if op in GroupOp.Unary else 3 if op in GroupOp.Ternary else 2
 
 
 def operand_values(op: Ops, dtype: DType, operand: int, rnd: random.Random) -> list[Any]:
@@ -137,18 +121,13 @@ def tolerance(op: Ops, dtype: DType) -> float:
 def test_alu(device, device_name, caps, op, dtype):
     need(caps, dtype)
     rnd = random.Random(f"{op.name}-{dtype.name}")
-    in_dtypes = [dtypes.bool if op is Ops.WHERE and j == 0 else dtype for j in range(arity(op))]
+    in_dtypes = kernels.alu_input_dtypes(op, dtype)
     inputs = [operand_values(op, dtype, j, rnd) for j in range(arity(op))]
-    out_dtype = dtypes.bool if op in GroupOp.Comparison else dtype
+    out_dtype = kernels.alu_output_dtype(op, dtype)
     expected = [exec_alu(op, out_dtype, list(xs)) for xs in zip(*inputs)]
-    k = KernelBuilder(device, f"conf_alu_{op.name.lower()}_{dtype.name}")
-    out = k.buffer(out_dtype, True)
-    params = [k.buffer(d) for d in in_dtypes]
-    idx = k.global_index(N)
-    k.store(out, idx, k.alu(op, *(k.load(p, idx) for p in params)))
     bufs = [empty_buffer(device_name, N, out_dtype)]
     bufs += [buffer_from(device_name, np_values(v, d), d) for v, d in zip(inputs, in_dtypes)]
-    k.run(*bufs)
+    run_kernel(device, kernels.alu(caps, op, dtype), *bufs)
     got = values_of(bufs[0])
     rtol = tolerance(op, dtype)
     if rtol == 0.0:
@@ -172,20 +151,14 @@ def _mismatch(inputs: list[list[Any]], got: list[Any], expected: list[Any]) -> s
 def test_idiv_mod_on_negatives_truncate_toward_zero(device, device_name):
     a, b = [-7, 7, -7, 7, -1, 0, -9], [2, -2, -2, 2, 5, 3, 3]
     for op, expected in ((Ops.IDIV, [-3, -3, 3, 3, 0, 0, -3]), (Ops.MOD, [-1, 1, -1, 1, -1, 0, 0])):
-        k = KernelBuilder(device, f"conf_neg_{op.name.lower()}")
-        out, x, y = k.buffer(dtypes.int32, True), k.buffer(dtypes.int32), k.buffer(dtypes.int32)
-        idx = k.global_index(len(a))
-        k.store(out, idx, k.alu(op, k.load(x, idx), k.load(y, idx)))
         bufs = [empty_buffer(device_name, len(a), dtypes.int32)]
         bufs += [buffer_from(device_name, np.array(v, np.int32), dtypes.int32) for v in (a, b)]
-        k.run(*bufs)
+        run_kernel(device, kernels.int_division(device.renderer.caps, op, len(a)), *bufs)
         assert values_of(bufs[0]) == expected, op
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # CAST and BITCAST
-
-CAST_PAIRS = [(s, d) for s in ALL_DTYPES for d in ALL_DTYPES if s != d]
 
 
 def cast_inputs(src: DType, dst: DType) -> list[Any]:
@@ -208,18 +181,10 @@ def cast_inputs(src: DType, dst: DType) -> list[Any]:
 def test_cast(device, device_name, caps, src, dst):
     need(caps, src, dst)
     inputs = cast_inputs(src, dst)
-    k = KernelBuilder(device, f"conf_cast_{src.name}_{dst.name}")
-    out, a = k.buffer(dst, True), k.buffer(src)
-    idx = k.global_index(N)
-    k.store(out, idx, k.b.add(UOps.CAST, dst, (k.load(a, idx),)))
     bufs = [empty_buffer(device_name, N, dst), buffer_from(device_name, np_values(inputs, src), src)]
-    k.run(*bufs)
+    run_kernel(device, kernels.cast(caps, src, dst), *bufs)
     expected = [truncate(v, dst) for v in inputs]
     assert values_of(bufs[0]) == expected, _mismatch([inputs], values_of(bufs[0]), expected)
-
-
-BITCAST_PAIRS = [(s, d) for s in ALL_DTYPES for d in ALL_DTYPES
-                 if s != d and s.itemsize == d.itemsize and dtypes.bool not in (s, d)]  # fmt: skip
 
 
 def finite_bit_patterns(itemsize: int, count: int) -> np.ndarray:
@@ -242,12 +207,8 @@ def finite_bit_patterns(itemsize: int, count: int) -> np.ndarray:
 def test_bitcast(device, device_name, caps, src, dst):
     need(caps, src, dst)
     bits = finite_bit_patterns(src.itemsize, N)
-    k = KernelBuilder(device, f"conf_bitcast_{src.name}_{dst.name}")
-    out, a = k.buffer(dst, True), k.buffer(src)
-    idx = k.global_index(N)
-    k.store(out, idx, k.b.add(UOps.BITCAST, dst, (k.load(a, idx),)))
     bufs = [empty_buffer(device_name, N, dst), buffer_from(device_name, bits, src)]
-    k.run(*bufs)
+    run_kernel(device, kernels.cast(caps, src, dst, bitcast=True), *bufs)
     assert raw_bytes(bufs[0]) == bits.tobytes()
 
 
@@ -256,28 +217,17 @@ def test_bitcast(device, device_name, caps, src, dst):
 
 
 def test_gated_load_and_store(device, device_name):
-    k = KernelBuilder(device, "conf_gated")
-    out, a = k.buffer(dtypes.int32, True), k.buffer(dtypes.int32)
-    idx = k.global_index(12)
-    val = k.load(a, idx, gate=k.alu(Ops.CMPLT, idx, k.const(7)), alt=k.const(-1))  # a has only 7 elements
-    k.store(out, idx, val, gate=k.alu(Ops.CMPNE, k.alu(Ops.MOD, idx, k.const(3)), k.const(1)))
     bufs = [
         empty_buffer(device_name, 12, dtypes.int32, fill=99),
-        buffer_from(device_name, np.arange(7, dtype=np.int32), dtypes.int32),
+        buffer_from(device_name, np.arange(7, dtype=np.int32), dtypes.int32),  # 7 elements: the load is gated
     ]
-    k.run(*bufs)
+    run_kernel(device, kernels.gated_load_and_store(device.renderer.caps), *bufs)
     assert values_of(bufs[0]) == [0, 99, 2, 3, 99, 5, 6, 99, -1, -1, 99, -1]
 
 
 def test_if_block(device, device_name):
-    k = KernelBuilder(device, "conf_if")
-    out = k.buffer(dtypes.int32, True)
-    idx = k.global_index(10)
-    k.open_if(k.alu(Ops.CMPLT, idx, k.const(4)))
-    k.store(out, idx, k.alu(Ops.ADD, idx, k.const(100)))
-    k.close()
     bufs = [empty_buffer(device_name, 10, dtypes.int32)]
-    k.run(*bufs)
+    run_kernel(device, kernels.if_block(device.renderer.caps), *bufs)
     assert values_of(bufs[0]) == [100, 101, 102, 103, 0, 0, 0, 0, 0, 0]
 
 
@@ -285,17 +235,10 @@ def test_vector_dtypes(device, device_name, caps):
     if not caps.vector_widths:
         pytest.skip("device declares no vector widths (caps.vector_widths=())")
     for width in caps.vector_widths:
-        vec, count = dtypes.float32.vec(width), 5
-        k = KernelBuilder(device, f"conf_vector{width}")
-        out, a = k.buffer(dtypes.float32, True), k.buffer(dtypes.float32)
-        base = k.alu(Ops.MUL, k.global_index(count), k.const(width))
-        v = k.load(a, base, vec)
-        summed = k.alu(Ops.ADD, v, v)
-        lanes = [k.b.add(UOps.GEP, dtypes.float32, (summed,), lane) for lane in range(width)]
-        k.store(out, base, k.b.add(UOps.VECTORIZE, vec, tuple(reversed(lanes))))
+        count = kernels.VECTOR_COUNT
         data = np.arange(count * width, dtype=np.float32)
         bufs = [empty_buffer(device_name, data.size, dtypes.float32), buffer_from(device_name, data, dtypes.float32)]
-        k.run(*bufs)
+        run_kernel(device, kernels.vector(caps, width), *bufs)
         np.testing.assert_array_equal(
             bufs[0].numpy(), (data * 2).reshape(count, width)[:, ::-1].reshape(-1), err_msg=f"width {width}"
         )
@@ -304,32 +247,35 @@ def test_vector_dtypes(device, device_name, caps):
 def test_local_memory_and_barrier(device, device_name, caps):
     if not caps.has_local:
         pytest.skip("device declares no local memory (caps.has_local=False)")
-    size = min(16, caps.local_size_max, *(caps.local_max or (16,))[:1])
-    groups = 4
-    k = KernelBuilder(device, "conf_locals")
-    out, a = k.buffer(dtypes.int32, True), k.buffer(dtypes.int32)
-    local = k.b.add(UOps.DEFINE_LOCAL, dtypes.int32.ptr(), (), ("temp", size))
-    gid, lid = k.b.add(UOps.SPECIAL, INDEX, (), ("gidx0", groups)), k.b.add(UOps.SPECIAL, INDEX, (), ("lidx0", size))
-    gidx = k.alu(Ops.ADD, k.alu(Ops.MUL, gid, k.const(size)), lid)
-    k.store(local, lid, k.load(a, gidx))
-    k.b.add(UOps.BARRIER)
-    k.store(out, gidx, k.load(local, k.alu(Ops.ADD, k.const(size - 1), k.alu(Ops.NEG, lid))))
+    kernel = kernels.local_memory(caps)
+    assert kernel.global_size is not None and kernel.local_size is not None
+    groups, size = kernel.global_size[0], kernel.local_size[0]
     data = np.arange(groups * size, dtype=np.int32) * 3
     bufs = [empty_buffer(device_name, data.size, dtypes.int32), buffer_from(device_name, data, dtypes.int32)]
-    k.run(*bufs, launch=([groups, 1, 1], [size, 1, 1]))
+    run_kernel(device, kernel, *bufs)
     np.testing.assert_array_equal(bufs[0].numpy(), data.reshape(groups, size)[:, ::-1].reshape(-1))
 
 
 def test_symbolic_size(device, device_name):
-    k = KernelBuilder(device, "conf_symbolic")
-    out = k.buffer(dtypes.int32, True)
-    n, step = k.var("n", 1, 16), k.var("step", 1, 10)
-    idx = k.global_index(n, max_size=16)
-    k.store(out, idx, k.alu(Ops.MUL, idx, step))
-    program, spec = k.program()
-    from lazy.conformance.support import run_program
-
+    program, spec = compile_kernel(device, kernels.symbolic_size(device.renderer.caps))
     for size, mult in ((5, 2), (13, 3)):
         buf = empty_buffer(device_name, 16, dtypes.int32, fill=-1)
         run_program(device, program, (buf,), (size, mult), spec.global_size, spec.local_size)
         assert values_of(buf) == [i * mult for i in range(size)] + [-1] * (16 - size)
+
+
+def test_tensor_cores(device, device_name, caps):
+    """D = A @ B + C on each declared tensor core, one warp and one tile, fragments placed by the declared layouts:
+    small integers, so every dtype computes the product exactly and any misplaced element shows."""
+    if not caps.tensor_cores:
+        pytest.skip("device declares no tensor cores (caps.tensor_cores=())")
+    for tc in caps.tensor_cores:
+        m, n, k = tc.dims
+        rng = np.random.default_rng(7)
+        a, b, c = (rng.integers(-2, 3, shape).astype(np.float64) for shape in ((m, k), (k, n), (m, n)))
+        bufs = [empty_buffer(device_name, m * n, tc.dtype_out)]
+        for values, dtype in ((a, tc.dtype_in), (b, tc.dtype_in), (c, tc.dtype_out)):
+            bufs.append(buffer_from(device_name, np_values(values.ravel().tolist(), dtype), dtype))
+        run_kernel(device, kernels.wmma(caps, tc), *bufs)
+        got = np.asarray(values_of(bufs[0]), dtype=np.float64).reshape(m, n)
+        np.testing.assert_array_equal(got, a @ b + c, err_msg=f"tensor core {tc.name} {tc.dtype_in}->{tc.dtype_out}")

@@ -10,22 +10,18 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from lazy.conformance.support import KernelBuilder, buffer_from, empty_buffer
+from lazy.conformance import kernels
+from lazy.conformance.support import buffer_from, compile_kernel, empty_buffer
 from lazy.device import Buffer
 from lazy.dtype import dtypes
 from lazy.hcq import Exec, HCQGraph
-from lazy.ops import Ops
 
-N = 64
+N = kernels.HCQ_N
 
 
 def add_one_kernel(device):
     """out[i] = a[i] + 1 (float32), as (program, global_size, local_size)."""
-    k = KernelBuilder(device, "conf_add_one")
-    out, a = k.buffer(dtypes.float32, True), k.buffer(dtypes.float32)
-    idx = k.global_index(N)
-    k.store(out, idx, k.alu(Ops.ADD, k.load(a, idx), k.const(1.0, dtypes.float32)))
-    program, spec = k.program()
+    program, spec = compile_kernel(device, kernels.add_one(device.renderer.caps))
     launch = tuple(spec.global_size) if spec.global_size else None, tuple(spec.local_size) if spec.local_size else None
     return program, *launch
 

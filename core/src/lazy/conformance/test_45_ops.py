@@ -4,7 +4,8 @@ Core's own tests check what each op means (against numpy and finite differences,
 that a device computes the same thing: every op in `OPS` runs on the device under test and on PYTHON with the same
 inputs, and the outputs and the gradients of every input must agree. The ops decompose into the primitive ops, so
 a plugin that passes this layer runs everything `Tensor` offers. Dtype tests (casts, bitcasts, integer division,
-half-precision sums) use the device's `Capabilities.dtypes`."""
+half-precision sums) use the device's `Capabilities.dtypes`. PYTHON under test while emulating a GPU target
+(`LAZY_EMULATE`) is compared with a second, plain PYTHON instance (`support.reference_device`)."""
 
 # ruff: noqa: E501
 # (the op table keeps one op per line: long lines read better than a table broken over several)
@@ -18,13 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from lazy.conformance.support import on_reference, reference_device
 from lazy.dtype import HOST_FLOAT32, dtypes, storage_to_values, to_np_dtype, values_to_storage
 from lazy.helpers import Context
 from lazy.tensor import Tensor
 
 pytestmark = pytest.mark.requires("kernels")  # a copy-only device skips this layer, with its reason
-
-REF = "PYTHON"
 
 
 def idx(t: Tensor, values: Any) -> Tensor:
@@ -141,13 +141,15 @@ def test_op_matches_reference(device_name, name, shapes, fn, options):
     grad = options.get("grad", True)
     arrays = _inputs(shapes, options.get("low", -2.0), options.get("high", 2.0), seed=len(name))
     got = _run(fn, arrays, device_name, grad)
+    ref = reference_device(device_name)
     if name not in _REFERENCE:
-        _REFERENCE[name] = got if device_name == REF else _run(fn, arrays, REF, grad)
+        with on_reference():
+            _REFERENCE[name] = got if device_name == ref else _run(fn, arrays, ref, grad)
     want = _REFERENCE[name]
     for i, (g, w) in enumerate(zip(got, want)):
         what = "forward" if i == 0 else f"gradient of input {i - 1}"
         assert g.shape == w.shape and g.dtype == w.dtype, f"{name} {what}: {g.shape}/{g.dtype} vs {w.shape}/{w.dtype}"
-        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5, err_msg=f"{name} {what} on {device_name} vs {REF}")
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5, err_msg=f"{name} {what} on {device_name} vs {ref}")
 
 
 def test_training_step_matches_reference(device_name):
@@ -172,7 +174,10 @@ def test_training_step_matches_reference(device_name):
                 opt.step()
             return [p.numpy() for p in params]
 
-    for g, w in zip(step(device_name), step(REF)):
+    ref = reference_device(device_name)  # (outside `on_reference`, which switches emulation off)
+    with on_reference():
+        want = step(ref)
+    for g, w in zip(step(device_name), want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 

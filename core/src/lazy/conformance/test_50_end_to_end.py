@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lazy.conformance.support import on_reference, reference_device
 from lazy.helpers import Context
 from lazy.nn import Linear
 from lazy.nn.optim import SGD
@@ -45,6 +46,8 @@ def test_rng_matches_the_reference_device(device_name):
     Tensor.manual_seed(0)
     here = Tensor.rand(16, device=device_name).numpy()
     Tensor.manual_seed(0)
-    reference = Tensor.rand(16, device="PYTHON").numpy()
+    ref = reference_device(device_name)  # (outside `on_reference`, which switches emulation off)
+    with on_reference():
+        reference = Tensor.rand(16, device=ref).numpy()
     np.testing.assert_array_equal(here, reference)
     assert ((here >= 0) & (here < 1)).all() and len(set(here.tolist())) > 1

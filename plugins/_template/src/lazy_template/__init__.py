@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 from lazy.device import Compiled
-from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, hookimpl
+from lazy.hookspecs import PLUGIN_API_VERSION, CodegenTarget, DeviceSpec, hookimpl
 
 DEVICE = "TMPL"  # upper case; instances are "TMPL", "TMPL:1", ...
 C_COMPILERS = ("cc", "gcc", "clang")  # looked up on PATH in this order (lazy_template.compiler uses the same list)
@@ -28,12 +28,26 @@ def open_device(name: str) -> Compiled:
     return open_tmpl(name)
 
 
+def codegen_targets() -> list[CodegenTarget]:
+    """The device's code generation without the device (optional; plugin API 2.1): a renderer with the capabilities
+    of each target the device compiles for, and the compiler for it (None where none runs on this platform). It must
+    work where the hardware, driver or runtime is missing, which is the point: `python -m lazy.conformance --device
+    TMPL --compile-only` renders and compiles every kernel of the suite for each target, and `LAZY_EMULATE=TMPL`
+    makes the PYTHON device generate code with the first target's capabilities and interpret it. A GPU plugin lists
+    one target per architecture it supports (CUDA: sm_80, sm_90); a missing compiler package raises, naming it."""
+    from lazy_template.compiler import TemplateCompiler
+    from lazy_template.renderer import TemplateRenderer
+
+    return [CodegenTarget(DEVICE, TemplateRenderer(), TemplateCompiler(DEVICE))]
+
+
 @hookimpl
 def lazy_devices() -> list[DeviceSpec]:
     # priority: the default device is the usable one with the highest (CPU is 100); this template stays below every
     # shipped device so that installing it never changes anyone's default
     description = "template: C kernels compiled by the system C compiler, loaded with ctypes"
-    return [DeviceSpec(DEVICE, PLUGIN_API_VERSION, priority=10, probe=probe, open=open_device, description=description)]
+    return [DeviceSpec(DEVICE, PLUGIN_API_VERSION, priority=10, probe=probe, open=open_device, description=description,
+                       codegen_targets=codegen_targets)]  # fmt: skip
 
 
 @hookimpl

@@ -1,0 +1,9 @@
+#include <metal_stdlib>
+using namespace metal;
+kernel void conf_alu_where_short(device short* data0 [[buffer(0)]], device const bool* data1 [[buffer(1)]], device const short* data2 [[buffer(2)]], device const short* data3 [[buffer(3)]], uint3 gid [[threadgroup_position_in_grid]], uint3 lid [[thread_position_in_threadgroup]]) {
+  int gidx0 = gid.x; /* 33 */
+  bool val0 = data1[gidx0];
+  short val1 = data2[gidx0];
+  short val2 = data3[gidx0];
+  data0[gidx0] = (val0?val1:val2);
+}

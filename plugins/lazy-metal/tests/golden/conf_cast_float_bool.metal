@@ -1,0 +1,7 @@
+#include <metal_stdlib>
+using namespace metal;
+kernel void conf_cast_float_bool(device bool* data0 [[buffer(0)]], device const float* data1 [[buffer(1)]], uint3 gid [[threadgroup_position_in_grid]], uint3 lid [[thread_position_in_threadgroup]]) {
+  int gidx0 = gid.x; /* 33 */
+  float val0 = data1[gidx0];
+  data0[gidx0] = ((bool)val0);
+}

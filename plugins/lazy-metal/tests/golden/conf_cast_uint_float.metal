@@ -1,0 +1,7 @@
+#include <metal_stdlib>
+using namespace metal;
+kernel void conf_cast_uint_float(device float* data0 [[buffer(0)]], device const uint* data1 [[buffer(1)]], uint3 gid [[threadgroup_position_in_grid]], uint3 lid [[thread_position_in_threadgroup]]) {
+  int gidx0 = gid.x; /* 33 */
+  uint val0 = data1[gidx0];
+  data0[gidx0] = ((float)val0);
+}
