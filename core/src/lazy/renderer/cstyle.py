@@ -35,6 +35,23 @@ def checked_div(op: str) -> Callable[..., str]:
     return render
 
 
+def _trunc_div(a: str, b: str, dtype: DType) -> str:
+    return f"trunc({a}/{b})" if dtypes.is_float(dtype) else checked_div("/")(a, b, dtype)
+
+
+def _fmod(a: str, b: str, dtype: DType) -> str:
+    return f"fmod({a},{b})" if dtypes.is_float(dtype) else checked_div("%")(a, b, dtype)
+
+
+def _fma_mulacc(a: str, b: str, c: str, dtype: DType) -> str:
+    # float32 (and half computed in float32): one rounding of a*b+c, as the reference's exact product then rounding;
+    # other dtypes two roundings, as written (the GPU dialects compile without contraction)
+    return f"fma({a},{b},{c})" if dtype.scalar() == dtypes.float32 else f"(({a}*{b})+{c})"
+
+
+# IDIV, MOD and MULACC in the GPU C dialects (OpenCL C, CUDA C++, MSL), which have trunc, fmod and a vector fma
+GPU_DIVISION_OPS: dict[Ops, Callable[..., str]] = {Ops.IDIV: _trunc_div, Ops.MOD: _fmod, Ops.MULACC: _fma_mulacc}
+
 KernelParam = tuple[str, DType, bool]  # (name, dtype: a PtrDType for buffers or the index dtype for vars, written?)
 
 

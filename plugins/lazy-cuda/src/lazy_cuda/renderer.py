@@ -17,7 +17,7 @@ from lazy.dtype import ALL_DTYPES, DType, dtypes
 from lazy.helpers import prod
 from lazy.ops import Ops, truncate
 from lazy.renderer import Capabilities, FragmentLayout, TensorCore
-from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, KernelParam, checked_div
+from lazy.renderer.cstyle import BASE_CODE_FOR_OP, GPU_DIVISION_OPS, CStyleLanguage, KernelParam
 
 # PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" (lane l, groupID = l>>2, tig = l%4; e the
 # element's index in the thread's fragment, which is PTX's a_i / b_i / c_i numbering):
@@ -67,20 +67,6 @@ class Arch:
                             vector_registers=32,  # float4 tiles in 128 of a thread's 255 registers
                             dtypes=frozenset(ALL_DTYPES), native_math=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN}),
                             tensor_cores=tensor_cores)  # fmt: skip
-
-
-def _idiv(a: str, b: str, dtype: DType) -> str:
-    return f"trunc({a}/{b})" if dtypes.is_float(dtype) else checked_div("/")(a, b, dtype)
-
-
-def _mod(a: str, b: str, dtype: DType) -> str:
-    return f"fmod({a},{b})" if dtypes.is_float(dtype) else checked_div("%")(a, b, dtype)
-
-
-def _mulacc(a: str, b: str, c: str, dtype: DType) -> str:
-    # one rounding of a*b+c for float32 (half computes in float32 too): what the reference's exact product gives.
-    # Elsewhere two roundings, as written: NVRTC runs with --fmad=false so it contracts nothing by itself
-    return f"fma({a},{b},{c})" if dtype.scalar() == dtypes.float32 else f"(({a}*{b})+{c})"
 
 
 HALF_PRELUDE = (
@@ -143,7 +129,7 @@ class CUDARenderer(CStyleLanguage):
     nan = "__int_as_float(0x7fffffff)"
     bf16_as_bits = True
     half_math_in_float = True
-    code_for_op = {**BASE_CODE_FOR_OP, Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MULACC: _mulacc}
+    code_for_op = {**BASE_CODE_FOR_OP, **GPU_DIVISION_OPS}
     native_vector_ops: frozenset[Ops] = frozenset()  # the vector structs have no arithmetic: lane by lane
 
     def __init__(self, arch: str = "sm_80"):

@@ -11,7 +11,7 @@ from lazy.codegen.uops import UOp, UOps
 from lazy.dtype import ALL_DTYPES, DType, dtypes
 from lazy.ops import Ops
 from lazy.renderer import Capabilities, FragmentLayout, TensorCore
-from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, KernelParam, checked_div
+from lazy.renderer.cstyle import BASE_CODE_FOR_OP, GPU_DIVISION_OPS, CStyleLanguage, KernelParam
 
 # The thread_elements() of an 8x8 simdgroup_matrix: lane l holds row ((l>>1)&3) + 4*((l>>4)&1) and columns
 # 2*((l&1) + 2*((l>>3)&1)) + e, e = 0, 1 (the "Morton order" of Apple's simdgroup matrices). The same for A, B and C.
@@ -63,19 +63,6 @@ class MetalTarget:
         return tuple(simdgroup_tensor_core(dtype_in, dtypes.float32) for dtype_in in inputs)
 
 
-def _idiv(a: str, b: str, dtype: DType) -> str:
-    return f"trunc({a}/{b})" if dtypes.is_float(dtype) else checked_div("/")(a, b, dtype)
-
-
-def _mod(a: str, b: str, dtype: DType) -> str:
-    return f"fmod({a},{b})" if dtypes.is_float(dtype) else checked_div("%")(a, b, dtype)
-
-
-def _mulacc(a: str, b: str, c: str, dtype: DType) -> str:
-    # one rounding of a*b+c for float32 (half computes in float32 too: `half_math_in_float`)
-    return f"fma({a},{b},{c})" if dtype.scalar() == dtypes.float32 else f"(({a}*{b})+{c})"
-
-
 def precise(name: str) -> Callable[..., str]:
     """`metal::precise::name`: the accurate version (a few ulp at most), whatever the compiler's math mode."""
     return lambda x, dtype: f"precise::{name}({x})"
@@ -105,7 +92,7 @@ class MetalRenderer(CStyleLanguage):
     half_math_in_float = True  # exp2/log2/sin/sqrt/fma of half by metal::precise's float versions, rounded once
     code_for_op = {
         **BASE_CODE_FOR_OP, Ops.EXP2: precise("exp2"), Ops.LOG2: precise("log2"), Ops.SIN: precise("sin"),
-        Ops.SQRT: precise("sqrt"), Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MULACC: _mulacc,
+        Ops.SQRT: precise("sqrt"), **GPU_DIVISION_OPS,
     }  # fmt: skip
     # MSL's arithmetic operators and math functions take vectors (its `?:` does not: MAX and WHERE go lane by lane)
     native_vector_ops = frozenset({Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.RECIP, Ops.EXP2, Ops.LOG2, Ops.SIN,

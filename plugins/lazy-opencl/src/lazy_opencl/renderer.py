@@ -9,7 +9,7 @@ from lazy.codegen.uops import UOp
 from lazy.dtype import ALL_DTYPES, DType, dtypes
 from lazy.ops import Ops
 from lazy.renderer import Capabilities
-from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, checked_div
+from lazy.renderer.cstyle import BASE_CODE_FOR_OP, GPU_DIVISION_OPS, CStyleLanguage
 
 
 @dataclass(frozen=True)
@@ -52,20 +52,6 @@ class DeviceLimits:
         return frozenset() if self.cpu else frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
 
 
-def _idiv(a: str, b: str, dtype: DType) -> str:
-    return f"trunc({a}/{b})" if dtypes.is_float(dtype) else checked_div("/")(a, b, dtype)
-
-
-def _mod(a: str, b: str, dtype: DType) -> str:
-    return f"fmod({a},{b})" if dtypes.is_float(dtype) else checked_div("%")(a, b, dtype)
-
-
-def _mulacc(a: str, b: str, c: str, dtype: DType) -> str:
-    # float32 (and half, computed in float32): one rounding of a*b+c, as the reference's exact product then rounding;
-    # OpenCL's fma takes whole vectors, so a vector tile's multiply-add stays one instruction per vector
-    return f"fma({a},{b},{c})" if dtype.scalar() == dtypes.float32 else f"(({a}*{b})+{c})"
-
-
 BF16_HELPERS = (
     "inline float lazy_bf2f(ushort x) { return as_float(((uint)x) << 16); }",
     "inline ushort lazy_f2bf(float f) { uint u = as_uint(f); "
@@ -96,7 +82,7 @@ class OpenCLRenderer(CStyleLanguage):
     int_suffix = {dtypes.uint32: "u", dtypes.int64: "l", dtypes.uint64: "ul"}
     bf16_as_bits = True  # ushort bits, arithmetic in float (BF16_HELPERS)
     half_math_in_float = True
-    code_for_op = {**BASE_CODE_FOR_OP, Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MULACC: _mulacc}
+    code_for_op = {**BASE_CODE_FOR_OP, **GPU_DIVISION_OPS}
     # OpenCL C's operators and math builtins take vectors: a float16 tile's fma is one instruction on AVX-512 (PoCL).
     # MAX too: on vectors a comparison gives -1 (all bits) per true lane and `c ? a : b` selects lane by lane
     native_vector_ops = frozenset({Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.RECIP, Ops.MAX, Ops.EXP2, Ops.LOG2,
