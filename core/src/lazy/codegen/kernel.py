@@ -28,7 +28,8 @@ class Axis(Enum):
     REDUCE = auto()  # a reduce loop
     UPCAST = auto()  # an output axis unrolled into registers
     UNROLL = auto()  # a reduce axis unrolled into registers
-    TC = auto()  # a tensor core's M, N or K (kept last, in that order): which element a lane holds is the layout's
+    TC = auto()  # a tensor core's M, N or K (kept last, in that order): no loop walks it; its fragment layout says
+    # which of its elements each lane of the warp holds
 
 
 class OptOps(Enum):
@@ -304,6 +305,8 @@ class Kernel:
 
         if full[opt.axis] % k_size:
             raise KernelOptError(f"{opt}: reduce axis of {full[opt.axis]} is not a multiple of K={k_size}")
+        if caps.local_size_max and tc.threads > caps.local_size_max:
+            raise KernelOptError(f"{opt}: a warp of {tc.threads} is over the device's {caps.local_size_max} threads")
         roles = [(inner_output(dep_a, dep_b, m), m), (inner_output(dep_b, dep_a, n), n), (opt.axis, k_size)]
         inner: dict[int, int] = {}  # role -> the inner axis' index
         for role, (axis, amount) in sorted(enumerate(roles), key=lambda r: -r[1][0]):  # highest axis first
@@ -314,8 +317,6 @@ class Kernel:
         for i in range(self.shape_len - 3, self.shape_len):
             self.kinds[i] = Axis.TC
         self.tensor_core = tc
-        if caps.local_size_max and tc.threads > caps.local_size_max:
-            raise KernelOptError(f"{opt}: a warp of {tc.threads} is over the device's {caps.local_size_max} threads")
         self.applied_opts.append(opt)
 
     def _pack(self, opt: Opt) -> None:

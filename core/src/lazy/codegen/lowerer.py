@@ -75,6 +75,9 @@ def choose_vector_axis(k: Kernel) -> tuple[int | None, int]:
     return (None, 1) if axis is None else (axis, int(k.full_shape[axis]))
 
 
+FRAGMENT_CODES = 64  # a lane's TC-axis entry is 1 + FRAGMENT_CODES * operand + element (fragments are shorter)
+
+
 class Lowerer:
     """Lowers one kernel with `index` as the dtype of every index value (sizes, loop counters, thread ids, symbolic
     variables, buffer indices and masks); raises `IndexOverflow` when some value may not fit it."""
@@ -217,14 +220,15 @@ class Lowerer:
 
     def tc_code(self, lane: Lane, operand: int, elem: int) -> Lane:
         """`lane` with its TC axes set to element `elem` of fragment `operand` (0: A, 1: B, 2: C/D)."""
-        return tuple(1 + 64 * operand + elem if self.k.kinds[a] is Axis.TC else v for a, v in zip(self.lane_axes, lane))
+        code = 1 + FRAGMENT_CODES * operand + elem  # 0 stays "no fragment element": outside WMMA code
+        return tuple(code if self.k.kinds[a] is Axis.TC else v for a, v in zip(self.lane_axes, lane))
 
     def tc_coord(self, axis: int, code: int) -> Node:
         """The index along TC axis `axis` (M, N or K) of the fragment element `code` names, for this thread's lane: the
         element's row or column in its operand's layout, the lane bits read from the thread id."""
         tc, lane_var = self.k.tensor_core, self.tc_lane
         assert tc is not None and lane_var is not None and code > 0, "a TC axis is read only inside a fragment"
-        operand, elem = divmod(code - 1, 64)
+        operand, elem = divmod(code - 1, FRAGMENT_CODES)
         role = "MNK"[self.k.axes(Axis.TC).index(axis)]
         layout, (row_role, col_role) = ((tc.a, "MK"), (tc.b, "KN"), (tc.c, "MN"))[operand]
         bits = layout.rows if role == row_role else layout.cols if role == col_role else ()
@@ -487,7 +491,7 @@ class Lowerer:
             result = self.reduce_results[id(node)][self.output_lane(lane)]
             if self.tc_lane is not None:  # this lane's element of the C fragment
                 code = lane[self.lane_axes.index(self.k.axes(Axis.TC)[0])]
-                return self.b.add(UOps.GEP, node.dtype, (result,), (code - 1) % 64)
+                return self.b.add(UOps.GEP, node.dtype, (result,), (code - 1) % FRAGMENT_CODES)
             if self.vector_on and self.vec_reduce:  # a combined (scalar) result used inside a later vector loop
                 return self.b.add(UOps.VECTORIZE, result.dtype.vec(self.vec_width), (result,) * self.vec_width)  # type: ignore[union-attr]
             return result
