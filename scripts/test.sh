@@ -16,7 +16,8 @@ echo "== tests"; LAZY_CHECK_INDEX=1 $PY -m pytest -q -n 2 --timeout=300 tests pl
 # the suite compiled by NVRTC for each CUDA target (first run ~2 min of NVRTC on 2 cores, then the compile cache) and
 # rendered as MSL
 echo "== conformance"
-$PY -m lazy.conformance --all --emulate CUDA,METAL --compile-only-for CUDA,METAL --out reports/conformance
+# PoCL exposes one CPU device per POCL_DEVICES entry: two give CL:0 and CL:1, for the multi-device layer
+POCL_DEVICES="pthread pthread" $PY -m lazy.conformance --all --emulate CUDA,METAL --compile-only-for CUDA,METAL --out reports/conformance
 echo "== main job"; $PY examples/digits.py --epochs 30
 echo "== CNN example"; $PY examples/digits_cnn.py --epochs 15
 echo "== char transformer example"; $PY examples/char_transformer.py --steps 300

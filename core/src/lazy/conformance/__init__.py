@@ -9,6 +9,6 @@ Needs pytest: `pip install 'lazy-core[conformance]'`.
 
 from __future__ import annotations
 
-LAYERS: tuple[str, ...] = ("discovery", "allocator", "kernels", "hcq", "tensor", "ops", "end_to_end", "copies")
+LAYERS: tuple[str, ...] = ("discovery", "allocator", "kernels", "hcq", "tensor", "ops", "end_to_end", "copies", "multi")
 
 __all__ = ["LAYERS"]

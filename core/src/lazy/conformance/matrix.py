@@ -66,7 +66,9 @@ def _run_one(row: MatrixRow, out_dir: pathlib.Path, keyword: str | None, extra_a
 
 
 def format_matrix(results: list[dict]) -> str:
-    layers = [layer for layer in LAYERS if any(layer in r.get("layers", {}) for r in results)]
+    seen = {layer for r in results for layer in r.get("layers", {})}
+    # a layer LAYERS does not list yet (a new test module) still gets its column, after the known ones
+    layers = [layer for layer in LAYERS if layer in seen] + sorted(seen - set(LAYERS))
     header = ["device", *layers, "total"]
     rows = []
     for r in results:

@@ -1,6 +1,6 @@
 """The CPU and LLVM devices: host memory, the two compilers (system C compiler; llvmlite in-process), loaded programs
-that split a kernel's outermost loop over the cores, and the `open_cpu` / `open_llvm` factories. Jit graphs replay
-through the native launcher of `lazy_cpu.graph`."""
+that split a kernel's outermost loop over the device's share of the cores (`CPU:0`, `CPU:1`, ... split them), and the
+`open_cpu` / `open_llvm` factories. Jit graphs replay through the native launcher of `lazy_cpu.graph`."""
 
 from __future__ import annotations
 
@@ -167,6 +167,53 @@ class CorePool:
         if self.native is not None:
             self.native.close()
             self.native = None
+
+
+class CoreShares:
+    """The open instances of each host device kind (`CPU`, `LLVM`), which split the cores between them: `CPU:0` and
+    `CPU:1` on 2 cores run one thread each. A share is recomputed at every launch, so it grows again when a sibling
+    closes. Kinds are counted apart: a process normally computes on one kind, and opening `LLVM` next to `CPU` (to
+    compare them, as tests do) should not halve `CPU`'s threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open: dict[str, list[str]] = {}  # kind -> its open instances' names, by ordinal
+
+    def add(self, device: str) -> None:
+        with self.lock:
+            names = self.open.setdefault(_kind(device), [])
+            names.append(device)
+            names.sort(key=_ordinal)
+
+    def remove(self, device: str) -> None:
+        with self.lock:
+            names = self.open.get(_kind(device), [])
+            if device in names:
+                names.remove(device)
+
+    def share(self, device: str, cores: int) -> int:
+        """`device`'s threads: the cores split evenly between the open instances of its kind, the lowest ordinals
+        taking the remainder (3 cores, CPU:0 and CPU:1: 2 and 1); at least one."""
+        with self.lock:
+            names = self.open.get(_kind(device), [])
+            count, rank = max(1, len(names)), names.index(device) if device in names else 0
+        return max(1, cores // count + (1 if rank < cores % count else 0))
+
+    def siblings(self, device: str) -> int:
+        """How many instances of `device`'s kind are open (a replayed graph splits again when it changes)."""
+        with self.lock:
+            return len(self.open.get(_kind(device), []))
+
+
+def _kind(device: str) -> str:
+    return device.partition(":")[0]
+
+
+def _ordinal(device: str) -> int:
+    return int(device.partition(":")[2] or 0)
+
+
+CORE_SHARES = CoreShares()
 
 
 def estimated_work(spec: ProgramSpec | None) -> float:
@@ -409,6 +456,7 @@ class HostDevice(Compiled):
         super().__init__(device, HostAllocator(), renderer, compiler, self.load_program, signal_t=CPUSignal,
                          compute_queue_t=CPUComputeQueue, copy_queue_t=CPUCopyQueue)  # fmt: skip
         self.queue_worker = QueueWorker(self)
+        CORE_SHARES.add(device)
 
     def load_program(self, name: str, lib: bytes, spec: ProgramSpec | None = None) -> HostProgram:
         """`Compiled.runtime`: a compiled kernel as a callable program."""
@@ -424,7 +472,8 @@ class HostDevice(Compiled):
         return self.cores.native_pool(library)
 
     def threads(self) -> int:
-        """How many threads split one kernel: LAZY_THREADS, or one per core; at most THREADS_PER_CORE per core."""
+        """How many threads split one kernel: LAZY_THREADS, or this instance's share of the cores (all of them when it
+        is the only open instance of its kind, see `CoreShares`); at most THREADS_PER_CORE per core."""
         cores, wanted = cpu_count(), int(THREADS.value)
         if wanted < 0:
             raise ValueError(f"LAZY_THREADS={wanted}: set it to a number of threads, or 0 for one per core")
@@ -434,7 +483,11 @@ class HostDevice(Compiled):
                 print(f"{self.device}: LAZY_THREADS={wanted} is more than {THREADS_PER_CORE} per core ({cores} cores "
                       f"here); using {most}")  # fmt: skip
             return most
-        return wanted or cores
+        return wanted or CORE_SHARES.share(self.device, cores)
+
+    def siblings(self) -> int:
+        """How many instances of this device's kind are open, itself included."""
+        return CORE_SHARES.siblings(self.device)
 
     def synchronize(self) -> None:
         super().synchronize()
@@ -446,6 +499,7 @@ class HostDevice(Compiled):
         try:
             super().close()
         finally:
+            CORE_SHARES.remove(self.device)
             self.queue_worker.close()
             self.cores.close()
 

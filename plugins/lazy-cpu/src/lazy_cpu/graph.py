@@ -274,7 +274,8 @@ class HostGraph(HCQGraph):
             values += [_address(buf) for buf in launch.bufs] + list(launch.vals)
         self.widths = [len(launch.bufs) + len(launch.vals) for launch in launches]
         self.args: Any = (ctypes.c_int64 * max(len(values), 1))(*values)  # patched in place by replays
-        self.split_key: tuple[Any, float] | None = None  # (LAZY_THREADS, split_min_work) the records were made for
+        # (LAZY_THREADS, split_min_work, open instances of the kind) the records were made for
+        self.split_key: tuple[Any, float, int] | None = None
         self.threads = 1
         self.records: Any = None
         self.launcher = NativeLaunch(native, self.kernels)
@@ -293,9 +294,9 @@ class HostGraph(HCQGraph):
             for (idx, pos), opaque in (buffers or {}).items():
                 assert pos < self.widths[idx], f"launch {idx} has no argument {pos}"
                 args[first[idx] + pos] = _address(opaque)
-            # the split follows LAZY_THREADS and split_min_work as they are now (the core count is read when either
-            # changes: asking the OS on every replay would cost a system call)
-            if (key := (THREADS.value, self.host.split_min_work)) != self.split_key:
+            # the split follows LAZY_THREADS, split_min_work and the open instances of the kind (which share the cores)
+            # as they are now (the core count is read when one changes: asking the OS on every replay costs a syscall)
+            if (key := (THREADS.value, self.host.split_min_work, self.host.siblings())) != self.split_key:
                 self.threads = self.host.threads()
                 self.records, self.split_key = self._records(self.threads, self.host.split_min_work), key
             pool = self.host.native_pool()

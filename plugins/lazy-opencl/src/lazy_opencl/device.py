@@ -113,9 +113,18 @@ class CLAllocator(LRUAllocator):
                 event = dest_dev.last_event = dest_dev.allocator.enqueue_copy(dest, src, size, None)
             wait_event(event)
             return
-        staging = np.empty(size, np.uint8)  # two contexts (two platforms): through the host
-        src_dev.allocator._copyout(staging.data, src)
-        dest_dev.allocator._copyin(dest, staging.data)
+        if size == 0:
+            return
+        # two contexts (each device has its own, PoCL's CL:0 and CL:1 too): through the host, one copy. The source is
+        # mapped (PoCL's CPU devices map without copying) and written from there into the destination.
+        sbuf, soffset = region(src)  # the map is ordered after the work queued on the in-order queue before it
+        mapping: Any = cl.enqueue_map_buffer(src_dev.queue, sbuf, cl.map_flags.READ, soffset, (size,),
+                                             np.dtype(np.uint8), is_blocking=True)  # fmt: skip
+        mapped = mapping[0]
+        try:
+            dest_dev.allocator._copyin(dest, memoryview(mapped))
+        finally:
+            mapped.base.release()  # unmaps (pyopencl's MemoryMap)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -263,6 +272,12 @@ def measure_clock_offset(queue: Any, tries: int = 5) -> float:
     return best[1]
 
 
+# PoCL reads POCL_DEVICES once, when the platform loads: it cannot be changed from inside a running process.
+MORE_DEVICES_HINT = ("On PoCL (a CPU OpenCL platform), each entry of the POCL_DEVICES environment variable is a "
+                     "device: start Python with POCL_DEVICES='pthread pthread' for CL:0 and CL:1 (one more "
+                     "'pthread' per further device)")  # fmt: skip
+
+
 def open_cl(name: str = "CL") -> CLDevice:
     """`CL` is the first OpenCL device (GPUs first), `CL:n` the n-th."""
     ordinal = int(name.split(":")[1]) if ":" in name else 0
@@ -271,5 +286,5 @@ def open_cl(name: str = "CL") -> CLDevice:
         raise DeviceError(f"{name}: no OpenCL device found: {NO_PLATFORM_FIX}")
     if ordinal >= len(devices):
         found = ", ".join(f"CL:{i} ({d.name.strip()})" for i, d in enumerate(devices))
-        raise DeviceError(f"{name}: there are only {len(devices)} OpenCL devices here: {found}")
+        raise DeviceError(f"{name}: this machine has {len(devices)} OpenCL device(s): {found}. {MORE_DEVICES_HINT}")
     return CLDevice(name, devices[ordinal])
