@@ -8,7 +8,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
 fi
-.venv/bin/python -m pip install -q -e "./core[conformance]" -e ./plugins/lazy-cpu -e "./plugins/lazy-opencl[pocl]" \
+.venv/bin/python -m pip install -q -e "./core[conformance,mpi]" -e ./plugins/lazy-cpu -e "./plugins/lazy-opencl[pocl]" \
   -e ./plugins/lazy-disk -e ./plugins/lazy-cuda -e ./plugins/lazy-metal -e ./plugins/_template \
   scikit-learn safetensors pytest pytest-xdist pytest-timeout hypothesis ruff mypy
 # bytecode now, as a regular `pip install` does: editable installs have none, and PYTHONDONTWRITEBYTECODE would

@@ -19,7 +19,7 @@ LEVELS = [
     ["lazy.hcq"],
     ["lazy.hookspecs", "lazy.plugins", "lazy.pydevice"],
     ["lazy.codegen"],
-    ["lazy.lazy"],
+    ["lazy.lazy", "lazy.multi"],
     ["lazy.engine.schedule"],
     ["lazy.engine.realize", "lazy.engine.jit", "lazy.engine"],
     [
@@ -33,7 +33,7 @@ LEVELS = [
         "lazy.tensor_nn",
         "lazy.tensor_reduce",
     ],
-    ["lazy.nn"],
+    ["lazy.nn", "lazy.distributed"],
     ["lazy.conformance"],
     ["lazy.__main__", "lazy"],
 ]

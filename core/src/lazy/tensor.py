@@ -28,6 +28,7 @@ from lazy.engine.realize import realize
 from lazy.engine.schedule import ScheduleItem, create_schedule
 from lazy.helpers import ArgumentError, ShapeError, all_int, broadcast_shape, prod
 from lazy.lazy import LazyBuffer, storable_view
+from lazy.multi import MultiLazyBuffer
 from lazy.ops import GroupOp, Ops
 from lazy.plugins import Device
 from lazy.symbolic import ConcreteValueError, Node, bound_value, describe, sint
@@ -94,6 +95,32 @@ def _check_operand(y: Any, op: str) -> None:
                         "or a numpy array")  # fmt: skip
 
 
+def _check_devices(devices: Any) -> tuple[str, ...]:
+    """Canonical names of the devices a tensor is sharded over, refusing an empty list and a device named twice."""
+    if isinstance(devices, str) or not isinstance(devices, (tuple, list)):
+        raise TypeError(f"shard: devices must be a tuple or list of device names, got {devices!r}")
+    if not devices:
+        raise ArgumentError("shard: the device list is empty; name at least one device, e.g. ('CPU:0', 'CPU:1')")
+    names = tuple(Device.canonicalize(d) for d in devices)
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ArgumentError(f"shard: {', '.join(twice)} is listed more than once in {tuple(devices)} (CPU and CPU:0 "
+                            "are the same device); list each device once")  # fmt: skip
+    return names
+
+
+def _shards_of(tensors: tuple[Tensor, ...]) -> list[LazyBuffer]:
+    """The LazyBuffers to realize: a tensor's own, or each shard of a sharded one."""
+    out: list[LazyBuffer] = []
+    for t in tensors:
+        lb = t.lazydata
+        if isinstance(lb, MultiLazyBuffer):
+            out.extend(lb.lbs)
+        else:
+            out.append(lb)
+    return out
+
+
 class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
     """A lazily evaluated n-dimensional array on a device, with reverse-mode autograd."""
 
@@ -104,6 +131,9 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
     def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
                  requires_grad: bool | None = None):  # fmt: skip
         dtype = to_dtype(dtype) if dtype is not None else None
+        if isinstance(device, (tuple, list)) or isinstance(data, MultiLazyBuffer):
+            self._init_multi(data, device, dtype, requires_grad)
+            return
         requested = device
         device = Device.canonicalize(device) if device is not None else Device.DEFAULT
         self.grad: Tensor | None = None
@@ -140,6 +170,18 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
                 f"cannot make a Tensor from {type(data).__name__}; pass a list, number, numpy array or bytes"
             )
         self.lazydata: LazyBuffer = lb if lb.device == device else lb.copy_to_device(device)
+
+    def _init_multi(self, data: Any, devices: Any, dtype: DType | None, requires_grad: bool | None) -> None:
+        """`Tensor(data, device=(d0, d1, ...))`: the data replicated on those devices; or a MultiLazyBuffer kept."""
+        if isinstance(data, MultiLazyBuffer):
+            one = Tensor.__new__(Tensor)
+            one.lazydata = data if dtype is None or dtype == data.dtype else data.cast(dtype)  # type: ignore[assignment]
+            one.requires_grad, one.grad, one._ctx = requires_grad, None, None
+            if devices is not None and not isinstance(devices, str) and tuple(devices) != data.device:
+                one = one.to(tuple(devices))
+        else:
+            one = Tensor(data, device=_check_devices(devices)[0], dtype=dtype).shard(devices)
+        self.lazydata, self.requires_grad, self.grad, self._ctx = one.lazydata, requires_grad, None, None
 
     # -- basics --------------------------------------------------------------------------------------------------------
 
@@ -232,12 +274,12 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
 
     def schedule(self, *others: Tensor) -> list[ScheduleItem]:
         """The kernels and copies that realizing these tensors would run (nothing runs)."""
-        return create_schedule([t.lazydata for t in (self,) + others])
+        return create_schedule(_shards_of((self,) + others))
 
     def realize(self, *others: Tensor, do_update_stats: bool = True) -> Tensor:
-        """Run what computes self and `others` (one schedule for all of them) and return self. `do_update_stats` is
-        tinygrad's argument, accepted and unused."""
-        realize([t.lazydata for t in (self,) + others])
+        """Run what computes self and `others` (one schedule for all of them, every shard of a sharded tensor) and
+        return self. `do_update_stats` is tinygrad's argument, accepted and unused."""
+        realize(_shards_of((self,) + others))
         return self
 
     def replace(self, x: Tensor) -> Tensor:
@@ -257,6 +299,9 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
         if x.device != self.device:
             x = x.to(self.device)
         x = x.cast(self.dtype) if x.dtype != self.dtype else x
+        if isinstance(self.lazydata, MultiLazyBuffer):
+            self.lazydata = self.lazydata.assign(x.lazydata)
+            return self
         lb, target = self.lazydata, self.lazydata.base
         if target.realized is None or not target.st.contiguous or target.op is Ops.CONST:
             self.lazydata = x.lazydata  # no memory of its own yet: the tensor simply becomes the value
@@ -282,7 +327,9 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
         return buf if t.lazydata.st.contiguous else buf
 
     def numpy(self) -> np.ndarray:
-        """The values as a numpy array (copies them to the host)."""
+        """The values as a numpy array (copies them to the host; a sharded tensor's shards are put together)."""
+        if isinstance(self.lazydata, MultiLazyBuffer):
+            return self._gather_numpy(self.lazydata)
         if not all_int(self.shape):
             shape = tuple(bound_value(d) for d in self.shape)
             if None in shape:
@@ -310,6 +357,14 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
         assert buf is not None
         return buf.numpy()[: prod(self.shape)].reshape(self.shape).copy()
 
+    def _gather_numpy(self, multi: MultiLazyBuffer) -> np.ndarray:
+        if multi.axis is None:
+            return Tensor(multi.lbs[0], device=multi.lbs[0].device).numpy()
+        import numpy as np
+
+        pieces = sorted(zip(multi.bounds, multi.lbs), key=lambda piece: piece[0])
+        return np.concatenate([Tensor(lb, device=lb.device).numpy() for _, lb in pieces], axis=multi.axis)
+
     def data(self) -> memoryview:
         """The values as a memoryview of a host copy (`memoryview(self.numpy())`)."""
         return memoryview(self.numpy())  # type: ignore[arg-type]
@@ -324,9 +379,12 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
         """The values as nested Python lists (a plain number for a 0-d tensor), copied to the host."""
         return self.numpy().tolist()
 
-    def to(self, device: str | None) -> Tensor:
+    def to(self, device: str | tuple[str, ...] | list[str] | None) -> Tensor:
         """The tensor on `device` (the default device for None): self when it is already there, else a copy that keeps
-        requires_grad and a copy of `.grad`."""
+        requires_grad and a copy of `.grad`. A tuple or list of devices replicates it on each; a sharded tensor
+        moved to one device is gathered there."""
+        if isinstance(device, (tuple, list)):
+            return self.shard(device) if _check_devices(device) != self.device else self
         device = Device.canonicalize(device) if device is not None else Device.DEFAULT
         if device == self.device:
             return self
@@ -334,6 +392,26 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
         if self.grad is not None:
             ret.grad = self.grad.to(device)
         return ret
+
+    def shard(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
+        """The tensor split along `axis` over `devices` (None: a whole copy on each), one shard per device: equal
+        shards of ceil(size / len(devices)), the last smaller. Ops on it run per shard; a reduction over the split
+        axis combines the shards' partial results by a ring allreduce. A sharded tensor is resharded by copies.
+        The result is a new leaf (gradients do not flow back through `shard`) that keeps requires_grad."""
+        names = _check_devices(devices)
+        ax = None if axis is None else self._resolve_axis(axis)
+        if isinstance(self.lazydata, MultiLazyBuffer):
+            if names != self.device:  # other devices: gathered on the first of them, split from there
+                return self.to(names[0]).shard(names, axis)
+            multi = self.lazydata.resharded(ax)
+        else:
+            multi = MultiLazyBuffer.from_lazybuffer(self.lazydata, names, ax)
+        return Tensor(multi, requires_grad=self.requires_grad)
+
+    def shard_(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
+        """`shard` in place: self's data becomes the sharded value; returns self."""
+        self.lazydata = self.shard(devices, axis).lazydata
+        return self
 
     def to_(self, device: str | None) -> Tensor:
         """Move self's data (and `.grad`) to `device` in place; returns self."""
@@ -425,9 +503,21 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
                 "through differentiable ops (comparisons, bitwise ops and detach() cut the graph)"
             )
         for t, g in self._backprop(gradient, create_graph).values():
+            if isinstance(t.lazydata, MultiLazyBuffer) and isinstance(g.lazydata, MultiLazyBuffer):
+                g = g._laid_out_like(t.lazydata)  # a sharded parameter's gradient is sharded the same way
             if t.requires_grad or (t.requires_grad is None and dtypes.is_float(t.dtype)):
                 t.grad = g if t.grad is None else t.grad + g
         return self
+
+    def _laid_out_like(self, like: MultiLazyBuffer) -> Tensor:
+        multi = self.lazydata
+        assert isinstance(multi, MultiLazyBuffer)
+        if (multi.axis, multi.bounds) == (like.axis, like.bounds):
+            return self
+        ret = Tensor.__new__(Tensor)
+        ret.lazydata = like._new(multi.to_layout(like))
+        ret.requires_grad, ret.grad, ret._ctx = self.requires_grad, None, self._ctx
+        return ret
 
     def gradient(self, *targets: Tensor, gradient: Tensor | None = None, create_graph: PyBool = True) -> list[Tensor]:
         """d(self)/d(target) for each target (zeros for a target self does not depend on), without touching any
@@ -462,7 +552,7 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
             # expand ops; constants of recent ops are kept, see `LazyBuffer.const_like`)
             lb = x.lazydata
             const = Tensor.__new__(Tensor)
-            const.lazydata = LazyBuffer.const_like(y, lb.dtype, lb.device, lb.shape)  # type: ignore[arg-type]
+            const.lazydata = lb.const(y)  # type: ignore[arg-type]
             const.requires_grad, const.grad, const._ctx = False, None, None
             return (const, x) if reverse else (x, const)
         if is_numpy(y, "generic"):

@@ -1,0 +1,328 @@
+"""Collectives across processes over MPI (`mpi4py`, the `lazy-core[mpi]` extra): `init`, `rank`, `world_size`,
+`all_reduce`, `broadcast`, `all_gather`, `barrier`, and `DataParallel`, which averages gradients in buckets. Tensors of
+any device travel through host memory unless a `DevicePath` is registered for their device kind."""
+
+from __future__ import annotations
+
+import atexit
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lazy.tensor import Tensor
+
+if TYPE_CHECKING:
+    import numpy as np
+
+DEFAULT_TIMEOUT_S = 60.0
+REDUCE_OPS = ("sum", "mean", "max", "min")
+HEADER_BYTES = 256  # one collective's description (verb, sequence number, shape, dtype), exchanged before its data
+HEADER_TAG = 7001
+
+
+class DistributedError(RuntimeError):
+    """A collective that cannot complete: a rank was lost or is stuck, or the ranks passed tensors that differ."""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# device <-> host
+
+
+@dataclass(frozen=True)
+class DevicePath:
+    """How a device kind's buffers reach the MPI library. The default goes through host memory: one copy out of the
+    realized buffer into a numpy array, one copy into a new buffer of the device. A plugin whose memory MPI can read
+    directly (CUDA-aware MPI, NCCL) registers its own pair with `register_device_path`."""
+
+    to_host: Callable[[Tensor], np.ndarray]
+    from_host: Callable[[np.ndarray, Tensor], Tensor]  # (values, the tensor they replace) -> tensor on its device
+
+
+def _host_to_host(t: Tensor) -> np.ndarray:
+    import numpy as np
+
+    return np.ascontiguousarray(t.numpy())
+
+
+def _host_from_host(values: np.ndarray, like: Tensor) -> Tensor:
+    out = Tensor(values, device=like.device)
+    return out if out.dtype == like.dtype else out.cast(like.dtype)  # bfloat16 and fp8 come back as float32
+
+
+HOST_PATH = DevicePath(_host_to_host, _host_from_host)
+DEVICE_PATHS: dict[str, DevicePath] = {}
+
+
+def register_device_path(device_kind: str, path: DevicePath) -> None:
+    """Exchange tensors of `device_kind` (a device name's part before ':') through `path` instead of host memory."""
+    DEVICE_PATHS[device_kind.upper()] = path
+
+
+def _path(t: Tensor) -> DevicePath:
+    device = t.device if isinstance(t.device, str) else str(t.device)
+    return DEVICE_PATHS.get(device.split(":")[0].upper(), HOST_PATH)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the process group
+
+
+@dataclass
+class _World:
+    comm: Any  # a duplicate of MPI.COMM_WORLD: lazy's messages never match the program's own MPI traffic
+    mpi: Any  # the mpi4py.MPI module
+    rank: int
+    size: int
+    timeout_s: float
+    calls: int = 0  # collectives started, the same count on every rank
+    broken: str | None = None  # why the group cannot be used any more
+
+
+_world: _World | None = None
+
+
+def _import_mpi() -> Any:
+    try:
+        import mpi4py
+    except ImportError:
+        raise ImportError(
+            "lazy.distributed needs mpi4py and an MPI library: pip install 'lazy-core[mpi]' (mpi4py and the mpich "
+            "wheel), or mpi4py built against a system MPI"
+        ) from None
+    # lazy finalizes MPI itself at exit, and not at all once a rank was lost: MPI_Finalize waits for the dead rank
+    mpi4py.rc.finalize = False
+    from mpi4py import MPI
+
+    return MPI
+
+
+def init(timeout_s: float | None = None) -> None:
+    """Join the process group started by `mpiexec` (a group of one without it). Calling it again changes only the
+    timeout. `timeout_s` (default 60) bounds how long a collective waits for the other ranks before it raises
+    `DistributedError` naming the ranks that did not arrive."""
+    global _world
+    if _world is not None:
+        if timeout_s is not None:
+            _world.timeout_s = float(timeout_s)
+        return
+    mpi = _import_mpi()
+    comm = mpi.COMM_WORLD.Dup()
+    comm.Set_errhandler(mpi.ERRORS_RETURN)
+    _world = _World(comm, mpi, comm.Get_rank(), comm.Get_size(), DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
+    atexit.register(_finalize)
+
+
+def _finalize() -> None:
+    if _world is not None and _world.broken is None and not _world.mpi.Is_finalized():
+        _world.mpi.Finalize()
+
+
+def _get_world(usable: bool = True) -> _World:
+    if _world is None:
+        init()
+    assert _world is not None
+    if usable and _world.broken is not None:
+        raise DistributedError(f"the process group is unusable: {_world.broken}")
+    return _world
+
+
+def rank() -> int:
+    """This process's rank, 0 .. world_size() - 1."""
+    return _get_world(usable=False).rank
+
+
+def world_size() -> int:
+    """How many processes the group has (1 outside mpiexec)."""
+    return _get_world(usable=False).size
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# waiting with a deadline: MPI blocks forever on a dead peer, so every request is polled until it completes or the
+# deadline passes (no extra thread, no extra messages; MPI makes progress inside each test)
+
+
+def _wait(world: _World, requests: list[Any], what: str, pending_ranks: Callable[[], list[int]]) -> None:
+    deadline = time.monotonic() + world.timeout_s
+    pause = 0.0
+    while not world.mpi.Request.Testall(requests):
+        if time.monotonic() > deadline:
+            missing = pending_ranks()
+            who = f"rank {', '.join(map(str, missing))}" if missing else "a rank"
+            world.broken = (
+                f"{who} of {world.size} did not take part in {what} within {world.timeout_s:g} s (rank {world.rank} "
+                f"waited): it died or is stuck. If it is only slow, raise the timeout: "
+                "lazy.distributed.init(timeout_s=...)"
+            )
+            raise DistributedError(world.broken)
+        # spin briefly (collectives of small tensors complete in microseconds), then back off to at most 1 ms so a
+        # waiting rank leaves the core to the others
+        time.sleep(pause)
+        pause = min(1e-3, pause * 2 + 1e-6)
+
+
+def _describe(verb: str, detail: str, shape: tuple[Any, ...], dtype: Any) -> str:
+    return f"{verb}({detail}) of shape {shape} and dtype {dtype}"
+
+
+def _agree(world: _World, description: str) -> str:
+    """Exchange this collective's description with every other rank; raise if any differs or does not arrive. Each
+    rank hears from each rank, so a lost one is named, and a mismatch raises on every rank (none waits for data)."""
+    import numpy as np
+
+    world.calls += 1
+    what = f"collective #{world.calls}, {description}"
+    encoded = what.encode()[:HEADER_BYTES]
+    mine = np.zeros(HEADER_BYTES, np.uint8)
+    mine[: len(encoded)] = np.frombuffer(encoded, np.uint8)
+    peers = [r for r in range(world.size) if r != world.rank]
+    theirs = {r: np.zeros(HEADER_BYTES, np.uint8) for r in peers}
+    receives = [world.comm.Irecv(theirs[r], source=r, tag=HEADER_TAG) for r in peers]
+    sends = [world.comm.Isend(mine, dest=r, tag=HEADER_TAG) for r in peers]
+    _wait(world, receives + sends, what, lambda: [r for r, req in zip(peers, receives) if not req.Test()])
+    differ = {
+        r: bytes(h).rstrip(b"\0").decode(errors="replace") for r, h in theirs.items() if not np.array_equal(h, mine)
+    }
+    if differ:
+        lines = "; ".join(f"rank {r}: {d}" for r, d in differ.items())
+        raise DistributedError(
+            f"ranks called different collectives: rank {world.rank}: {what}; {lines}. Every rank must call the same "
+            "collectives in the same order with tensors of the same shape and dtype"
+        )
+    return what
+
+
+def _collective(
+    verb: str, detail: str, t: Tensor, start: Callable[[_World, np.ndarray], tuple[Any, np.ndarray]]
+) -> Any:
+    world = _get_world()
+    shape, path = tuple(t.shape), _path(t)
+    what = _agree(world, _describe(verb, detail, shape, t.dtype))
+    request, result = start(world, path.to_host(t))
+    _wait(world, [request], what, lambda: [])
+    return result, path
+
+
+def all_reduce(t: Tensor, op: str = "sum") -> Tensor:
+    """The elementwise `op` ("sum", "mean", "max" or "min") of `t` over every rank, on every rank (same device and
+    dtype as `t`; "mean" of an integer tensor divides with truncation)."""
+    if op not in REDUCE_OPS:
+        raise ValueError(f"all_reduce op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+    if _get_world().size == 1:
+        return t
+
+    def start(world: _World, host: np.ndarray) -> tuple[Any, np.ndarray]:
+        mpi_op = {"sum": world.mpi.SUM, "mean": world.mpi.SUM, "max": world.mpi.MAX, "min": world.mpi.MIN}[op]
+        return world.comm.Iallreduce(world.mpi.IN_PLACE, host, op=mpi_op), host
+
+    total, path = _collective("all_reduce", repr(op), t, start)
+    if op == "mean":
+        total = (
+            (total / _get_world().size).astype(total.dtype) if total.dtype.kind == "f" else total // _get_world().size
+        )
+    return path.from_host(total, t)
+
+
+def broadcast(t: Tensor, root: int = 0) -> Tensor:
+    """`root`'s `t` on every rank. Every rank passes a tensor of the same shape and dtype (its values are not read)."""
+    size = _get_world().size
+    if not 0 <= root < size:
+        raise ValueError(f"broadcast root must be a rank in 0..{size - 1}, got {root}")
+    if size == 1:
+        return t
+
+    def start(world: _World, host: np.ndarray) -> tuple[Any, np.ndarray]:
+        return world.comm.Ibcast(host, root=root), host
+
+    values, path = _collective("broadcast", f"root={root}", t, start)
+    return path.from_host(values, t)
+
+
+def all_gather(t: Tensor) -> Tensor:
+    """Every rank's `t` stacked along a new leading axis, in rank order: shape (world_size(), *t.shape). Every rank
+    passes a tensor of the same shape and dtype."""
+    if _get_world().size == 1:
+        return t.unsqueeze(0)
+
+    def start(world: _World, host: np.ndarray) -> tuple[Any, np.ndarray]:
+        import numpy as np
+
+        gathered = np.empty((world.size, *host.shape), host.dtype)
+        return world.comm.Iallgather(host, gathered), gathered
+
+    values, path = _collective("all_gather", "", t, start)
+    return path.from_host(values, t)
+
+
+def barrier() -> None:
+    """Return once every rank has called it (raises `DistributedError` naming a rank that does not within the
+    timeout)."""
+    world = _get_world()
+    if world.size > 1:
+        _agree(world, "barrier()")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# data parallel training
+
+
+class DataParallel:
+    """Keeps the parameters of one model the same on every rank: the constructor broadcasts rank 0's values, and
+    `average_gradients()`, called after `backward()` and before the optimizer step, replaces each `.grad` by its mean
+    over the ranks.
+
+    Gradients are averaged in buckets of about `bucket_mb` MiB, the last parameters first (the order backward
+    finishes them): a bucket's gradients are computed and flattened into one buffer, copied to the host and sent
+    with one non-blocking allreduce; the next bucket is computed while it is in flight. What overlaps: a bucket's
+    reduction with the computing of the later buckets' gradients, as far as the MPI library progresses on its own
+    (MPICH moves messages between our tests; set MPIR_CVAR_ASYNC_PROGRESS=1 for a progress thread). What does not:
+    the copies to and from the host, and the optimizer step, which waits for every bucket."""
+
+    def __init__(self, params: Sequence[Tensor], bucket_mb: float = 25.0, root: int = 0):
+        self.params = list(params)
+        self.bucket_bytes = max(1, int(bucket_mb * 2**20))
+        for p in self.params:
+            p.assign(broadcast(p, root)).realize()
+
+    def buckets(self) -> list[list[Tensor]]:
+        """The parameters with gradients, last first, grouped into buckets of about `bucket_mb` MiB of one device
+        and dtype each."""
+        out: list[list[Tensor]] = []
+        size = 0
+        for p in reversed([p for p in self.params if p.grad is not None]):
+            same_kind = out and (out[-1][0].device, out[-1][0].dtype) == (p.device, p.dtype)
+            if not same_kind or size >= self.bucket_bytes:
+                out.append([])
+                size = 0
+            out[-1].append(p)
+            size += _numel(p) * p.dtype.itemsize
+        return out
+
+    def average_gradients(self) -> None:
+        """Replace every parameter's `.grad` by its mean over the ranks."""
+        world = _get_world()
+        if world.size == 1:
+            return
+        in_flight: list[tuple[list[Tensor], Any, np.ndarray, str]] = []
+        for bucket in self.buckets():
+            grads = [p.grad for p in bucket if p.grad is not None]
+            flat = grads[0].flatten().cat(*[g.flatten() for g in grads[1:]])  # (sum of the bucket's sizes,)
+            what = _agree(world, _describe("average_gradients", f"{len(grads)} grads", tuple(flat.shape), flat.dtype))
+            host = _path(flat).to_host(flat)
+            in_flight.append((bucket, world.comm.Iallreduce(world.mpi.IN_PLACE, host, op=world.mpi.SUM), host, what))
+            world.mpi.Request.Testall([request for _, request, _, _ in in_flight])  # earlier buckets move on
+        for bucket, request, host, what in in_flight:
+            _wait(world, [request], what, lambda: [])
+            host /= world.size
+            mean = _path(bucket[0]).from_host(host, bucket[0])
+            offset = 0
+            for p in bucket:
+                p.grad = mean[offset : offset + _numel(p)].reshape(p.shape)
+                offset += _numel(p)
+
+
+def _numel(t: Tensor) -> int:
+    n = t.numel()
+    if not isinstance(n, int):
+        raise ValueError(f"DataParallel needs parameters of concrete shape, not {t.shape}")
+    return n

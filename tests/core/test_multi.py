@@ -1,0 +1,152 @@
+"""Sharded tensors (`Tensor.shard`) on CPU:0..3 against the same ops unsharded: values and gradients for each op
+class, uneven splits, an optimizer step on a sharded MLP, and the refused inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+
+from lazy.helpers import ArgumentError, ShapeError
+from lazy.multi import MultiLazyBuffer, split_bounds
+from lazy.nn import optim
+from lazy.tensor import Tensor
+
+DEVICES = ("CPU:0", "CPU:1", "CPU:2", "CPU:3")
+TWO = DEVICES[:2]
+
+
+def _data(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _check(
+    fn: Callable[..., Tensor],
+    arrays: list[np.ndarray],
+    layouts: Sequence[tuple[tuple[str, ...], int | None]],
+    atol: float = 1e-4,
+) -> None:
+    """fn on the sharded inputs against fn on plain ones: the value, and each input's gradient of sum(out * r)."""
+    plain = [Tensor(a, requires_grad=True) for a in arrays]
+    sharded = [Tensor(a).shard(devs, axis).requires_grad_(True) for a, (devs, axis) in zip(arrays, layouts)]
+    out_plain, out_sharded = fn(*plain), fn(*sharded)
+    np.testing.assert_allclose(out_sharded.numpy(), out_plain.numpy(), atol=atol, rtol=1e-4)
+    weight = _data(*(int(d) for d in out_plain.shape), seed=9)
+    (out_plain * Tensor(weight)).sum().backward()
+    (out_sharded * Tensor(weight, device=out_sharded.device)).sum().backward()
+    for p, s in zip(plain, sharded):
+        assert p.grad is not None and s.grad is not None
+        assert isinstance(s.grad.lazydata, MultiLazyBuffer) and s.grad.lazydata.axis == s.lazydata.axis
+        np.testing.assert_allclose(s.grad.numpy(), p.grad.numpy(), atol=atol, rtol=1e-4)
+
+
+def test_split_bounds_are_ceil_chunks_with_a_smaller_last() -> None:
+    assert split_bounds(8, 4) == ((0, 2), (2, 4), (4, 6), (6, 8))
+    assert split_bounds(7, 2) == ((0, 4), (4, 7))
+    assert split_bounds(5, 4) == ((0, 2), (2, 3), (3, 4), (4, 5))  # ceil would leave the last device nothing
+
+
+def test_shard_places_each_slice_on_its_device() -> None:
+    x = Tensor(np.arange(10, dtype=np.float32)).shard(DEVICES, axis=0)
+    assert x.device == ("CPU", "CPU:1", "CPU:2", "CPU:3") and x.shape == (10,)
+    multi = x.lazydata
+    assert isinstance(multi, MultiLazyBuffer)
+    assert [lb.shape for lb in multi.lbs] == [(3,), (3,), (3,), (1,)]
+    np.testing.assert_equal(x.numpy(), np.arange(10))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_elementwise_with_constants_and_broadcast(axis: int | None) -> None:
+    row = _data(5, seed=1)
+    _check(lambda x: (x * 2 + 1).relu() * Tensor(row, device=x.device) - x.exp(), [_data(6, 5)], [(DEVICES, axis)])
+
+
+def test_replicated_operand_is_sliced_to_the_sharded_layout() -> None:
+    _check(lambda x, y: x * y + y, [_data(8, 3), _data(8, 3, seed=1)], [(DEVICES, 0), (DEVICES, None)])
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("reduce_axis", [0, 1, None])
+def test_sum_and_max_over_split_and_other_axes(axis: int, reduce_axis: int | None) -> None:
+    _check(lambda x: x.sum(reduce_axis) + x.max(reduce_axis), [_data(6, 7)], [(DEVICES, axis)])
+
+
+def test_allreduce_of_fewer_elements_than_devices_and_uneven_shards() -> None:
+    _check(lambda x: x.sum(0), [_data(7, 3)], [(DEVICES, 0)])  # (3 elements, 4 devices; shards 2,2,2,1)
+    _check(lambda x: x.mean(), [_data(9)], [(DEVICES, 0)])
+
+
+@pytest.mark.parametrize("w_axis", [0, 1])
+def test_matmul_with_weight_sharded_on_either_axis(w_axis: int) -> None:
+    _check(lambda x, w: x @ w, [_data(5, 8), _data(8, 6, seed=1)], [(DEVICES, None), (DEVICES, w_axis)])
+
+
+def test_matmul_data_parallel_batch_sharded_input() -> None:
+    _check(lambda x, w: (x @ w).relu(), [_data(8, 5), _data(5, 3, seed=1)], [(TWO, 0), (TWO, None)])
+
+
+def test_movement_ops_follow_the_split_axis() -> None:
+    layout: list[tuple[tuple[str, ...], int | None]] = [(TWO, 1)]
+    _check(lambda x: x.permute(1, 0, 2) * 3, [_data(2, 6, 4)], layout)
+    _check(lambda x: x.reshape(2, 24), [_data(2, 6, 4)], layout)  # merged with the axis after it
+    _check(lambda x: x.reshape(2, 4, 2, 4), [_data(2, 8, 4)], layout)  # split: the shards hold the outer part
+    _check(lambda x: x.reshape(2, 1, 6, 4).expand(2, 3, 6, 4), [_data(2, 6, 4)], layout)
+    _check(lambda x: x[:, 1:5].pad(((1, 0), (2, 3), (0, 1))), [_data(2, 6, 4)], layout)
+    _check(lambda x: x.flip(1) + x, [_data(2, 6, 4)], layout)
+    _check(lambda x: x[:, 1:4, ::2].sum(1), [_data(2, 7, 4)], [(DEVICES, 1)])  # a slice leaving uneven shards
+
+
+def test_reshape_that_cuts_across_shards_is_refused() -> None:
+    x = Tensor(_data(4, 6)).shard(TWO, axis=1)
+    with pytest.raises(ShapeError, match="cut across the shards"):
+        x.reshape(24)
+
+
+def test_differently_sharded_operands_are_refused_naming_both() -> None:
+    x, y = Tensor(_data(4, 4)).shard(TWO, axis=0), Tensor(_data(4, 4)).shard(TWO, axis=1)
+    with pytest.raises(ArgumentError, match=r"sharded on axis 1 .*sharded on axis 0 "):
+        x + y
+
+
+def test_bad_shard_arguments() -> None:
+    x = Tensor(_data(4, 4))
+    with pytest.raises(IndexError, match="out of range"):
+        x.shard(TWO, axis=2)
+    with pytest.raises(ArgumentError, match="empty"):
+        x.shard((), axis=0)
+    with pytest.raises(ArgumentError, match="more than once"):
+        x.shard(("CPU", "CPU:0"), axis=0)
+    with pytest.raises(ShapeError, match="fewer than"):
+        Tensor(_data(2)).shard(DEVICES, axis=0)
+
+
+def test_shard_in_place_to_tuple_and_resharding() -> None:
+    a = _data(4, 6)
+    x = Tensor(a)
+    assert x.shard_(TWO, axis=1) is x and isinstance(x.lazydata, MultiLazyBuffer)
+    np.testing.assert_allclose(x.shard(TWO, axis=0).numpy(), a)
+    np.testing.assert_allclose(x.to("CPU:2").numpy(), a)
+    replicated = Tensor(a).to(list(TWO))
+    assert replicated.device == ("CPU", "CPU:1") and replicated.lazydata.axis is None
+    np.testing.assert_allclose(replicated.shard(DEVICES[2:], axis=0).numpy(), a)
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
+def test_optimizer_step_on_a_sharded_mlp_matches_unsharded(opt: str) -> None:
+    def train(shard: bool) -> list[np.ndarray]:
+        w1, w2, x = Tensor(_data(6, 8, seed=1)), Tensor(_data(8, 3, seed=2)), Tensor(_data(4, 6, seed=3))
+        if shard:  # a tensor-parallel MLP: hidden units split, the second matmul's partial products allreduced
+            w1, w2, x = w1.shard(TWO, axis=1), w2.shard(TWO, axis=0), x.to(TWO)
+        params = [w1.requires_grad_(True), w2.requires_grad_(True)]
+        optimizer = optim.SGD(params, lr=0.1, momentum=0.9) if opt == "sgd" else optim.Adam(params, lr=0.01)
+        with Tensor.train():
+            for _ in range(2):
+                optimizer.zero_grad()
+                loss = ((x @ w1).relu() @ w2).square().mean()
+                loss.backward()
+                optimizer.step()
+        return [p.numpy() for p in params]
+
+    for got, want in zip(train(True), train(False)):
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4)

@@ -1,0 +1,111 @@
+"""One rank of the MPI tests (launched by test_mpi.py with `mpiexec -n N python mpi_worker.py SCENARIO`): checks
+lazy.distributed against numpy on every rank and prints `OK <scenario> <rank>/<size>` when every check passed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+import lazy.distributed as dist
+from lazy import Tensor, dtypes
+
+
+def rank_input(r: int, dtype: type[np.generic]) -> np.ndarray:
+    # every rank can compute every rank's input, so each checks the collective's result against numpy
+    values = (np.arange(12).reshape(3, 4) - 5) * (r + 1) + r
+    return values.astype(dtype)
+
+
+def check_collectives(rank: int, size: int) -> None:
+    for np_dtype, dtype in ((np.float32, dtypes.float32), (np.int32, dtypes.int32)):
+        inputs = np.stack([rank_input(r, np_dtype) for r in range(size)])  # (size, 3, 4)
+        mine = Tensor(rank_input(rank, np_dtype))
+        for op, want in (("sum", inputs.sum(0)), ("max", inputs.max(0)), ("min", inputs.min(0))):
+            got = dist.all_reduce(mine, op)
+            assert got.dtype == dtype and got.device == mine.device, (got.dtype, got.device)
+            np.testing.assert_array_equal(got.numpy(), want.astype(np_dtype), err_msg=op)
+        mean = dist.all_reduce(mine, "mean").numpy()
+        want_mean = inputs.sum(0) // size if np_dtype == np.int32 else inputs.mean(0)
+        np.testing.assert_allclose(mean, want_mean, rtol=1e-6, err_msg="mean")
+        root = size - 1
+        np.testing.assert_array_equal(dist.broadcast(mine, root=root).numpy(), inputs[root])
+        gathered = dist.all_gather(mine)
+        assert gathered.shape == (size, 3, 4)
+        np.testing.assert_array_equal(gathered.numpy(), inputs)
+    # a lazy input (not realized yet) and a view of one
+    lazy_input = (Tensor.arange(6).float() * (rank + 1)).reshape(2, 3)[:, 1:]
+    want = sum((np.arange(6, dtype=np.float32) * (r + 1)).reshape(2, 3)[:, 1:] for r in range(size))
+    np.testing.assert_array_equal(dist.all_reduce(lazy_input).numpy(), want)
+    dist.barrier()
+
+
+def check_mismatch(rank: int, size: int) -> None:
+    shape = (3,) if rank == 0 else (4,)
+    try:
+        dist.all_reduce(Tensor.ones(*shape))
+    except dist.DistributedError as e:
+        assert "(3,)" in str(e) and "(4,)" in str(e), e
+    else:
+        raise AssertionError("all_reduce of different shapes did not raise")
+    try:
+        dist.all_gather(Tensor.ones(2, dtype=dtypes.int32 if rank == 1 else dtypes.float32))
+    except dist.DistributedError as e:
+        assert "int" in str(e) and "float" in str(e), e
+    else:
+        raise AssertionError("all_gather of different dtypes did not raise")
+    # the group is still usable afterwards
+    np.testing.assert_array_equal(dist.all_reduce(Tensor.ones(2)).numpy(), np.full(2, size, np.float32))
+
+
+def check_data_parallel(rank: int, size: int) -> None:
+    params = [Tensor.full((5, 7), float(rank + 1)).contiguous(), Tensor.full((7,), 1.5 - rank).contiguous()]
+    params.append(Tensor.arange(300).float() * (rank + 1))
+    for p in params:
+        p.requires_grad_().realize()
+    ddp = dist.DataParallel(params, bucket_mb=200 * 4 / 2**20)  # buckets of ~200 floats: more than one bucket
+    assert len(ddp.buckets()) == 0  # no gradients yet
+    np.testing.assert_array_equal(params[0].numpy(), np.ones((5, 7), np.float32))  # rank 0's values everywhere
+    np.testing.assert_array_equal(params[2].numpy(), np.arange(300, dtype=np.float32))
+    loss = (params[0].sum(1) * params[1][:5]).sum() * (rank + 1) + (params[2] * params[2]).sum() * (rank + 1)
+    loss.backward()
+    assert len(ddp.buckets()) == 2, [len(b) for b in ddp.buckets()]
+    ddp.average_gradients()
+    scale = np.mean([r + 1 for r in range(size)])  # each rank's gradient is (rank + 1) times rank 0's
+    grads = [p.grad.numpy() for p in params if p.grad is not None]
+    assert len(grads) == 3
+    np.testing.assert_allclose(grads[0], np.full((5, 7), 1.5 * scale), rtol=1e-6)
+    want_p1 = np.zeros(7, np.float32)
+    want_p1[:5] = 7 * scale
+    np.testing.assert_allclose(grads[1], want_p1, rtol=1e-6)
+    np.testing.assert_allclose(grads[2], 2 * np.arange(300) * scale, rtol=1e-6)
+
+
+def check_lost(rank: int, size: int) -> None:
+    """The last rank stops taking part: `stuck` sleeps past the others' timeout, `killed` dies by SIGKILL."""
+    dist.init(timeout_s=float(sys.argv[2]))
+    dist.barrier()  # everyone is up
+    if rank == size - 1:
+        if sys.argv[1] == "killed":
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(3 * float(sys.argv[2]))
+        os._exit(0)
+    try:
+        dist.all_reduce(Tensor.ones(4))
+    except dist.DistributedError as e:
+        print(f"RAISED {e}", flush=True)
+        os._exit(0)  # the group is broken: skip the interpreter's clean-up, as a program that gives up would
+    raise AssertionError("all_reduce with a lost rank did not raise")
+
+
+SCENARIOS = {"collectives": check_collectives, "mismatch": check_mismatch, "data_parallel": check_data_parallel}
+SCENARIOS["stuck"] = SCENARIOS["killed"] = check_lost
+
+if __name__ == "__main__":
+    scenario = sys.argv[1]
+    dist.init()
+    SCENARIOS[scenario](dist.rank(), dist.world_size())
+    print(f"OK {scenario} {dist.rank()}/{dist.world_size()}", flush=True)
