@@ -1,16 +1,17 @@
 """Train a small MLP on scikit-learn's bundled 8x8 digits (no download) on the default device.
 
     python examples/digits.py [--device CPU] [--epochs 30]
+    python examples/digits.py --devices CPU:0,CPU:1             # data-parallel on two devices of one machine
     mpiexec -n 2 .venv/bin/python examples/digits.py --mpi   # data-parallel across processes (lazy-core[mpi])
 
-Prints the loss as it trains and the final test accuracy (>= 95% is expected). With --mpi each rank trains on its
-slice of every global batch and the gradients are averaged, so the losses are the single-process run's; rank 0
-prints the loss after every epoch.
+Prints the loss as it trains and the final test accuracy (>= 95% is expected). With --devices every batch is
+sharded over the devices and the parameters replicated on each (their gradients combined by an allreduce); with
+--mpi each rank trains on its slice of every global batch and the gradients are averaged. Either way the losses are
+the single-device run's; --mpi's rank 0 prints the loss after every epoch.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np
@@ -59,20 +60,21 @@ def mpi_step(model: MLP, opt: Optimizer, ddp: object, share: float):  # noqa: AN
 
 
 def main() -> float:
-    # --mpi is this example's own switch; the shared options are parsed by `setup`
-    use_mpi = "--mpi" in sys.argv
-    if use_mpi:
-        sys.argv.remove("--mpi")
-    args, device = setup(__doc__, epochs=30, batch=64)
+    args, device = setup(__doc__, data_parallel=True, epochs=30, batch=64)
+    devices = tuple(args.devices.split(",")) if args.devices else None
     x_train, y_train, x_test, y_test = load()
     with Tensor.inference_mode(False):
         model = MLP()
-        opt = Adam(place(model, device), lr=3e-3)
-    if use_mpi:
+        opt = Adam(place(model, devices or device), lr=3e-3)
+    if args.mpi:
         return train_mpi(args, device, model, opt, (x_train, y_train, x_test, y_test))
-    train_step = classification_step(model, opt)
+    # (a multi-device step runs eagerly: jit does not capture multi-device graphs yet)
+    train_step = classification_step(model, opt, jitted=devices is None)
 
-    print(f"training on {device}: {len(x_train)} train / {len(x_test)} test digits")
+    def batch(data: np.ndarray) -> Tensor:  # on the device, or split over the devices along the batch axis
+        return Tensor(data, device=device) if devices is None else Tensor(data, device=devices[0]).shard(devices, 0)
+
+    print(f"training on {', '.join(devices) if devices else device}: {len(x_train)} train / {len(x_test)} test digits")
     rng = np.random.default_rng(1)
     start = time.perf_counter()
     steps = len(x_train) // args.batch
@@ -81,12 +83,12 @@ def main() -> float:
         total = 0.0
         for s in range(steps):
             idx = order[s * args.batch : (s + 1) * args.batch]
-            loss = train_step(Tensor(x_train[idx], device=device), Tensor(y_train[idx], device=device))
+            loss = train_step(batch(x_train[idx]), batch(y_train[idx]))
             total += loss.item()
         if epoch % 5 == 0 or epoch == args.epochs - 1:
             print(f"epoch {epoch + 1:3d}  loss {total / steps:.4f}  ({time.perf_counter() - start:.1f} s)")
     with Tensor.inference_mode():
-        pred = model(Tensor(x_test, device=device)).argmax(-1).numpy()
+        pred = model(batch(x_test)).argmax(-1).numpy()
     accuracy = float((pred == y_test).mean())
     print(f"test accuracy: {accuracy * 100:.2f}% ({time.perf_counter() - start:.1f} s)")
     return accuracy
