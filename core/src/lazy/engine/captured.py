@@ -1,9 +1,10 @@
-"""`CapturedJit`: what a `TinyJit` captured (its kernels and copies as `ExecItem`s, where the inputs go, how the
-returned tensors are rebuilt, the graph batches) and how it replays. It pickles with its compiled binaries and the
-contents of the buffers it reads before writing (weights, state), so a captured jit can be saved and loaded."""
+"""`CapturedJit`: what a `TinyJit` captured (its kernels and copies as `ExecItem`s on any number of devices, where the
+inputs go, how the returned tensors are rebuilt, the graph batches) and how it replays. It pickles with its compiled
+binaries and the contents of the buffers it reads before writing (weights, state), so a captured jit can be saved."""
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,19 +14,51 @@ from lazy.engine.realize import CompiledRunner, ExecItem, ViewRunner, count_run
 from lazy.hcq import HCQGraph
 from lazy.helpers import DEBUG, GlobalCounters, colored
 from lazy.lazy import LazyBuffer
+from lazy.multi import Bounds, MultiLazyBuffer
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Variable
 
 
 @dataclass(frozen=True)
+class Sharding:
+    """How a sharded tensor input is laid out over `devices`: split along `axis` at `bounds`, or replicated (None)."""
+
+    devices: tuple[str, ...]
+    axis: int | None
+    bounds: Bounds
+
+    @staticmethod
+    def of(lb: Any) -> Sharding | None:
+        return Sharding(lb.device, lb.axis, lb.bounds) if isinstance(lb, MultiLazyBuffer) else None
+
+    def __str__(self) -> str:
+        where = ", ".join(self.devices)
+        return (
+            f"replicated on ({where})"
+            if self.axis is None
+            else f"sharded on axis {self.axis} as {list(self.bounds)} on ({where})"
+        )
+
+
+@dataclass(frozen=True)
 class InputInfo:
-    """What a replay needs of one tensor input: the view its kernels read the memory through (variables unbound),
-    its dtype and device. `name` is the argument's position or keyword (`"1[0]"`: item 0 of a list argument)."""
+    """What a replay needs of one input buffer: the view its kernels read the memory through (variables unbound),
+    its dtype and device. `name` is the argument's position or keyword (`"1[0]"`: item 0 of a list argument). A
+    sharded tensor gives one per shard: `shard` is its index in `sharding` (None for a tensor on one device)."""
 
     name: str
     st: ShapeTracker
     dtype: DType
     device: str
+    sharding: Sharding | None = None
+    shard: int | None = None
+
+    @property
+    def where(self) -> str:
+        """The input in words: its name, and which shard it is."""
+        if self.sharding is None or self.shard is None:
+            return f"input {self.name}"
+        return f"input {self.name} (shard {self.shard} of {len(self.sharding.devices)}, on {self.device})"
 
 
 @dataclass
@@ -76,6 +109,18 @@ class FromInput:
 
     index: int
     st: ShapeTracker | None
+    cls: type
+    requires_grad: bool | None
+
+
+@dataclass(frozen=True)
+class ShardedOutput:
+    """A returned sharded tensor rebuilt on each replay: each shard is the captured LazyBuffer (whose memory every
+    replay rewrites) or a `FromInput` (a view of an input shard's memory), laid out along `axis` at `bounds`."""
+
+    shards: tuple[Any, ...]
+    axis: int | None
+    bounds: Bounds
     cls: type
     requires_grad: bool | None
 
@@ -143,7 +188,7 @@ class CapturedJit:
             self._steps.append(step)
             i = step.end if isinstance(step, GraphBatch) else i + 1
         self._plans = {batch.start: _BatchPlan.of(self, batch) for batch in self.graph_batches}
-        self._rebuilds = any(isinstance(x, FromInput) for x in _leaves(self.ret))
+        self._rebuilds = any(isinstance(x, (FromInput, ShardedOutput)) for x in _leaves(self.ret))
 
     def __call__(self, input_buffers: list[Buffer], var_vals: dict[Variable, int], input_tensors: list[Any]) -> Any:
         """Run the captured program on new input buffers; returns what the function returned."""
@@ -157,10 +202,31 @@ class CapturedJit:
         self.replays += 1
         ret = self.ret
         if self._rebuilds:
-            ret = map_tensors(ret, lambda x: _rebuild(x, input_tensors) if isinstance(x, FromInput) else x)
+            ret = map_tensors(ret, lambda x: self._rebuild(x, input_tensors))
         elif not var_vals and not isinstance(ret, (tuple, list, dict)):
             return ret  # one tensor, nothing to rebuild or bind
         return map_tensors(ret, lambda x: _bound(x, var_vals))
+
+    def _rebuild(self, x: Any, input_tensors: list[Any]) -> Any:
+        """A returned value of this replay: a `FromInput` or `ShardedOutput` made from this call's inputs."""
+        if isinstance(x, FromInput):
+            if x.st is None:
+                return input_tensors[x.index]
+            lb = self._input_view(x, input_tensors)
+            return x.cls(lb, device=lb.device, requires_grad=x.requires_grad)
+        if isinstance(x, ShardedOutput):
+            lbs = [self._input_view(s, input_tensors) if isinstance(s, FromInput) else s for s in x.shards]
+            return x.cls(MultiLazyBuffer(lbs, x.axis, x.bounds), requires_grad=x.requires_grad)
+        return x
+
+    def _input_view(self, rule: FromInput, input_tensors: list[Any]) -> LazyBuffer:
+        """The view `rule.st` of input buffer `rule.index`'s memory (a shard's, for a sharded input)."""
+        lb = input_tensors[rule.index].lazydata
+        if isinstance(lb, MultiLazyBuffer):
+            shard = self.inputs[rule.index].shard
+            assert shard is not None, "a sharded tensor in a slot of a tensor on one device"
+            lb = lb.lbs[shard]
+        return lb if rule.st is None else lb.base._view(rule.st)
 
     def _run_batch(self, batch: GraphBatch, var_vals: dict[Variable, int]) -> None:
         plan = self._plans[batch.start]
@@ -195,7 +261,7 @@ class CapturedJit:
     def free_intermediates(self) -> None:
         """Give back the memory of the buffers every replay writes before it reads them (intermediates, outputs not
         returned); the next replay allocates them again (and records its graphs again)."""
-        returned = {id(x.lazydata.base.buffer) for x in _leaves(self.ret) if hasattr(x, "lazydata")}
+        returned = {id(lb.base.buffer) for x in _leaves(self.ret) for lb in _shards(x)}
         inputs = {id(self.jit_cache[i].bufs[j]) for i, j in self.input_replace}
         scratch = _written_before_read(self.jit_cache) - returned - inputs
         for ei in self.jit_cache:
@@ -256,6 +322,34 @@ class CapturedJit:
         self._init_replay()
 
 
+def device_order(items: list[ExecItem]) -> list[ExecItem]:
+    """`items` reordered so that each device's kernels between two of its copies are consecutive: one graph batch per
+    device, submitted one after another, so the devices run them at the same time. Items of different devices share
+    no memory, so only each device's own order matters (a copy between devices is in both orders, and waits for its
+    source's queue when it runs): that order is kept. Single-device work comes out unchanged."""
+    places = [{b.device for b in ei.bufs} | {ei.runner.device} - {""} for ei in items]
+    lanes: dict[str, deque[int]] = {}
+    for i, devices in enumerate(places):
+        for device in devices:
+            lanes.setdefault(device, deque()).append(i)
+    ordered: list[ExecItem] = []
+    while len(ordered) < len(items):
+        for lane in lanes.values():  # each device's items up to its next copy between devices
+            while lane and len(places[lane[0]]) == 1:
+                ordered.append(items[lane.popleft()])
+        heads = [lane[0] for lane in lanes.values() if lane]
+        # then the earliest copy every one of whose devices has reached it (the earliest remaining item always has)
+        ready = [i for i in heads if all(lanes[device][0] == i for device in places[i])]
+        if ready:
+            first = min(ready)
+            for device in places[first]:
+                lanes[device].popleft()
+            ordered.append(items[first])
+        else:
+            assert len(ordered) == len(items), "no item can run next: the lanes disagree on the order"
+    return ordered
+
+
 def graph_batches(jit_cache: list[ExecItem]) -> list[GraphBatch]:
     """The runs of two or more consecutive compiled kernels on one device (copies and views run on their own)."""
 
@@ -296,25 +390,39 @@ def _leaves(obj: Any) -> list[Any]:
     return found
 
 
-def _rebuild(rule: FromInput, input_tensors: list[Any]) -> Any:
-    tensor = input_tensors[rule.index]
-    if rule.st is None:
-        return tensor
-    lb: LazyBuffer = tensor.lazydata.base
-    return rule.cls(lb._view(rule.st), device=lb.device, requires_grad=rule.requires_grad)
+def _shards(x: Any) -> list[LazyBuffer]:
+    """The LazyBuffers a returned value holds: a tensor's own, each shard of a sharded one (or of a `ShardedOutput`
+    not read from an input)."""
+    if isinstance(x, ShardedOutput):
+        return [s for s in x.shards if isinstance(s, LazyBuffer)]
+    lb = getattr(x, "lazydata", None)
+    return lb.lbs if isinstance(lb, MultiLazyBuffer) else [lb] if isinstance(lb, LazyBuffer) else []
 
 
 def _save_tensor(x: Any, index: Any) -> Any:
-    if not isinstance(getattr(x, "lazydata", None), LazyBuffer):
+    lb = getattr(x, "lazydata", None)
+    if isinstance(lb, MultiLazyBuffer):
+        x = ShardedOutput(tuple(lb.lbs), lb.axis, lb.bounds, type(x), x.requires_grad)
+    if isinstance(x, ShardedOutput):
+        shards = (_SavedTensor(index(s.base.buffer), s.base.shape, s.st, LazyBuffer, None)
+                  if isinstance(s, LazyBuffer) else s for s in x.shards)  # fmt: skip
+        return ShardedOutput(tuple(shards), x.axis, x.bounds, x.cls, x.requires_grad)
+    if not isinstance(lb, LazyBuffer):
         return x
-    lb: LazyBuffer = x.lazydata
     return _SavedTensor(index(lb.base.buffer), lb.base.shape, lb.st, type(x), x.requires_grad)
 
 
 def _load_tensor(x: Any, buffers: list[Buffer]) -> Any:
+    if isinstance(x, ShardedOutput):
+        shards = tuple(_load_tensor(s, buffers) for s in x.shards)
+        if any(isinstance(s, FromInput) for s in shards):
+            return ShardedOutput(shards, x.axis, x.bounds, x.cls, x.requires_grad)
+        return x.cls(MultiLazyBuffer(list(shards), x.axis, x.bounds), requires_grad=x.requires_grad)
     if not isinstance(x, _SavedTensor):
         return x
     base = LazyBuffer.from_buffer(buffers[x.buf], x.base_shape)
+    if x.cls is LazyBuffer:  # a shard of a sharded tensor
+        return base._view(x.st)
     return x.cls(base._view(x.st), device=base.device, requires_grad=x.requires_grad)
 
 

@@ -1,6 +1,7 @@
 """`TinyJit` (also `jit`): the first call runs the function, the second captures the kernels, copies and views it
-runs (a `CapturedJit`), later calls replay them with the new inputs swapped in. A replay computes what the function
-computes eagerly; what a replay cannot reproduce is refused with `JitError`, naming what changed."""
+runs on every device (a `CapturedJit`), later calls replay them with the new inputs swapped in (a sharded tensor's
+shards each). A replay computes what the function computes eagerly; what it cannot reproduce is refused with
+`JitError`, naming what changed."""
 
 from __future__ import annotations
 
@@ -11,10 +12,20 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from lazy.device import Buffer
-from lazy.engine.captured import CapturedJit, FromInput, GraphBatch, InputInfo, map_tensors
+from lazy.engine.captured import (
+    CapturedJit,
+    FromInput,
+    GraphBatch,
+    InputInfo,
+    ShardedOutput,
+    Sharding,
+    device_order,
+    map_tensors,
+)
 from lazy.engine.realize import ExecItem, capturing, realize
 from lazy.helpers import DEBUG, JIT
 from lazy.lazy import LazyBuffer
+from lazy.multi import MultiLazyBuffer
 from lazy.ops import Ops
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Variable, merge_bindings
@@ -30,13 +41,19 @@ class JitError(RuntimeError):
 
 def _is_tensor(x: Any) -> bool:
     """Duck-typed on `lazydata`: this layer sits below `lazy.tensor`."""
-    return isinstance(getattr(x, "lazydata", None), LazyBuffer)
+    return isinstance(getattr(x, "lazydata", None), (LazyBuffer, MultiLazyBuffer))
+
+
+def _shards(lb: LazyBuffer | MultiLazyBuffer) -> list[LazyBuffer]:
+    """A tensor's LazyBuffer, or each shard of a sharded tensor's."""
+    return lb.lbs if isinstance(lb, MultiLazyBuffer) else [lb]
 
 
 @dataclass
 class _Call:
-    """The tensor inputs of one call: names, tensors, the buffers the kernels read, what a replay checks, and the
-    values of the variables (bound in the inputs' shapes, or passed as arguments)."""
+    """The tensor inputs of one call: names, then per input buffer (one per shard of a sharded tensor) its tensor,
+    the buffer the kernels read and what a replay checks; the values of the variables (bound in the inputs' shapes, or
+    passed as arguments)."""
 
     names: list[str]
     tensors: list[Any]
@@ -59,22 +76,27 @@ def _tensor_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[
 
 def _prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
     inputs = _tensor_inputs(args, kwargs)
-    if unrealized := [t.lazydata for _, t in inputs if t.lazydata.base.realized is None]:
+    if unrealized := [lb for _, t in inputs for lb in _shards(t.lazydata) if lb.base.realized is None]:
         realize(unrealized)  # outside any capture: computing an input is not the function's work
-    call = _Call([name for name, _ in inputs], [t for _, t in inputs], [], [], {}, [])
-    owner: dict[int, str] = {}  # id(memory) -> the input that reads it
+    call = _Call([name for name, _ in inputs], [], [], [], {}, [])
+    owner: dict[int, InputInfo] = {}  # id(memory) -> the input that reads it
     for name, t in inputs:
-        lb: LazyBuffer = t.lazydata
-        if (buf := lb.base.realized) is None:
-            raise JitError(f"jit: input {name} (shape {lb.shape}) has no memory a kernel could read; pass a tensor "
-                           "with elements")  # fmt: skip
-        if (other := owner.setdefault(id(buf.base or buf), name)) != name:
-            raise JitError(f"jit: inputs {other} and {name} share memory; a replay swaps each input's memory on its "
-                           "own, so pass distinct tensors (e.g. a .clone() of one)")  # fmt: skip
-        st, vals = lb.st.unbind()
-        merge_bindings(call.var_vals, vals)
-        call.buffers.append(buf)
-        call.infos.append(InputInfo(name, st, lb.dtype, lb.device))
+        sharding = Sharding.of(t.lazydata)
+        for shard, lb in enumerate(_shards(t.lazydata)):
+            st, vals = lb.st.unbind()
+            info = InputInfo(name, st, lb.dtype, lb.device, sharding, None if sharding is None else shard)
+            if (buf := lb.base.realized) is None:
+                raise JitError(f"jit: {info.where} (shape {lb.shape}) has no memory a kernel could read; pass a "
+                               "tensor with elements")  # fmt: skip
+            if (other := owner.setdefault(id(buf.base or buf), info)) is not info:
+                plain = other.shard is None and info.shard is None
+                both = f"inputs {other.name} and {name}" if plain else f"{other.where} and {info.where}"
+                raise JitError(f"jit: {both} share memory; a replay swaps each input's memory on its own, so pass "
+                               "distinct tensors (e.g. a .clone() of one)")  # fmt: skip
+            merge_bindings(call.var_vals, vals)
+            call.tensors.append(t)
+            call.buffers.append(buf)
+            call.infos.append(info)
     for arg, x in [*enumerate(args), *sorted(kwargs.items())]:
         if isinstance(x, Variable):
             if x._val is None:
@@ -87,8 +109,9 @@ def _prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
 
 def _positional_layout(captured: CapturedJit) -> list[tuple[InputInfo | None, Any]] | None:
     """For each positional argument of the captured call, its tensor input's `InputInfo` or its plain value; None
-    when the capture had variables, keyword arguments, or arguments of other kinds (lists of tensors, say)."""
-    if captured.variables:
+    when the capture had variables, keyword arguments, sharded tensors, or arguments of other kinds (lists of
+    tensors, say)."""
+    if captured.variables or any(info.sharding is not None for info in captured.inputs):
         return None
     slots: dict[str, tuple[InputInfo | None, Any]] = {info.name: (info, None) for info in captured.inputs}
     slots.update((name, (None, value)) for name, value in captured.constants)
@@ -103,10 +126,11 @@ def _plain(x: Any) -> bool:
 
 
 class TinyJit(Generic[R]):
-    """Decorate a function whose tensor inputs keep their shapes, dtypes and devices from call to call (a symbolic
-    dimension, a bound `Variable`, may change within its range). `TinyJit(fxn, captured=None, prune=False)`:
-    `captured` rebuilds a jit from a `CapturedJit` (as pickling does); `prune` runs the kernels that do not depend on
-    the inputs once, at capture, instead of on every replay. `@TinyJit(prune=True)` decorates too."""
+    """Decorate a function whose tensor inputs keep their shapes, dtypes, devices and sharding (a sharded tensor's
+    devices, axis and bounds) from call to call (a symbolic dimension, a bound `Variable`, may change within its
+    range). `TinyJit(fxn, captured=None, prune=False)`: `captured` rebuilds a jit from a `CapturedJit` (as pickling
+    does); `prune` runs the kernels that do not depend on the inputs once, at capture, instead of on every replay.
+    `@TinyJit(prune=True)` decorates too."""
 
     def __new__(cls, fxn: Callable[..., R] | None = None, captured: CapturedJit | None = None,
                 prune: bool = False) -> Any:  # fmt: skip
@@ -205,16 +229,16 @@ class TinyJit(Generic[R]):
         capturing.append(recorded)
         try:
             ret = self.fxn(*args, **kwargs)
-            outs = _returned_tensors(ret)
-            if unrealized := [t.lazydata for t in outs if t.lazydata.base.realized is None]:
+            outs = [lb for t in _returned_tensors(ret) for lb in _shards(t.lazydata)]
+            if unrealized := [lb for lb in outs if lb.base.realized is None]:
                 realize(unrealized)
         finally:
             capturing.remove(recorded)
         if not recorded.items:
             raise JitError("jit: the function ran no kernel, copy or view while captured, so a replay would have "
                            "nothing to run; call it without jit")  # fmt: skip
-        returned = {id(t.lazydata.base.buffer) for t in outs}
-        items = recorded.without_unread_snapshots(returned)
+        returned = {id(lb.base.buffer) for lb in outs}
+        items = device_order(recorded.without_unread_snapshots(returned))
         onetime: list[ExecItem] = []
         if self.prune:
             items, onetime = _prune(items, call.buffers)
@@ -228,7 +252,7 @@ class TinyJit(Generic[R]):
         if DEBUG >= 1:
             print(
                 f"jit: captured {len(items)} items ({len(self.captured.graph_batches)} graph batches) with "
-                f"{len(call.buffers)} inputs" + (f", {len(onetime)} run once (pruned)" if self.prune else "")
+                f"{len(call.buffers)} input buffers" + (f", {len(onetime)} run once (pruned)" if self.prune else "")
             )
         return ret
 
@@ -309,11 +333,22 @@ def _output_rule(x: Any, call: _Call) -> Any:
     for k, t in enumerate(call.tensors):
         if x is t:
             return FromInput(k, None, type(x), x.requires_grad)
-    lb: LazyBuffer = x.lazydata
+    if isinstance(x.lazydata, MultiLazyBuffer):  # each shard may read an input's memory
+        multi: MultiLazyBuffer = x.lazydata
+        shards = tuple(_shard_rule(lb, call, type(x)) for lb in multi.lbs)
+        if any(isinstance(shard, FromInput) for shard in shards):
+            return ShardedOutput(shards, multi.axis, multi.bounds, type(x), x.requires_grad)
+        return x
+    rule = _shard_rule(x.lazydata, call, type(x), x.requires_grad)
+    return x if rule is x.lazydata else rule
+
+
+def _shard_rule(lb: LazyBuffer, call: _Call, cls: type, requires_grad: bool | None = None) -> LazyBuffer | FromInput:
+    """`lb` itself, or a `FromInput` when it reads an input's memory."""
     for k, buf in enumerate(call.buffers):
         if lb.base.buffer is buf:
-            return FromInput(k, lb.st, type(x), x.requires_grad)
-    return x
+            return FromInput(k, lb.st, cls, requires_grad)
+    return lb
 
 
 def _prune(items: list[ExecItem], inputs: list[Buffer]) -> tuple[list[ExecItem], list[ExecItem]]:
@@ -364,7 +399,7 @@ def plan_memory(items: list[ExecItem], internal: dict[int, Buffer]) -> int:
 
 def _check(captured: CapturedJit, call: _Call) -> None:
     """Raise `JitError` naming the first way this call differs from the captured one."""
-    names = [info.name for info in captured.inputs]
+    names = list(dict.fromkeys(info.name for info in captured.inputs))  # one per tensor (a sharded one has several)
     if call.names != names or [n for n, _ in call.constants] != [n for n, _ in captured.constants]:
         names, call_names = names + [n for n, _ in captured.constants], call.names + [n for n, _ in call.constants]
         raise JitError(f"jit: called with arguments {call_names}, captured with {names}; pass the same "
@@ -375,6 +410,12 @@ def _check(captured: CapturedJit, call: _Call) -> None:
             raise JitError(f"jit: argument {name} is {new!r}, captured with {old!r}; a replay runs the captured "
                            "kernels, which hold the captured value: pass what changes as a tensor or a bound "
                            "Variable, or .reset() to capture again")  # fmt: skip
+    first = {info.name: info for info in reversed(captured.inputs)}  # each tensor's first (or only) buffer
+    for new in call.infos:
+        if new.sharding != (old := first[new.name]).sharding:
+            raise JitError(f"jit: input {new.name} is {_placement(new)}, captured {_placement(old)}; "
+                           "a replay runs the captured kernels and copies, made for the captured layout: shard it "
+                           "as it was captured, or .reset() to capture again")  # fmt: skip
     for new, old in zip(call.infos, captured.inputs):
         if new == old:
             continue
@@ -382,10 +423,15 @@ def _check(captured: CapturedJit, call: _Call) -> None:
             ("dtype", new.dtype, old.dtype) if new.dtype != old.dtype else \
             ("device", new.device, old.device) if new.device != old.device else \
             ("a view of its memory", _view_text(new.st), _view_text(old.st))  # fmt: skip
-        raise JitError(f"jit: input {new.name} has {what[0]} {what[1]}, captured with {what[2]}; a replay runs the "
+        raise JitError(f"jit: {new.where} has {what[0]} {what[1]}, captured with {what[2]}; a replay runs the "
                        "captured kernels, made for the captured inputs (only a symbolic dimension, a bound Variable, "
                        "may change, within its range): pass inputs like the captured ones, or .reset() to capture "
                        "again")  # fmt: skip
+
+
+def _placement(info: InputInfo) -> str:
+    """Where an input tensor lies, in words: its sharding, or its one device."""
+    return f"on one device ({info.device})" if info.sharding is None else str(info.sharding)
 
 
 def _view_text(st: ShapeTracker) -> str:

@@ -39,7 +39,9 @@ class CompiledRunner(Runner):
     """A kernel compiled for one device, launched through the device's compute queue."""
 
     def __init__(self, spec: ProgramSpec, dev: Compiled, lib: bytes | None = None):
-        self.spec, self.dev, self.name, self.device = spec, dev, spec.name, spec.device
+        # the device is the instance it runs on: a spec names the renderer's device, shared by instances (CPU:1's
+        # kernels render as CPU's), so graph batches and a pickled jit would put CPU:1's kernels on CPU
+        self.spec, self.dev, self.name, self.device = spec, dev, spec.name, dev.device
         self.op_estimate, self.mem_estimate = spec.op_estimate, spec.mem_estimate
         self.lib = dev.compiler.compile_cached(spec.src) if lib is None else lib
         self.program = dev.runtime(spec.name, self.lib, spec)
@@ -47,7 +49,7 @@ class CompiledRunner(Runner):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a pickled jit keeps the compiled binary (no compiler needed to load it); the lowered UOps are not needed
-        return _load_compiled_runner, (replace(self.spec, uops=None), self.lib)
+        return _load_compiled_runner, (replace(self.spec, uops=None), self.lib, self.device)
 
     def launch(self, bufs: list[Buffer], var_vals: dict[Variable, int]) -> Exec:
         """The queue command that runs this kernel on `bufs` with the variables' values."""
@@ -98,8 +100,8 @@ class BufferCopy(Runner):
         return time.perf_counter() - start if wait else None
 
 
-def _load_compiled_runner(spec: ProgramSpec, lib: bytes) -> CompiledRunner:
-    return CompiledRunner(spec, get_device(spec.device), lib)
+def _load_compiled_runner(spec: ProgramSpec, lib: bytes, device: str | None = None) -> CompiledRunner:
+    return CompiledRunner(spec, get_device(spec.device if device is None else device), lib)
 
 
 class EmptyRunner(Runner):
