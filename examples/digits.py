@@ -40,23 +40,14 @@ def load(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     return x[train], y[train], x[test], y[test]
 
 
-def mpi_step(model: MLP, opt: Optimizer, ddp: object, share: float):  # noqa: ANN201 (the step's type is below)
-    """An eager step (the gradient exchange runs on the host, which `jit` cannot capture). `share` weights this rank's
-    mean loss so that the ranks' averaged gradients are the gradient of the global batch's mean loss."""
+def mpi_step(model: MLP, opt: Optimizer, ddp: object, share: float):  # noqa: ANN201 (a DataParallelStep)
+    """A jitted data-parallel step (`DataParallel.jitted_step`). `share` (this rank's part of every global batch times
+    the world size) weights this rank's mean loss, so that the ranks' averaged gradients are the gradient of the
+    global batch's mean loss."""
     import lazy.distributed as dist
 
     assert isinstance(ddp, dist.DataParallel)
-
-    def step(x: Tensor, y: Tensor) -> Tensor:
-        with Tensor.train():
-            opt.zero_grad()
-            loss = model(x).sparse_categorical_crossentropy(y) * share
-            loss.backward()
-            ddp.average_gradients()
-            opt.step()
-            return loss.realize()
-
-    return step
+    return ddp.jitted_step(lambda x, y: model(x).sparse_categorical_crossentropy(y) * share, opt)
 
 
 def main() -> float:
@@ -68,8 +59,7 @@ def main() -> float:
         opt = Adam(place(model, devices or device), lr=3e-3)
     if args.mpi:
         return train_mpi(args, device, model, opt, (x_train, y_train, x_test, y_test))
-    # (a multi-device step runs eagerly: jit does not capture multi-device graphs yet)
-    train_step = classification_step(model, opt, jitted=devices is None)
+    train_step = classification_step(model, opt)
 
     def batch(data: np.ndarray) -> Tensor:  # on the device, or split over the devices along the batch axis
         return Tensor(data, device=device) if devices is None else Tensor(data, device=devices[0]).shard(devices, 0)
@@ -107,12 +97,13 @@ def train_mpi(args, device: str, model: MLP, opt: Optimizer, data: tuple[np.ndar
     rng = np.random.default_rng(1)
     start = time.perf_counter()
     steps = len(x_train) // args.batch
+    share = len(np.array_split(np.arange(args.batch), size)[rank]) * size / args.batch  # the same every step
+    step = mpi_step(model, opt, ddp, share)
     for epoch in range(args.epochs):
         order = rng.permutation(len(x_train))
         total = 0.0
         for s in range(steps):
             idx = np.array_split(order[s * args.batch : (s + 1) * args.batch], size)[rank]  # this rank's slice
-            step = mpi_step(model, opt, ddp, share=len(idx) * size / args.batch)
             total += step(Tensor(x_train[idx], device=device), Tensor(y_train[idx], device=device)).item()
         # the global batch's mean loss is the ranks' mean of their weighted losses
         epoch_loss = dist.all_reduce(Tensor([total / steps], device=device), "mean").item()

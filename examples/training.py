@@ -36,12 +36,11 @@ def place(model: Any, device: str | tuple[str, ...]) -> list[Tensor]:
     return params
 
 
-def classification_step(
-    model: Callable[[Tensor], Tensor], opt: Optimizer, jitted: bool = True
-) -> Callable[[Tensor, Tensor], Tensor]:
-    """A step (jitted unless `jitted=False`): cross-entropy of `model(x)` against integer labels `y`, backward,
-    optimizer update."""
+def classification_step(model: Callable[[Tensor], Tensor], opt: Optimizer) -> Callable[[Tensor, Tensor], Tensor]:
+    """A jitted step: cross-entropy of `model(x)` against integer labels `y`, backward, optimizer update (on one device
+    or sharded over several)."""
 
+    @jit
     def step(x: Tensor, y: Tensor) -> Tensor:
         with Tensor.train():
             opt.zero_grad()
@@ -50,4 +49,4 @@ def classification_step(
             opt.step()
             return loss.realize()
 
-    return jit(step) if jitted else step
+    return step

@@ -12,6 +12,7 @@ import numpy as np
 
 import lazy.distributed as dist
 from lazy import Tensor, dtypes
+from lazy.nn.optim import SGD
 
 
 def rank_input(r: int, dtype: type[np.generic]) -> np.ndarray:
@@ -61,7 +62,7 @@ def check_mismatch(rank: int, size: int) -> None:
     np.testing.assert_array_equal(dist.all_reduce(Tensor.ones(2)).numpy(), np.full(2, size, np.float32))
 
 
-def check_data_parallel(rank: int, size: int) -> None:
+def check_average_gradients(rank: int, size: int) -> None:
     params = [Tensor.full((5, 7), float(rank + 1)).contiguous(), Tensor.full((7,), 1.5 - rank).contiguous()]
     params.append(Tensor.arange(300).float() * (rank + 1))
     for p in params:
@@ -84,6 +85,45 @@ def check_data_parallel(rank: int, size: int) -> None:
     np.testing.assert_allclose(grads[2], 2 * np.arange(300) * scale, rtol=1e-6)
 
 
+GLOBAL_X = (np.arange(7 * 4).reshape(7, 4) % 5 - 2).astype(np.float32) / 3  # a global batch of 7: uneven slices
+GLOBAL_Y = (np.arange(7) % 3).astype(np.int32)
+STEPS = 4  # the first call runs eagerly, the second captures, the last two replay
+
+
+def check_jitted_step(rank: int, size: int) -> None:
+    """`DataParallel.jitted_step` on each rank's slice of a batch gives the single-process full-batch step's losses
+    and parameters (computed eagerly on every rank), and after the capture it replays both jitted halves."""
+
+    def model() -> list[Tensor]:  # a linear classifier 4 -> 3, the same start on every rank
+        w = Tensor((np.arange(12).reshape(4, 3) % 7 - 3).astype(np.float32) / 10).contiguous().realize()
+        return [w, Tensor.full((3,), 0.1).contiguous().realize()]
+
+    def mean_loss(params: list[Tensor], x: Tensor, y: Tensor) -> Tensor:
+        return (x.matmul(params[0]) + params[1]).sparse_categorical_crossentropy(y)
+
+    reference, params = model(), model()
+    reference_opt, opt = (
+        SGD(reference, lr=0.5, momentum=0.9),
+        SGD(params, lr=0.5, momentum=0.9),
+    )  # (Adam would hide a wrong scale)
+    mine = np.array_split(np.arange(len(GLOBAL_X)), size)[rank]
+    share = len(mine) * size / len(GLOBAL_X)
+    step = dist.DataParallel(params).jitted_step(lambda x, y: mean_loss(params, x, y) * share, opt)
+    for s in range(STEPS):
+        batch_x = GLOBAL_X * (s + 1)  # new values every step: a replay must read its new inputs
+        with Tensor.train():
+            reference_opt.zero_grad()
+            want = mean_loss(reference, Tensor(batch_x), Tensor(GLOBAL_Y))
+            want.backward()
+            reference_opt.step()
+        got = dist.all_reduce(step(Tensor(batch_x[mine]), Tensor(GLOBAL_Y[mine])), "mean").item()
+        np.testing.assert_allclose(got, want.item(), rtol=1e-5, err_msg=f"loss of step {s}")
+    for p, ref in zip(params, reference):
+        np.testing.assert_allclose(p.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+    assert step.backward.captured is not None and step.update.captured is not None, "a half was not jitted"
+    assert step.backward.cnt == step.update.cnt == STEPS
+
+
 def check_lost(rank: int, size: int) -> None:
     """The last rank stops taking part: `stuck` sleeps past the others' timeout, `killed` dies by SIGKILL."""
     dist.init(timeout_s=float(sys.argv[2]))
@@ -99,6 +139,11 @@ def check_lost(rank: int, size: int) -> None:
         print(f"RAISED {e}", flush=True)
         os._exit(0)  # the group is broken: skip the interpreter's clean-up, as a program that gives up would
     raise AssertionError("all_reduce with a lost rank did not raise")
+
+
+def check_data_parallel(rank: int, size: int) -> None:  # one launch for both: each costs seconds of start-up
+    check_average_gradients(rank, size)
+    check_jitted_step(rank, size)
 
 
 SCENARIOS = {"collectives": check_collectives, "mismatch": check_mismatch, "data_parallel": check_data_parallel}

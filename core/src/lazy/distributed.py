@@ -1,6 +1,7 @@
 """Collectives across processes over MPI (`mpi4py`, the `lazy-core[mpi]` extra): `init`, `rank`, `world_size`,
-`all_reduce`, `broadcast`, `all_gather`, `barrier`, and `DataParallel`, which averages gradients in buckets. Tensors of
-any device travel through host memory unless a `DevicePath` is registered for their device kind."""
+`all_reduce`, `broadcast`, `all_gather`, `barrier`, and `DataParallel`, which averages gradients in buckets (eagerly, or
+between the two jitted halves of a training step). Tensors of any device travel through host memory unless a
+`DevicePath` is registered for their device kind."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from lazy.tensor import Tensor
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from lazy.nn.optim import Optimizer
 
 DEFAULT_TIMEOUT_S = 60.0
 REDUCE_OPS = ("sum", "mean", "max", "min")
@@ -269,14 +272,14 @@ def barrier() -> None:
 class DataParallel:
     """Keeps the parameters of one model the same on every rank: the constructor broadcasts rank 0's values, and
     `average_gradients()`, called after `backward()` and before the optimizer step, replaces each `.grad` by its mean
-    over the ranks.
+    over the ranks. `jitted_step(loss_fn, opt)` is the same training step, jitted.
 
     Gradients are averaged in buckets of about `bucket_mb` MiB, the last parameters first (the order backward
-    finishes them): a bucket's gradients are computed and flattened into one buffer, copied to the host and sent
-    with one non-blocking allreduce; the next bucket is computed while it is in flight. What overlaps: a bucket's
-    reduction with the computing of the later buckets' gradients, as far as the MPI library progresses on its own
-    (MPICH moves messages between our tests; set MPIR_CVAR_ASYNC_PROGRESS=1 for a progress thread). What does not:
-    the copies to and from the host, and the optimizer step, which waits for every bucket."""
+    finishes them): a bucket's gradients are flattened into one buffer, copied to the host and sent with one
+    non-blocking allreduce; the next bucket is flattened and copied while it is in flight. What overlaps: a bucket's
+    reduction with the copying (eagerly: and computing) of the later buckets, as far as the MPI library progresses on
+    its own (MPICH moves messages between our tests; set MPIR_CVAR_ASYNC_PROGRESS=1 for a progress thread). What does
+    not: the copies to and from the host, and the optimizer step, which waits for every bucket."""
 
     def __init__(self, params: Sequence[Tensor], bucket_mb: float = 25.0, root: int = 0):
         self.params = list(params)
@@ -300,25 +303,86 @@ class DataParallel:
 
     def average_gradients(self) -> None:
         """Replace every parameter's `.grad` by its mean over the ranks."""
-        world = _get_world()
-        if world.size == 1:
+        if _get_world().size == 1:
             return
-        in_flight: list[tuple[list[Tensor], Any, np.ndarray, str]] = []
-        for bucket in self.buckets():
-            grads = [p.grad for p in bucket if p.grad is not None]
-            flat = grads[0].flatten().cat(*[g.flatten() for g in grads[1:]])  # (sum of the bucket's sizes,)
-            what = _agree(world, _describe("average_gradients", f"{len(grads)} grads", tuple(flat.shape), flat.dtype))
-            host = _path(flat).to_host(flat)
-            in_flight.append((bucket, world.comm.Iallreduce(world.mpi.IN_PLACE, host, op=world.mpi.SUM), host, what))
-            world.mpi.Request.Testall([request for _, request, _, _ in in_flight])  # earlier buckets move on
-        for bucket, request, host, what in in_flight:
-            _wait(world, [request], what, lambda: [])
-            host /= world.size
-            mean = _path(bucket[0]).from_host(host, bucket[0])
-            offset = 0
-            for p in bucket:
-                p.grad = mean[offset : offset + _numel(p)].reshape(p.shape)
-                offset += _numel(p)
+        buckets = self.buckets()
+        _set_gradients(buckets, _mean_over_ranks([_flat_gradients(bucket) for bucket in buckets]))
+
+    def jitted_step(self, loss_fn: Callable[..., Tensor], opt: Optimizer) -> DataParallelStep:
+        """A jitted training step `step(*inputs) -> loss`: `loss_fn(*inputs)` is this rank's loss (its gradients,
+        averaged over the ranks, must be the global batch's: weight a mean loss by this rank's share of the batch
+        times `world_size()`), and `opt` updates the parameters of this `DataParallel`. Inputs keep their shapes from
+        step to step, as under `jit`. The returned loss's memory is rewritten by the next step: read it first."""
+        return DataParallelStep(self, loss_fn, opt)
+
+
+class DataParallelStep:
+    """Two jitted halves with the gradient exchange between them, which `jit` cannot capture (it runs on the host):
+    forward and backward return the loss and each bucket's gradients flattened; their means over the ranks are the
+    inputs of the second half, which puts them back as `.grad` and runs the optimizer step. Built by
+    `DataParallel.jitted_step`."""
+
+    def __init__(self, ddp: DataParallel, loss_fn: Callable[..., Tensor], opt: Optimizer):
+        from lazy.engine.jit import jit
+
+        self.ddp, self.loss_fn, self.opt = ddp, loss_fn, opt
+        self.layout: list[list[Tensor]] | None = None  # the buckets of the last backward run in Python
+        self.backward, self.update = jit(self._backward), jit(self._update)
+
+    def __call__(self, *inputs: Tensor) -> Tensor:
+        loss, *flats = self.backward(*inputs)
+        self.update(*[mean.realize() for mean in _mean_over_ranks(flats)])
+        return loss
+
+    def _backward(self, *inputs: Tensor) -> list[Tensor]:
+        with Tensor.train():
+            self.opt.zero_grad()
+            loss = self.loss_fn(*inputs)
+            loss.backward()
+            self.layout = self.ddp.buckets()  # runs eagerly and at capture only: replays keep the captured layout
+            outs = [loss, *[_flat_gradients(bucket) for bucket in self.layout]]
+            Tensor.realize(*outs)  # one schedule: the forward work is shared by the loss and the gradients
+            return outs
+
+    def _update(self, *means: Tensor) -> None:
+        assert self.layout is not None
+        with Tensor.train():
+            _set_gradients(self.layout, list(means))
+            self.opt.step()
+
+
+def _flat_gradients(bucket: list[Tensor]) -> Tensor:
+    grads = [p.grad for p in bucket if p.grad is not None]
+    return grads[0].flatten().cat(*[g.flatten() for g in grads[1:]])  # (sum of the bucket's sizes,)
+
+
+def _set_gradients(buckets: list[list[Tensor]], flats: list[Tensor]) -> None:
+    """Give each parameter of `buckets` its slice of its bucket's flat gradient as `.grad`."""
+    for bucket, flat in zip(buckets, flats):
+        offset = 0
+        for p in bucket:
+            p.grad = flat[offset : offset + _numel(p)].reshape(p.shape)
+            offset += _numel(p)
+
+
+def _mean_over_ranks(flats: list[Tensor]) -> list[Tensor]:
+    """Each of `flats` averaged over the ranks: each is copied to the host and its allreduce started before the
+    next one is copied; then each is waited for and copied back."""
+    world = _get_world()
+    if world.size == 1:
+        return flats
+    in_flight: list[tuple[Tensor, Any, np.ndarray, str]] = []
+    for flat in flats:
+        what = _agree(world, _describe("average_gradients", "", tuple(flat.shape), flat.dtype))
+        host = _path(flat).to_host(flat)
+        in_flight.append((flat, world.comm.Iallreduce(world.mpi.IN_PLACE, host, op=world.mpi.SUM), host, what))
+        world.mpi.Request.Testall([request for _, request, _, _ in in_flight])  # earlier buckets move on
+    means: list[Tensor] = []
+    for flat, request, host, what in in_flight:
+        _wait(world, [request], what, lambda: [])
+        host /= world.size
+        means.append(_path(flat).from_host(host, flat))
+    return means
 
 
 def _numel(t: Tensor) -> int:

@@ -413,7 +413,7 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
         self.lazydata = self.shard(devices, axis).lazydata
         return self
 
-    def to_(self, device: str | None) -> Tensor:
+    def to_(self, device: str | tuple[str, ...] | list[str] | None) -> Tensor:
         """Move self's data (and `.grad`) to `device` in place; returns self."""
         moved = self.to(device)
         self.lazydata, self.grad = moved.lazydata, moved.grad
