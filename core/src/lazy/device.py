@@ -528,6 +528,50 @@ class Compiler:
         return lib
 
 
+@dataclass(frozen=True)
+class LaunchLimits:
+    """What one kernel launch may ask of a device, each limit with the name the device's own documentation gives it
+    (formatted with `dim` and `xyz` for the per-dimension ones), so a refused launch says what to look up. A runtime
+    builds one per compiled kernel (its thread limit can depend on the kernel's registers) and calls `check` before
+    the first launch of each size: a GPU refuses such launches with a bare error code, or faults."""
+
+    group: str  # what the device calls a group of threads: "work group", "threadgroup", "block"
+    local_max: tuple[int, ...]  # threads per group along each dimension
+    local_max_name: str
+    threads_max: int  # threads per group in all
+    threads_max_name: str
+    shared_max: int = 0  # bytes of group-shared memory a kernel may use
+    shared_max_name: str = ""  # "": not checked
+    global_max: tuple[int, ...] = ()  # groups per launch along each dimension (): not checked
+    global_max_name: str = ""
+
+    def check(self, device: str, kernel: str, global_size: tuple[int, ...], local_size: tuple[int, ...],
+              shared_bytes: int = 0) -> None:  # fmt: skip
+        """DeviceError naming the first limit the launch passes (or invalid sizes)."""
+        where = f"{device}: kernel {kernel}"
+        if any(g < 0 for g in global_size) or any(x < 1 for x in local_size):
+            raise DeviceError(f"{where} launched with invalid sizes global={global_size} local={local_size}")
+        for dim, (size, most) in enumerate(zip(local_size, self.local_max)):
+            if size > most:
+                name = self.local_max_name.format(dim=dim, xyz="XYZ"[dim])
+                raise DeviceError(f"{where} asks for {self.group}s of {size} threads in dimension {dim}; this device "
+                                  f"allows {most} ({name})")  # fmt: skip
+        total = 1
+        for size in local_size:
+            total *= size
+        if total > self.threads_max:
+            raise DeviceError(f"{where} asks for {self.group}s of {total} threads ({'x'.join(map(str, local_size))}); "
+                              f"it can have at most {self.threads_max} ({self.threads_max_name})")  # fmt: skip
+        if self.shared_max_name and shared_bytes > self.shared_max:
+            raise DeviceError(f"{where} uses {shared_bytes} bytes of {self.group} memory; this device allows "
+                              f"{self.shared_max} ({self.shared_max_name})")  # fmt: skip
+        for dim, (size, most) in enumerate(zip(global_size, self.global_max)):
+            if size > most:
+                name = self.global_max_name.format(dim=dim, xyz="XYZ"[dim])
+                raise DeviceError(f"{where} is launched with {size} {self.group}s in dimension {dim}; this device "
+                                  f"allows {most} ({name})")  # fmt: skip
+
+
 @dataclass
 class ProgramSpec:
     """A rendered kernel: its source and how to launch it."""

@@ -27,11 +27,12 @@ from lazy.device import (
     CompileError,
     Compiler,
     DeviceError,
+    LaunchLimits,
     ProgramSpec,
     opened_devices,
 )
 from lazy.dtype import FP8S, DType, PtrDType, dtypes, float_to_fp8, fp8_to_float
-from lazy.helpers import EMULATE, prod
+from lazy.helpers import EMULATE
 from lazy.hookspecs import PLUGIN_API_VERSION, CodegenTarget, DeviceSpec, hookimpl
 from lazy.ops import PYTHON_ALU, Ops, truncate
 from lazy.renderer import Capabilities, FragmentLayout, Renderer, TensorCore
@@ -832,21 +833,16 @@ class PythonProgram:
 
     def _check_launch(self, groups: list[int], threads: list[int]) -> None:
         """Refuse what the device's GPU would refuse to launch: too many work groups or threads, too much local
-        memory. A kernel core generated for these capabilities never asks for it (a code generation bug if it does)."""
-        caps, problems = self.caps, []
+        memory, as its Capabilities declare them (`LaunchLimits`, the check the GPU runtimes make). A kernel core
+        generated for these capabilities never asks for it (a code generation bug if it does)."""
+        caps = self.caps
         assert caps is not None
-        if caps.global_max is not None and any(n > most for n, most in zip(groups, caps.global_max)):
-            problems.append(f"a grid of {groups} work groups, over the limits {list(caps.global_max)} (global_max)")
-        if caps.local_max is not None and any(n > most for n, most in zip(threads, caps.local_max)):
-            problems.append(f"work groups of {threads} threads, over the limits {list(caps.local_max)} (local_max)")
-        if caps.local_size_max and prod(threads) > caps.local_size_max:
-            problems.append(f"{prod(threads)} threads in a work group, over its {caps.local_size_max} (local_size_max)")
-        if caps.has_local and self.local_bytes > caps.shared_max:
-            problems.append(f"{self.local_bytes} bytes of local (shared) memory per work group, over its "
-                            f"{caps.shared_max} (shared_max)")  # fmt: skip
-        if problems:
-            raise DeviceError(f"{self.device_label} kernel {self.name} cannot launch: it asks for "
-                              + "; ".join(problems) + " as the device's Capabilities declare them")  # fmt: skip
+        unlimited = (1 << 62,) * 3
+        limits = LaunchLimits("work group", caps.local_max or unlimited, "Capabilities.local_max[{dim}]",
+                              caps.local_size_max or unlimited[0], "Capabilities.local_size_max", caps.shared_max,
+                              "Capabilities.shared_max" if caps.has_local else "", caps.global_max or (),
+                              "Capabilities.global_max[{dim}]")  # fmt: skip
+        limits.check(self.device_label, self.name, tuple(groups), tuple(threads), self.local_bytes)
 
     def _run_group(self, regs: list[Any], group: tuple[int, ...], threads: list[int]) -> None:
         for reg, fmt, count in self.locals:  # local memory is fresh for each work group

@@ -82,7 +82,8 @@ def test_program_call_packs_parameters(cuda):
     assert isinstance(took, float) and took >= 0
     np.testing.assert_array_equal(download(cuda, out), np.arange(N) * 2 + 1)
     with pytest.raises(
-        DeviceError, match=r"kernel fake_fma asks for blocks of 2048 threads in dimension 0; this GPU allows 1024"
+        DeviceError,
+        match=r"kernel fake_fma asks for blocks of 2048 threads in dimension 0; this device allows 1024 \(CU_DEVICE_",
     ):
         prg(out, x, y, global_size=(1, 1, 1), local_size=(2048, 1, 1))
 

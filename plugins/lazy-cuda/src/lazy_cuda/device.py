@@ -13,8 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 from cuda.bindings import driver
 
-from lazy.device import BufferSpec, Compiled, DeviceError, LRUAllocator, ProgramSpec
-from lazy.helpers import prod
+from lazy.device import BufferSpec, Compiled, DeviceError, LaunchLimits, LRUAllocator, ProgramSpec
 from lazy_cuda import NO_DRIVER_FIX, required_driver
 from lazy_cuda.compiler import NVRTCCompiler, nvrtc_version, supported_archs
 from lazy_cuda.queues import CUDAComputeQueue, CUDACopyQueue, CUDAGraph, CUDASignal, signal_memory, wait_event
@@ -232,22 +231,10 @@ class CUDAProgram:
     def check(self, global_size: tuple[int, ...], local_size: tuple[int, ...]) -> None:
         """Refuse, naming the limit, a launch the GPU cannot run."""
         dev = self.dev
-        for dim, (size, most) in enumerate(zip(local_size, dev.block_max)):
-            if size > most:
-                raise DeviceError(f"{dev.device}: kernel {self.name} asks for blocks of {size} threads in dimension "
-                                  f"{dim}; this GPU allows {most}")  # fmt: skip
-        if prod(local_size) > self.max_threads:
-            raise DeviceError(f"{dev.device}: kernel {self.name} asks for blocks of {prod(local_size)} threads "
-                              f"({'x'.join(map(str, local_size))}); its registers allow at most {self.max_threads} "
-                              "(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)")  # fmt: skip
-        for dim, (size, most) in enumerate(zip(global_size, dev.grid_max)):
-            if size > most:
-                limit = f"CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{'XYZ'[dim]}"
-                raise DeviceError(f"{dev.device}: kernel {self.name} is launched with {size} blocks in dimension "
-                                  f"{dim}; this GPU allows {most} ({limit})")  # fmt: skip
-        if any(x < 1 for x in local_size) or any(g < 0 for g in global_size):
-            raise DeviceError(f"{dev.device}: kernel {self.name} launched with invalid sizes global={global_size} "
-                              f"local={local_size}")  # fmt: skip
+        LaunchLimits("block", dev.block_max, "CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_{xyz}", self.max_threads,
+                     "CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: the kernel's registers", global_max=dev.grid_max,
+                     global_max_name="CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{xyz}").check(
+            dev.device, self.name, global_size, local_size)  # fmt: skip
         self.checked.add((global_size, local_size))
 
     def launch(self, stream: Any, bufs: tuple[Any, ...], vals: tuple[int, ...], global_size: Any,

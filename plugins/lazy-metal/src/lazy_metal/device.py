@@ -14,8 +14,7 @@ from typing import Any
 
 import Metal
 
-from lazy.device import BufferSpec, Compiled, DeviceError, LRUAllocator, ProgramSpec
-from lazy.helpers import prod
+from lazy.device import BufferSpec, Compiled, DeviceError, LaunchLimits, LRUAllocator, ProgramSpec
 from lazy_metal.compiler import MetalCompiler
 from lazy_metal.queues import CommandBatch, InFlight, MetalComputeQueue, MetalCopyQueue, MetalSignal
 from lazy_metal.renderer import MetalRenderer, MetalTarget
@@ -123,20 +122,9 @@ class MetalProgram:
     def check(self, global_size: tuple[int, ...], local_size: tuple[int, ...]) -> None:
         """Refuse, naming the limit, a launch the device cannot run."""
         limits = self.dev.target
-        for dim, (size, most) in enumerate(zip(local_size, limits.local_max)):
-            if size > most:
-                raise DeviceError(f"{self.dev.device}: kernel {self.name} asks for a threadgroup of {size} in "
-                                  f"dimension {dim}; maxThreadsPerThreadgroup is {most}")  # fmt: skip
-        if prod(local_size) > self.max_threads:
-            raise DeviceError(f"{self.dev.device}: kernel {self.name} asks for threadgroups of {prod(local_size)} "
-                              f"threads ({'x'.join(map(str, local_size))}); its pipeline allows at most "
-                              f"{self.max_threads} (maxTotalThreadsPerThreadgroup)")  # fmt: skip
-        if self.threadgroup_memory > limits.shared_max:
-            raise DeviceError(f"{self.dev.device}: kernel {self.name} uses {self.threadgroup_memory} bytes of "
-                              f"threadgroup memory; maxThreadgroupMemoryLength is {limits.shared_max}")  # fmt: skip
-        if any(g < 0 for g in global_size) or any(x < 1 for x in local_size):
-            raise DeviceError(f"{self.dev.device}: kernel {self.name} launched with invalid sizes global={global_size} "
-                              f"local={local_size}")  # fmt: skip
+        LaunchLimits("threadgroup", limits.local_max, "maxThreadsPerThreadgroup", self.max_threads,
+                     "the pipeline's maxTotalThreadsPerThreadgroup", limits.shared_max, "maxThreadgroupMemoryLength"
+                     ).check(self.dev.device, self.name, global_size, local_size, self.threadgroup_memory)  # fmt: skip
         self.checked.add((global_size, local_size))
 
     def encode(self, encoder: Any, bufs: tuple[MetalBuffer, ...], vals: tuple[int, ...],

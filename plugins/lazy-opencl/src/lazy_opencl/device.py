@@ -11,8 +11,16 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from lazy.device import BufferSpec, Compiled, CompileError, Compiler, DeviceError, LRUAllocator, ProgramSpec
-from lazy.helpers import prod
+from lazy.device import (
+    BufferSpec,
+    Compiled,
+    CompileError,
+    Compiler,
+    DeviceError,
+    LaunchLimits,
+    LRUAllocator,
+    ProgramSpec,
+)
 from lazy_opencl import NO_PLATFORM_FIX
 from lazy_opencl.queues import CLComputeQueue, CLCopyQueue, CLSignal, wait_event
 from lazy_opencl.renderer import DeviceLimits, OpenCLRenderer
@@ -175,20 +183,10 @@ class CLProgram:
     def check(self, global_size: tuple[int, ...], local_size: tuple[int, ...]) -> None:
         """Refuse, naming the limit, a launch the device cannot run."""
         limits = self.dev.limits
-        for dim, (size, most) in enumerate(zip(local_size, limits.local_max)):
-            if size > most:
-                raise DeviceError(f"{self.dev.device}: kernel {self.name} asks for a work group of {size} in dimension "
-                                  f"{dim}; CL_DEVICE_MAX_WORK_ITEM_SIZES[{dim}] is {most}")  # fmt: skip
-        if prod(local_size) > self.wg_max:
-            raise DeviceError(f"{self.dev.device}: kernel {self.name} asks for work groups of {prod(local_size)} items "
-                              f"({'x'.join(map(str, local_size))}); this kernel can have at most {self.wg_max} "
-                              "(CL_KERNEL_WORK_GROUP_SIZE / CL_DEVICE_MAX_WORK_GROUP_SIZE)")  # fmt: skip
-        if self.local_mem > limits.shared_max:
-            raise DeviceError(f"{self.dev.device}: kernel {self.name} uses {self.local_mem} bytes of local memory; "
-                              f"CL_DEVICE_LOCAL_MEM_SIZE is {limits.shared_max}")  # fmt: skip
-        if any(g < 0 for g in global_size) or any(x < 1 for x in local_size):
-            raise DeviceError(f"{self.dev.device}: kernel {self.name} launched with invalid sizes global={global_size} "
-                              f"local={local_size}")  # fmt: skip
+        LaunchLimits("work group", limits.local_max, "CL_DEVICE_MAX_WORK_ITEM_SIZES[{dim}]", self.wg_max,
+                     "CL_KERNEL_WORK_GROUP_SIZE / CL_DEVICE_MAX_WORK_GROUP_SIZE", limits.shared_max,
+                     "CL_DEVICE_LOCAL_MEM_SIZE").check(self.dev.device, self.name, global_size, local_size,
+                                                       self.local_mem)  # fmt: skip
         self.checked.add((global_size, local_size))
 
     def launch(self, bufs: tuple[Any, ...], vals: tuple[int, ...], global_size: Any, local_size: Any,
