@@ -7,7 +7,7 @@ of every global batch and run `DataParallel.jitted_step` (jitted forward and bac
 MPI on the host, jitted optimizer step). Every process has LAZY_THREADS=1 and, with --pin (the default), its own core
 (`taskset` for the one process, `mpiexec -bind-to core` for the group). Each run warms up (capture, compiles) and then
 times --steps steps on rank 0 (the ranks meet every step, so rank 0's time is the group's).
-Run: .venv/bin/python bench/dp_mpi.py [--batch 256] [--steps 30] [--repeats 3] [--processes 2] [--no-pin]"""
+Run: .venv/bin/python bench/dp_mpi.py [--batch 256] [--steps 60] [--repeats 5] [--processes 2] [--no-pin]"""
 
 from __future__ import annotations
 
@@ -107,8 +107,8 @@ def summary(label: str, values: list[float], unit: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=256, help="global batch (default 256)")
-    parser.add_argument("--steps", type=int, default=30, help="timed steps per run (default 30)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each configuration, alternating (default 3)")
+    parser.add_argument("--steps", type=int, default=60, help="timed steps per run (default 60)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs of each configuration, alternating (default 5)")
     parser.add_argument("--processes", type=int, default=2, help="MPI processes to compare with one (default 2)")
     parser.add_argument("--no-pin", dest="pin", action="store_false", help="let the OS place the processes")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

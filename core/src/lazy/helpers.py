@@ -85,6 +85,13 @@ THREADS = Setting("THREADS", 0, "CPU threads for one kernel (0: one per core; ca
 TRAINING = Setting(
     "TRAINING", False, "1: training mode (dropout drops, batchnorm uses batch statistics), like Tensor.train()"
 )
+PROFILE = Setting(
+    "PROFILE",
+    "",
+    "path of a Chrome trace event file (Perfetto, chrome://tracing) written at exit: kernels, copies, compiles",
+)
+VIZ = Setting("VIZ", 0, "1: record each realize (graph, fusion, kernels) and serve the viewer on 127.0.0.1 at exit")
+PROGRESS = Setting("PROGRESS", -1, "progress bars for long work: 1 always, 0 never, -1 on an interactive terminal")
 CHECK_INDEX = Setting(
     "CHECK_INDEX", 0, "1: IndexError for out-of-range index tensors (reads them on the host, a sync); 0: they pick 0"
 )
