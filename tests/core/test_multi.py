@@ -150,3 +150,20 @@ def test_optimizer_step_on_a_sharded_mlp_matches_unsharded(opt: str) -> None:
 
     for got, want in zip(train(True), train(False)):
         np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_like_constructors_and_optimizer_state_keep_the_sharding() -> None:
+    # an optimizer's moments for a sharded weight hold one slice per device, in the weight's (uneven) layout
+    w = Tensor(_data(9, 4)).shard(TWO, axis=0)[1:]  # 8 rows split 4/4 from 5/4: bounds that shard() would not pick
+    assert isinstance(w.lazydata, MultiLazyBuffer)
+    for like in (w.zeros_like(), w.ones_like(dtype="int32"), w.full_like(2.5)):
+        assert isinstance(like.lazydata, MultiLazyBuffer), like
+        assert like.lazydata.axis == 0 and like.lazydata.bounds == w.lazydata.bounds
+        assert [lb.shape for lb in like.lazydata.lbs] == [lb.shape for lb in w.lazydata.lbs]
+    np.testing.assert_array_equal(w.ones_like(dtype="int32").numpy(), np.ones((8, 4), np.int32))
+    assert w.zeros_like(device="CPU:2").device == "CPU:2"  # another device: a plain tensor there
+    params = [w.contiguous().requires_grad_(True)]
+    adam = optim.Adam(params)
+    for state in adam.m + adam.v:
+        assert isinstance(state.lazydata, MultiLazyBuffer) and state.lazydata.bounds == w.lazydata.bounds
+        assert sum(int(lb.shape[0]) for lb in state.lazydata.lbs) == 8  # slices, not a whole copy on each device

@@ -12,6 +12,7 @@ from lazy.device import close_callbacks
 from lazy.dtype import ConstType, DType, dtypes, is_numpy, loaded_numpy, to_dtype
 from lazy.helpers import ArgumentError, ShapeError, argfix, prod
 from lazy.lazy import LazyBuffer
+from lazy.multi import MultiLazyBuffer
 from lazy.ops import Ops
 from lazy.plugins import Device
 from lazy.symbolic import Node, sint
@@ -176,7 +177,15 @@ class CreationMixin(TensorBase):
         return raw.bitcast(dt).reshape(shape).requires_grad_(requires_grad)
 
     def full_like(self, fill_value: ConstType, **kwargs: Any) -> Self:
-        """A tensor of self's shape filled with `fill_value`, with self's dtype and device unless given as keywords."""
+        """A tensor of self's shape filled with `fill_value`, with self's dtype and device unless given as keywords. A
+        sharded tensor's is sharded the same way (an optimizer's state for a sharded weight holds one slice per
+        device, not a whole copy on each)."""
+        multi = self.lazydata
+        if isinstance(multi, MultiLazyBuffer) and kwargs.get("device", self.device) == self.device:
+            dt = to_dtype(kwargs.pop("dtype", self.dtype))
+            kwargs.pop("device", None)
+            shards = [LazyBuffer.const_like(fill_value, dt, lb.device, lb.shape) for lb in multi.lbs]
+            return type(self)(multi._new(shards), dtype=dt, **kwargs)
         return self.full(
             self.shape,
             fill_value,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lazy.dtype import dtypes
 from lazy.helpers import dedup
 from lazy.tensor import Tensor
 
@@ -18,9 +19,10 @@ class Optimizer:
         self.lr = Tensor([lr], requires_grad=False, device=self.params[0].device).contiguous().realize()
 
     def _state_like_params(self) -> list[Tensor]:
-        """One zero-filled, realized buffer per parameter (momenta, moments): the optimizer's own state."""
+        """One zero-filled, realized buffer per parameter (momenta, moments): the optimizer's own state, in the
+        default float, laid out as its parameter (a sharded parameter's state holds one slice per device)."""
         return [
-            Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params
+            p.zeros_like(dtype=dtypes.default_float, requires_grad=False).contiguous().realize() for p in self.params
         ]
 
     def zero_grad(self) -> None:
@@ -110,9 +112,7 @@ class LARS(Optimizer):
                  nesterov: bool = False, trust_coefficient: float = 0.001):  # fmt: skip
         super().__init__(params, lr)
         self.momentum, self.wd, self.nesterov, self.tc = momentum, weight_decay, nesterov, trust_coefficient
-        self.b = [
-            Tensor.zeros(*p.shape, device=p.device, requires_grad=False).contiguous().realize() for p in self.params
-        ]
+        self.b = self._state_like_params()
 
     def _step(self) -> list[Tensor]:
         for i, p in enumerate(self.params):
