@@ -4,7 +4,8 @@
     python examples/digits.py --devices CPU:0,CPU:1             # data-parallel on two devices of one machine
     mpiexec -n 2 .venv/bin/python examples/digits.py --mpi   # data-parallel across processes (lazy-core[mpi])
 
-Prints the loss as it trains and the final test accuracy (>= 95% is expected). With --devices every batch is
+Prints the loss as it trains and the final test accuracy (>= 95% is expected); on an interactive terminal a progress
+line shows the epoch, the running loss and samples per second (`LAZY_PROGRESS`). With --devices every batch is
 sharded over the devices and the parameters replicated on each (their gradients combined by an allreduce); with
 --mpi each rank trains on its slice of every global batch and the gradients are averaged. Either way the losses are
 the single-device run's; --mpi's rank 0 prints the loss after every epoch.
@@ -20,6 +21,7 @@ from training import classification_step, place, setup
 
 from lazy import Tensor, nn
 from lazy.nn.optim import Adam, Optimizer
+from lazy.progress import progress, write
 
 
 class MLP:
@@ -68,15 +70,17 @@ def main() -> float:
     rng = np.random.default_rng(1)
     start = time.perf_counter()
     steps = len(x_train) // args.batch
-    for epoch in range(args.epochs):
-        order = rng.permutation(len(x_train))
-        total = 0.0
-        for s in range(steps):
-            idx = order[s * args.batch : (s + 1) * args.batch]
-            loss = train_step(batch(x_train[idx]), batch(y_train[idx]))
-            total += loss.item()
-        if epoch % 5 == 0 or epoch == args.epochs - 1:
-            print(f"epoch {epoch + 1:3d}  loss {total / steps:.4f}  ({time.perf_counter() - start:.1f} s)")
+    with progress("training", total=args.epochs * steps * args.batch, unit="samples") as bar:
+        for epoch in range(args.epochs):
+            order = rng.permutation(len(x_train))
+            total = 0.0
+            for s in range(steps):
+                idx = order[s * args.batch : (s + 1) * args.batch]
+                loss = train_step(batch(x_train[idx]), batch(y_train[idx]))
+                total += loss.item()
+                bar.update(args.batch, f"epoch {epoch + 1}/{args.epochs}, loss {total / (s + 1):.4f}")
+            if epoch % 5 == 0 or epoch == args.epochs - 1:
+                write(f"epoch {epoch + 1:3d}  loss {total / steps:.4f}  ({time.perf_counter() - start:.1f} s)")
     with Tensor.inference_mode():
         pred = model(batch(x_test)).argmax(-1).numpy()
     accuracy = float((pred == y_test).mean())

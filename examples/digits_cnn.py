@@ -2,7 +2,8 @@
 
     python examples/digits_cnn.py [--device CPU] [--epochs 15]
 
-Two 3x3 convolutions and a linear classifier; the script fails unless the test accuracy reaches 95%.
+Two 3x3 convolutions and a linear classifier; the script fails unless the test accuracy reaches 95%. On an
+interactive terminal a progress line shows the epoch, the running loss and samples per second (`LAZY_PROGRESS`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from training import classification_step, place, setup
 
 from lazy import Tensor, nn
 from lazy.nn.optim import Adam
+from lazy.progress import progress, write
 
 
 class CNN:
@@ -38,14 +40,16 @@ def main() -> float:
     print(f"training a CNN on {device}: {len(x_train)} train / {len(x_test)} test digits")
     rng, start = np.random.default_rng(1), time.perf_counter()
     steps = len(x_train) // args.batch
-    for epoch in range(args.epochs):
-        order = rng.permutation(len(x_train))
-        total = 0.0
-        for s in range(steps):
-            idx = order[s * args.batch : (s + 1) * args.batch]
-            total += step(Tensor(x_train[idx], device=device), Tensor(y_train[idx], device=device)).item()
-        if epoch % 5 == 0 or epoch == args.epochs - 1:
-            print(f"epoch {epoch + 1:3d}  loss {total / steps:.4f}  ({time.perf_counter() - start:.1f} s)")
+    with progress("training", total=args.epochs * steps * args.batch, unit="samples") as bar:
+        for epoch in range(args.epochs):
+            order = rng.permutation(len(x_train))
+            total = 0.0
+            for s in range(steps):
+                idx = order[s * args.batch : (s + 1) * args.batch]
+                total += step(Tensor(x_train[idx], device=device), Tensor(y_train[idx], device=device)).item()
+                bar.update(args.batch, f"epoch {epoch + 1}/{args.epochs}, loss {total / (s + 1):.4f}")
+            if epoch % 5 == 0 or epoch == args.epochs - 1:
+                write(f"epoch {epoch + 1:3d}  loss {total / steps:.4f}  ({time.perf_counter() - start:.1f} s)")
     with Tensor.inference_mode():
         pred = model(Tensor(x_test, device=device)).argmax(-1).numpy()
     accuracy = float((pred == y_test).mean())

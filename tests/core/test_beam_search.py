@@ -148,14 +148,21 @@ def test_parallel_compiling_chooses_as_sequential_compiling_does(monkeypatch):
 
 def test_a_slow_search_shows_its_progress_on_stderr(monkeypatch, capsys):
     monkeypatch.setattr(search, "_clock", FakeClock(0.05))
-    opts = search.beam_search(row_sum_ast(), Device[D], 2)
-    out, err = capsys.readouterr()
-    lines = err.splitlines()
-    assert lines and "\r" not in err  # not a terminal: plain lines
-    assert all(line.startswith("BEAM kernel ") and "candidates tried" in line and "best " in line for line in lines)
-    assert lines[-1].endswith(", done") and out == ""
-    assert opts == search.beam_search(row_sum_ast(), Device[D], 2)  # (cached: no second search, no more lines)
-    assert capsys.readouterr().err == ""
+    with Context(PROGRESS=1):  # drawn although stderr is not a terminal here
+        opts = search.beam_search(row_sum_ast(), Device[D], 2)
+        out, err = capsys.readouterr()
+        lines = [line for line in err.split("\r") if line.strip()]
+        assert lines and out == ""
+        assert all(line.startswith("BEAM kernel ") and " candidates, " in line and "best " in line for line in lines)
+        assert lines[-1].endswith(", done\n") and err.count("\n") == 1  # one line, redrawn in place
+        assert opts == search.beam_search(row_sum_ast(), Device[D], 2)  # (cached: no second search, no more lines)
+        assert capsys.readouterr().err == ""
+
+
+def test_off_a_terminal_a_slow_search_prints_nothing_by_default(monkeypatch, capsys):
+    monkeypatch.setattr(search, "_clock", FakeClock(0.05))
+    search.beam_search(row_sum_ast(), Device[D], 2)
+    assert capsys.readouterr() == ("", "")
 
 
 def test_a_fast_search_prints_nothing(monkeypatch, capsys):
@@ -188,10 +195,10 @@ def test_the_budget_stops_a_search_and_the_progress_line_says_so(monkeypatch, ca
     search._results.clear()
     capsys.readouterr()
     monkeypatch.setattr(search, "_clock", FakeClock(0.2))
-    with Context(BEAM_BUDGET=1):
+    with Context(BEAM_BUDGET=1, PROGRESS=1):
         opts = search.beam_search(ast, Device[D], 2)
     err = capsys.readouterr().err
-    assert err.splitlines()[-1].endswith(", stopped: LAZY_BEAM_BUDGET=1 s spent")
+    assert err.endswith(", stopped: LAZY_BEAM_BUDGET=1 s spent\n")
     assert 1 <= len(timed) < unlimited  # the unoptimised kernel is always measured; the rest was cut short
     k = Kernel(ast, Device[D].renderer.caps)
     for opt in opts:

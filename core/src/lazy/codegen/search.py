@@ -12,7 +12,6 @@ import importlib.metadata
 import json
 import math
 import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from lazy.device import Buffer, CompileError, DeviceError, ProgramSpec
 from lazy.dtype import DType, dtypes, values_to_storage
 from lazy.helpers import BEAM_BUDGET, DEBUG, cache_dir, ceildiv, prod
 from lazy.ops import LazyOp, Ops
+from lazy.progress import Bar, progress, write
 
 if TYPE_CHECKING:
     from lazy.device import Compiled
@@ -37,8 +37,6 @@ _results: dict[str, list[Opt]] = {}  # entry key -> the options found (this proc
 _ENTRY_FORMAT = 1  # bump when the meaning of a stored entry changes
 _clock = time.perf_counter  # the search's wall clock (budget, progress); tests replace it with a fake one
 COMPILE_WORKERS: int | None = None  # compile threads (None: one per core the process may use)
-PROGRESS_AFTER_S = 1.0  # a search that runs longer than this shows its progress on stderr:
-REDRAW_EVERY_S, PLAIN_LINE_EVERY_S = 0.1, 5.0  # redrawn in place on a terminal, else a line now and then
 MAX_SOURCE_CHARS = 32_000  # a step that grows a kernel's source past this is not tried: seconds to compile
 ENOUGH_TIMING_S = 0.1  # a candidate is run again (up to 3 times, fastest kept) until its runs add up to this
 
@@ -217,42 +215,35 @@ def _cores() -> int:
 _searched = 0  # kernels searched in this process
 
 
-class Progress:
-    """One search's status on stderr, shown once it has run for `PROGRESS_AFTER_S`: a line redrawn in place on a
-    terminal, a plain line every `PLAIN_LINE_EVERY_S` otherwise, and a last line when it ends. Nothing for a shorter
-    search."""
+class SearchProgress:
+    """One search's counts, and its line on stderr (`lazy.progress`): kernels searched so far, candidates tried, the
+    best time yet. Drawn once the search has run for `lazy.progress.DELAY_S`, where `LAZY_PROGRESS` allows."""
 
-    def __init__(self, name: str, start: float):
-        self.name, self.start = name, start
+    def __init__(self, name: str):
+        self.name = name
         self.tried = self.pruned = self.wrong = 0
         self.best: float | None = None
-        self.shown_at: float | None = None  # when a line was last written
-        self.width = 0  # of the line on the terminal, to blank it out when the next is shorter
+        self.bar: Bar | None = None  # while the search runs
 
-    def line(self, now: float, end: str) -> str:
+    def status(self) -> str:
         best = f"best {self.best * 1e6:.1f} us" if self.best is not None else "no result yet"
-        wrong = f", {self.wrong} wrong" if self.wrong else ""
-        return (f"BEAM kernel {_searched} ({self.name}): {self.tried} candidates tried{wrong}, {best}, "
-                f"{now - self.start:.1f} s{end}")  # fmt: skip
+        return best + (f", {self.wrong} wrong" if self.wrong else "")
 
-    def update(self, final: str = "") -> None:
-        """Show the status if the search has run long enough; `final` ends the line ("done", why it stopped)."""
-        now = _clock()
-        if now - self.start < PROGRESS_AFTER_S:
-            return
-        stream = sys.stderr
-        tty = stream.isatty()
-        interval = REDRAW_EVERY_S if tty else PLAIN_LINE_EVERY_S
-        if not final and self.shown_at is not None and now - self.shown_at < interval:
-            return
-        text = self.line(now, f", {final}" if final else "")
-        if tty:
-            stream.write("\r" + text.ljust(self.width) + ("\n" if final else ""))
-            self.width = len(text)
-        else:
-            stream.write(text + "\n")
-        stream.flush()
-        self.shown_at = now
+    def open(self) -> Bar:
+        # (the clock is looked up at each reading: tests replace `_clock`)
+        self.bar = progress(f"BEAM kernel {_searched} ({self.name})", unit="candidates", clock=lambda: _clock())
+        return self.bar
+
+    def update(self, tried: int = 0) -> None:
+        """Count `tried` more candidates measured; redraw the line if due (also keeps its time moving)."""
+        self.tried += tried
+        if self.bar is not None:
+            self.bar.update(tried, self.status())
+
+    def close(self, why: str) -> None:
+        """End the line with why the search ended ("done", the budget)."""
+        if self.bar is not None:
+            self.bar.close(f"{self.status()}, {why}")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -274,7 +265,7 @@ class Search:
         self.seen: set[tuple[Opt, ...]] = set()
         self.source_size: dict[tuple[Opt, ...], int] = {}  # rendered source lengths, by option list
         self.workers = COMPILE_WORKERS or _cores()
-        self.progress = Progress(kernel_name(Kernel(ast, dev.renderer.caps)), self.start)
+        self.progress = SearchProgress(kernel_name(Kernel(ast, dev.renderer.caps)))
 
     def over_budget(self) -> bool:
         if self.budget > 0 and _clock() - self.start >= self.budget:
@@ -324,14 +315,14 @@ class Search:
                     raise  # the kernel itself cannot run: that is no search's to hide
                 continue
             output = self.bufs[0].numpy()
-            self.progress.tried += 1
+            self.progress.update(tried=1)
             if self.reference is None:
                 assert not cand.opts, "the unoptimised kernel is measured first"
                 self.reference = output
             elif not outputs_match(output, self.reference, self.output_dtype):
                 self.progress.wrong += 1
                 if DEBUG >= 1:
-                    print(f"BEAM: {cand.opts} gives other results than the unoptimised kernel {cand.spec.name}; "
+                    write(f"BEAM: {cand.opts} gives other results than the unoptimised kernel {cand.spec.name}; "
                           "not used")  # fmt: skip
                 continue
             elapsed = _time_program(self.dev, cand, program, self.bufs, first)
@@ -373,9 +364,16 @@ class Search:
         return out
 
     def run(self) -> tuple[float, list[Opt]]:
-        """The fastest correct options found. The unoptimised kernel and the heuristics' choice are always measured,
-        whatever the budget (so the search never ends worse than no search); then the beam grows one step a round.
-        A round is compiled and measured in batches, so a budget running out wastes at most one batch."""
+        """The fastest correct options found, with the search's progress line open meanwhile."""
+        with self.progress.open():
+            best = self.grow_beam()
+            self.progress.close(f"stopped: LAZY_BEAM_BUDGET={self.budget} s spent" if self.stopped else "done")
+        return best
+
+    def grow_beam(self) -> tuple[float, list[Opt]]:
+        """The unoptimised kernel and the heuristics' choice are always measured, whatever the budget (so the search
+        never ends worse than no search); then the beam grows one step a round, while its best gets faster. A round
+        is compiled and measured in batches, so a budget running out wastes at most one batch."""
         reference = get_program(self.ast, self.dev.renderer, [])
         self.sources.add(reference.src)
         self.source_size[()] = len(reference.src)
@@ -399,7 +397,6 @@ class Search:
             if beam[0][0] >= best[0]:
                 break
             best = beam[0]
-        self.progress.update(f"stopped: LAZY_BEAM_BUDGET={self.budget} s spent" if self.stopped else "done")
         return best
 
 

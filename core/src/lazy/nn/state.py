@@ -1,6 +1,6 @@
 """Model state: find a model's tensors by attribute path, load them back (shapes checked, cast to the model's dtypes),
-read and write safetensors files through the `DISK` device (loads are zero-copy views of the file; saves are atomic),
-and read PyTorch checkpoints without torch. Files are untrusted: every number in them is checked before it is used."""
+read and write safetensors files through `DISK` (zero-copy loads, atomic saves), read PyTorch checkpoints without
+torch; large loads and saves show a progress line. Files are untrusted: every number in them is checked before use."""
 
 from __future__ import annotations
 
@@ -21,12 +21,15 @@ from typing import TYPE_CHECKING, Any
 from lazy.device import Buffer
 from lazy.dtype import DType, dtypes, to_np_dtype
 from lazy.helpers import DEBUG, ShapeError, all_int, prod
+from lazy.progress import progress
 from lazy.tensor import Tensor
 
 if sys.platform != "win32":
     import fcntl
 if TYPE_CHECKING:
     import numpy as np
+
+PROGRESS_MIN_BYTES = 64 << 20  # loads and saves of fewer bytes show no progress line (they are over in moments)
 
 
 def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
@@ -61,7 +64,8 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
     int buffer loads either way). Shapes must match, except () against (1,) (tinygrad's rule). Missing entries raise
     a KeyError when `strict` (as tinygrad, which also ignores entries the model lacks; LAZY_DEBUG>=1 lists both);
     `consume` deletes the loaded entries from `state_dict`, `realize=False` leaves the loads lazy. Returns the
-    loaded tensors. (`verbose` is accepted for tinygrad's signature: lazy prints no progress bar.)"""
+    loaded tensors. Realized loads of `PROGRESS_MIN_BYTES` or more show their progress (`lazy.progress`) unless
+    `verbose` is False."""
     model_state = get_state_dict(model)
     if DEBUG >= 1 and (unused := sorted(set(state_dict) - set(model_state))):
         print("WARNING: unused weights in state_dict", unused)  # (tinygrad's words)
@@ -70,23 +74,28 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
         raise KeyError(f"load_state_dict: the state dict has no {', '.join(repr(k) for k in missing)} (the model's "
                        "tensors of those names); pass strict=False to leave them as they are")  # fmt: skip
     loaded = []
-    for key, target in model_state.items():
-        if key not in state_dict:
-            if DEBUG >= 1:
-                print(f"WARNING: not loading {key}")
-            continue
-        value = state_dict[key]
-        if value.shape != target.shape:
-            if {value.shape, target.shape} != {(), (1,)}:
-                raise ShapeError(f"Shape mismatch in layer `{key}`: Expected shape {target.shape}, but found "
-                                 f"{value.shape} in state dict.")  # fmt: skip
-            value = value.reshape(target.shape)
-        target.replace(value.to(target.device).cast(target.dtype))
-        if realize:
-            target.realize()
-        if consume:
-            del state_dict[key]
-        loaded.append(target)
+    keys = [key for key in model_state if key in state_dict]
+    nbytes = sum(state_dict[key].nbytes() for key in keys) if realize else 0
+    show = verbose and nbytes >= PROGRESS_MIN_BYTES
+    with progress(f"loading {len(keys)} tensors", total=nbytes, unit="B", show=show) as bar:
+        for key, target in model_state.items():
+            if key not in state_dict:
+                if DEBUG >= 1:
+                    print(f"WARNING: not loading {key}")
+                continue
+            value = state_dict[key]
+            if value.shape != target.shape:
+                if {value.shape, target.shape} != {(), (1,)}:
+                    raise ShapeError(f"Shape mismatch in layer `{key}`: Expected shape {target.shape}, but found "
+                                     f"{value.shape} in state dict.")  # fmt: skip
+                value = value.reshape(target.shape)
+            target.replace(value.to(target.device).cast(target.dtype))
+            if realize:
+                target.realize()
+                bar.update(value.nbytes())
+            if consume:
+                del state_dict[key]
+            loaded.append(target)
     return loaded
 
 
@@ -264,20 +273,26 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike[str], metadata
     tmp, tmp_fd = _create_temporary(path, total)
     disk_name = f"DISK:{tmp}"
     file_buf: Buffer | None = None
+    bar = progress(f"saving {path.name}", total=total, unit="B", show=total >= PROGRESS_MIN_BYTES)
     try:
         file_buf = Tensor.empty(total, dtype=dtypes.uint8, device=disk_name).realize().lazydata.base.buffer
         file_buf.view(len(header), dtypes.uint8, 0).ensure_allocated().copyin(header)
         offset = len(header)
+        bar.update(len(header))
         for src in sources:
             dest = file_buf.view(src.nbytes, dtypes.uint8, offset).ensure_allocated()
             copy_now(dest, src)
             offset += src.nbytes
+            bar.update(src.nbytes)
+        bar.update(0, "syncing to disk")
         Device[disk_name].synchronize()  # DISK: msync + fsync, the data is on stable storage
         file_buf.deallocate()
         if path.exists():
             os.chmod(tmp, path.stat().st_mode & 0o7777)  # the new file keeps the old one's permissions
         os.replace(tmp, path)
+        bar.close("saved")
     except BaseException:
+        bar.close("failed")
         if file_buf is not None:
             file_buf.deallocate()
         tmp.unlink(missing_ok=True)
@@ -536,14 +551,27 @@ def torch_load(path: str | os.PathLike[str], device: str | None = None) -> dict[
         if byteorder not in ("little", "big"):
             raise ValueError(f"torch_load: {path} has byte order {byteorder!r}, not 'little' or 'big'")
         layouts = {str(k): _torch_layout(path, str(k), v) for k, v in state.items() if isinstance(v, _TorchTensor)}
-        storages: dict[str, bytes] = {}
-        arrays: dict[str, np.ndarray] = {}
+        arrays = _torch_arrays(archive, path, root, layouts, byteorder == "big")
+    return {key: _torch_tensor(arr, layouts[key].storage.dtype, device) for key, arr in arrays.items()}
+
+
+def _torch_arrays(archive: zipfile.ZipFile, path: pathlib.Path, root: str, layouts: dict[str, _TorchLayout],
+                  big_endian: bool) -> dict[str, np.ndarray]:  # fmt: skip
+    """Each tensor's elements, read out of its storage record (each record read once), with a progress line over
+    the bytes read when they are `PROGRESS_MIN_BYTES` or more."""
+    records = {f"{root}data/{layout.storage.key}" for layout in layouts.values() if 0 not in layout.size}
+    sizes = {info.filename: info.file_size for info in archive.infolist() if info.filename in records}
+    total = sum(sizes.values())  # (a record the archive lacks is reported when it is read)
+    storages: dict[str, bytes] = {}
+    arrays: dict[str, np.ndarray] = {}
+    with progress(f"loading {path.name}", total=total, unit="B", show=total >= PROGRESS_MIN_BYTES) as bar:
         for key, layout in layouts.items():
             name = f"{root}data/{layout.storage.key}"
             if name not in storages and 0 not in layout.size:  # an empty tensor reads nothing
                 storages[name] = _read_record(archive, path, name, f"the storage of tensor {key!r}")
-            arrays[key] = _torch_array(path, key, layout, storages.get(name, b""), byteorder == "big")
-    return {key: _torch_tensor(arr, layouts[key].storage.dtype, device) for key, arr in arrays.items()}
+                bar.update(len(storages[name]))
+            arrays[key] = _torch_array(path, key, layout, storages.get(name, b""), big_endian)
+    return arrays
 
 
 def _torch_tensor(arr: np.ndarray, dtype: DType, device: str | None) -> Tensor:
