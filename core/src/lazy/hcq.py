@@ -1,7 +1,7 @@
 """Hardware command queues: `Signal` (a timeline value with timestamps), the commands a queue records (`Exec`, `Copy`,
 `SetSignal`, `Wait`, `Timestamp`, `Barrier`), `HWQueue` (records them and dispatches each to the plugin's handler),
-`HostQueue` (handlers that run on a host thread), the simple tier's `SyncQueue`, and `HCQGraph` (one recorded queue
-replayed by `jit`).
+`HostQueue` (handlers that run on a host thread), the simple tier's `SyncQueue`, `HCQGraph` (one recorded queue
+replayed by `jit`), and `timed` submissions (timestamps around each launch, for `lazy.profile`).
 
 Commands are small frozen dataclasses. A recorded queue is replayed with new arguments by replacing a command with a
 copy whose fields are changed by name (`dataclasses.replace(cmd, bufs=...)`), never by patching a list in place, so a
@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+import lazy.profile as profile
 from lazy.device import Compiled, DeviceError, Program, install_simple_tier
 
 if TYPE_CHECKING:
@@ -369,7 +370,13 @@ class HostQueue(HWQueue[DeviceT]):
         dev.allocator._transfer(cmd.dest, cmd.src, cmd.nbytes, dev, dev)
 
     def on_signal(self, dev: DeviceT, cmd: SetSignal) -> None:
-        cmd.signal.value = cmd.value
+        try:
+            if profile.pending and cmd.signal is dev.timeline_signal:
+                # the thread that finished the work reports it before waking the waiters, so a `synchronize` returns
+                # with the events of what it waited for delivered (or being delivered by a thread already at it)
+                profile.poll(dev, cmd.value)
+        finally:
+            cmd.signal.value = cmd.value
 
     def on_wait(self, dev: DeviceT, cmd: Wait) -> None:
         if isinstance(cmd.signal, HostSignal):
@@ -412,6 +419,41 @@ class SyncQueue(HostQueue[Compiled]):
 install_simple_tier(SyncSignal, SyncQueue)
 
 
+def timed(cmds: list[Command], signal_t: type[Signal]) -> tuple[list[Command], list[tuple[Signal, Signal]]]:
+    """`cmds` with a `Timestamp` before and after each `Exec` and `Copy`, and those timestamps' (start, end) signals,
+    fresh ones of `signal_t` (the device's own: the queue takes the time where the work runs, a device clock included).
+    How the profiler times queued work."""
+    out: list[Command] = []
+    stamps: list[tuple[Signal, Signal]] = []
+    for cmd in cmds:
+        if isinstance(cmd, (Exec, Copy)):
+            start, end = signal_t(0), signal_t(0)
+            out += [Timestamp(start), cmd, Timestamp(end)]
+            stamps.append((start, end))
+        else:
+            out.append(cmd)
+    return out, stamps
+
+
+def submit_timed(dev: Compiled, queue: HWQueue[Any]) -> tuple[int, list[tuple[Signal, Signal]]]:
+    """Submit `queue` (whose last command signals the timeline) with each launch and copy timed (see `timed`); returns
+    the timeline value after which the timestamps can be read, and the (start, end) signals per launch or copy."""
+    cmds, stamps = timed(queue.cmds, dev.signal_t)
+    timed_queue = type(queue)()
+    timed_queue.cmds = cmds
+    with dev.submit_lock:  # the value read back is this submission's: nobody else submits meanwhile
+        timed_queue.submit(dev)
+        return dev.timeline_submitted, stamps
+
+
+def stamp_now(dev: Compiled, signal: Signal) -> int:
+    """Submit a `Timestamp` of `signal` (and a timeline signal) to `dev`'s compute queue: it takes the time when the
+    work submitted before it is done. Returns the timeline value after which the time can be read."""
+    with dev.submit_lock:
+        dev.compute_queue_t().timestamp(signal).signal(dev.timeline_signal, dev.next_value()).submit(dev)
+        return dev.timeline_submitted
+
+
 def queue_contract_problems(dev: Compiled) -> list[str]:
     """What a device's signal and queue types lack, each with its fix (checked by the registry when it opens a
     device). The compute queue handles every command but `Copy` (and `Exec` on a copy-only device); a copy queue
@@ -440,7 +482,14 @@ class HCQGraph:
     whole queue in one go.
 
     A device may replay graphs its own way: `Compiled.graph_t` names a subclass taking the same arguments (the host
-    devices' native launcher, `lazy_cpu.graph.HostGraph`); this class is the default."""
+    devices' native launcher, `lazy_cpu.graph.HostGraph`); this class is the default.
+
+    With `timed` set (the profiler does, around a replay), a replay times each launch of its queue (one per kernel
+    here, one for the whole graph in a native launcher) and leaves `timing`: the timeline value after which the times
+    can be read, and the (start, end) timestamp signals per launch."""
+
+    timed = False
+    timing: tuple[int, list[tuple[Signal, Signal]]] | None = None
 
     def __init__(self, dev: Compiled, launches: list[Exec]):
         self.dev = dev
@@ -466,4 +515,7 @@ class HCQGraph:
             done = cmds[self.signal_idx]
             assert isinstance(done, SetSignal)
             cmds[self.signal_idx] = SetSignal(done.signal, self.dev.next_value())
-            self.queue.submit(self.dev)
+            if self.timed:
+                self.timing = submit_timed(self.dev, self.queue)
+            else:
+                self.queue.submit(self.dev)

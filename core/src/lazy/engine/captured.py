@@ -8,10 +8,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+import lazy.profile as profile
 from lazy.device import Buffer, BufferSpec, get_device
 from lazy.dtype import DType
-from lazy.engine.realize import CompiledRunner, ExecItem, ViewRunner, count_run
-from lazy.hcq import HCQGraph
+from lazy.engine.realize import CompiledRunner, ExecItem, ViewRunner, count_run, estimate
+from lazy.hcq import HCQGraph, Signal, stamp_now
 from lazy.helpers import DEBUG, GlobalCounters, colored
 from lazy.lazy import LazyBuffer
 from lazy.multi import Bounds, MultiLazyBuffer
@@ -192,11 +193,13 @@ class CapturedJit:
 
     def __call__(self, input_buffers: list[Buffer], var_vals: dict[Variable, int], input_tensors: list[Any]) -> Any:
         """Run the captured program on new input buffers; returns what the function returned."""
+        if profiling := profile.active():
+            profile.begin_realize()
         for bufs, j, k in self._replace:
             bufs[j] = input_buffers[k]
         for step in self._steps:
             if isinstance(step, GraphBatch):
-                self._run_batch(step, var_vals)
+                self._run_batch(step, var_vals, profiling)
             else:
                 step.run(var_vals)
         self.replays += 1
@@ -228,7 +231,7 @@ class CapturedJit:
             lb = lb.lbs[shard]
         return lb if rule.st is None else lb.base._view(rule.st)
 
-    def _run_batch(self, batch: GraphBatch, var_vals: dict[Variable, int]) -> None:
+    def _run_batch(self, batch: GraphBatch, var_vals: dict[Variable, int], profiling: bool) -> None:
         plan = self._plans[batch.start]
         if batch.graph is None:
             launches = [r.launch(ei.bufs, {**ei.var_vals, **var_vals}) for r, ei in zip(plan.runners, plan.items)]
@@ -236,7 +239,10 @@ class CapturedJit:
             # a device may replay graphs its own way (a native launcher); core's HCQGraph otherwise
             batch.graph = (dev.graph_t or HCQGraph)(dev, launches)
             plan.last = [bufs[j].opaque for _, bufs, j in plan.slots]
-            batch.graph.replay()
+            if profiling:
+                self._replay_profiled(batch, plan, var_vals, None, None)
+            else:
+                batch.graph.replay()
         else:
             updates = None
             if var_vals:  # new variable values: the launches that take variables are built again
@@ -246,7 +252,10 @@ class CapturedJit:
             now = [bufs[j].opaque for _, bufs, j in plan.slots]
             if moved := {(n, j): new for (n, _, j), new, old in zip(plan.slots, now, plan.last) if new is not old}:
                 plan.last = now
-            batch.graph.replay(updates, moved)
+            if profiling:
+                self._replay_profiled(batch, plan, var_vals, updates, moved)
+            else:
+                batch.graph.replay(updates, moved)
         if batch.counts is not None:  # the same every replay: added in one step
             GlobalCounters.kernel_count += len(batch)
             GlobalCounters.global_ops += batch.counts[0]
@@ -257,6 +266,40 @@ class CapturedJit:
                 batch.counts = (sum(ops for ops, _ in counts), sum(mem for _, mem in counts))
         if DEBUG >= 2:
             print(f"{colored(batch.device, 'cyan'):>16s} graph of {len(batch)} kernels")
+
+    def _replay_profiled(self, batch: GraphBatch, plan: _BatchPlan, var_vals: dict[Variable, int],
+                         updates: Any, moved: Any) -> None:  # fmt: skip
+        """Replay `batch` with its work timed on the device's queue: per kernel where the graph runs them as commands
+        of its own (core's `HCQGraph`), else the whole batch as one "graph" event naming its kernels."""
+        graph, dev = batch.graph, get_device(batch.device)
+        assert graph is not None
+        stamps: list[tuple[Signal, Signal]]
+        if isinstance(graph, HCQGraph):  # times each launch of its queue
+            graph.timed, graph.timing = True, None
+            try:
+                graph.replay(updates, moved)
+            finally:
+                graph.timed = False
+            if graph.timing is None:  # a subclass that submits without HCQGraph.replay
+                return
+            until, stamps = graph.timing
+        else:  # a device's own replay: timestamps submitted before and after it, on the same in-order queue
+            stamps = [(dev.signal_t(0), dev.signal_t(0))]
+            stamp_now(dev, stamps[0][0])
+            graph.replay(updates, moved)
+            until = stamp_now(dev, stamps[0][1])
+        kernels = []
+        for runner, ei in zip(plan.runners, plan.items):
+            vals = {**ei.var_vals, **var_vals}
+            kernels.append(runner.event(vals, estimate(runner, vals)))
+        if len(stamps) != len(kernels):  # one launch ran them all (a native launcher)
+            args = {"kernels": [e.name for e in kernels], "digests": [e.args["digest"] for e in kernels],
+                    "flops": sum(e.args["flops"] for e in kernels), "bytes": sum(e.args["bytes"] for e in kernels),
+                    "realize": kernels[0].args["realize"], "callsite": kernels[0].args["callsite"]}  # fmt: skip
+            name = f"graph of {len(kernels)}: {kernels[0].name} .. {kernels[-1].name}"
+            kernels = [profile.Event("graph", name, batch.device, "compute", 0.0, 0.0, args)]
+            stamps = [(stamps[0][0], stamps[-1][1])]
+        profile.submitted(dev, until, stamps, kernels)
 
     def free_intermediates(self) -> None:
         """Give back the memory of the buffers every replay writes before it reads them (intermediates, outputs not

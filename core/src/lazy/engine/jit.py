@@ -243,7 +243,8 @@ class TinyJit(Generic[R]):
         if self.prune:
             items, onetime = _prune(items, call.buffers)
         keep = recorded.kept_memory(items, call.buffers, returned) | {id(b) for ei in onetime for b in ei.bufs}
-        plan_memory(items, {id(b): b for b in recorded.written if id(b) not in keep})
+        # memory code outside lazy sees (DLPack) keeps its own allocation
+        plan_memory(items, {id(b): b for b in recorded.written if id(b) not in keep and not b.shared})
         where = {id(buf): k for k, buf in enumerate(call.buffers)}
         replace = {(i, j): where[id(b)] for i, ei in enumerate(items) for j, b in enumerate(ei.bufs) if id(b) in where}
         template = map_tensors(ret, lambda x: _output_rule(x, call))
@@ -359,6 +360,7 @@ def _prune(items: list[ExecItem], inputs: list[Buffer]) -> tuple[list[ExecItem],
         return id(buf.base if buf.base is not None else buf)
 
     changing = {memory(b) for b in inputs}
+    changing |= {memory(b) for ei in items for b in ei.bufs if b.shared}  # other code may write it between calls
     rerun: set[int] = set()
     while True:  # to a fixed point: an item that reads what a later rerun item writes is rerun too
         new = {i for i, ei in enumerate(items) if i not in rerun and any(memory(b) in changing for b in ei.bufs)}

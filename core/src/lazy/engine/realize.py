@@ -1,5 +1,6 @@
 """Run a schedule: lower each item to a runner (compiled kernel, copy, allocation), cached by kernel structure so
-the second time the same kernel shape is seen costs a dict lookup, then launch it through the device's queue."""
+the second time the same kernel shape is seen costs a dict lookup, then launch it through the device's queue. While
+profiling is on (`lazy.profile.active`), runners time their work where it runs and report it as profile events."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device
-from lazy.hcq import Exec
-from lazy.helpers import BEAM, DEBUG, NOOPT, GlobalCounters, colored
+import lazy.profile as profile
+from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, compile_stats, get_device
+from lazy.hcq import Exec, submit_timed
+from lazy.helpers import BEAM, DEBUG, NOOPT, VIZ, GlobalCounters, colored
 from lazy.lazy import LazyBuffer, forget_graph
 from lazy.ops import LazyOp, Ops
+from lazy.progress import progress
 from lazy.symbolic import Variable, sym_infer
 
 from .schedule import ScheduleItem, Structure, create_schedule, graph_structure
@@ -34,6 +37,12 @@ class Runner:
     def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
         raise NotImplementedError
 
+    def run_profiled(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool,
+                 counts: tuple[int, int]) -> float | None:  # fmt: skip
+        """Run as `__call__` does while profiling is on, and report the work as a `lazy.profile.Event` (`counts`: this
+        run's operations and bytes). Here: nothing to report (an allocation, a view moved onto other memory)."""
+        return self(bufs, var_vals, wait=wait)
+
 
 class CompiledRunner(Runner):
     """A kernel compiled for one device, launched through the device's compute queue."""
@@ -46,10 +55,19 @@ class CompiledRunner(Runner):
         self.lib = dev.compiler.compile_cached(spec.src) if lib is None else lib
         self.program = dev.runtime(spec.name, self.lib, spec)
         self.static_dims = spec.launch_dims({}) if not spec.vars else None
+        self.ast: LazyOp | None = None  # set by `get_runner`: the kernel's AST, for its digest
+        self._digest: str | None = None
+
+    @property
+    def digest(self) -> str:
+        """Hex of the kernel AST's `LazyOp.digest` (what links profile events to kernels), "" when not known."""
+        if self._digest is None:
+            self._digest = self.ast.digest.hex() if self.ast is not None else ""
+        return self._digest
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a pickled jit keeps the compiled binary (no compiler needed to load it); the lowered UOps are not needed
-        return _load_compiled_runner, (replace(self.spec, uops=None), self.lib, self.device)
+        return _load_compiled_runner, (replace(self.spec, uops=None), self.lib, self.device, self.digest)
 
     def launch(self, bufs: list[Buffer], var_vals: dict[Variable, int]) -> Exec:
         """The queue command that runs this kernel on `bufs` with the variables' values."""
@@ -72,6 +90,25 @@ class CompiledRunner(Runner):
             dev.synchronize()
             return end.timestamp - start.timestamp
         return None
+
+    def run_profiled(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool,
+                 counts: tuple[int, int]) -> float | None:  # fmt: skip
+        dev = self.dev
+        queue = dev.compute_queue_t().record(self.launch(bufs, var_vals)).signal(dev.timeline_signal, dev.next_value())
+        until, stamps = submit_timed(dev, queue)
+        profile.submitted(dev, until, stamps, [self.event(var_vals, counts)])
+        if not wait:
+            return None
+        dev.synchronize()
+        return stamps[0][1].timestamp - stamps[0][0].timestamp
+
+    def event(self, var_vals: dict[Variable, int], counts: tuple[int, int]) -> profile.Event:
+        """The profile event of one run (its times are filled in when they are read)."""
+        gs, ls = self.static_dims if self.static_dims is not None else self.spec.launch_dims(var_vals)
+        where = profile.origin()
+        args = {"digest": self.digest, "global_size": gs, "local_size": ls, "flops": counts[0], "bytes": counts[1],
+                "realize": where.realize, "callsite": where.callsite}  # fmt: skip
+        return profile.Event("kernel", self.name, self.device, "compute", 0.0, 0.0, args)
 
 
 class BufferCopy(Runner):
@@ -99,9 +136,25 @@ class BufferCopy(Runner):
             dest.copyin(src.as_buffer())
         return time.perf_counter() - start if wait else None
 
+    def run_profiled(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool,
+                 counts: tuple[int, int]) -> float | None:  # fmt: skip
+        # a copy runs on this thread once both devices are idle: timed on the host, without the wait for earlier work,
+        # and until the destination has it (a device may finish a write after the call returns)
+        dest, src = get_device(bufs[0].device), get_device(bufs[1].device)
+        src.synchronize()
+        dest.synchronize()
+        timing = profile.on_host("copy", f"copy {src.device} -> {dest.device}", dest.device, "copy",
+                                 {"bytes": bufs[0].nbytes, "src": src.device, "dest": dest.device})  # fmt: skip
+        with timing:
+            self(bufs, var_vals)
+            dest.synchronize()
+        return timing.elapsed if wait else None
 
-def _load_compiled_runner(spec: ProgramSpec, lib: bytes, device: str | None = None) -> CompiledRunner:
-    return CompiledRunner(spec, get_device(spec.device if device is None else device), lib)
+
+def _load_compiled_runner(spec: ProgramSpec, lib: bytes, device: str | None = None, digest: str = "") -> CompiledRunner:
+    runner = CompiledRunner(spec, get_device(spec.device if device is None else device), lib)
+    runner._digest = digest
+    return runner
 
 
 class EmptyRunner(Runner):
@@ -158,6 +211,20 @@ def get_runner(device: str, ast: LazyOp, opts: list[Opt] | None = None) -> Compi
     key = (device, ast, BEAM.value, NOOPT.value, tuple(opts) if opts is not None else None)
     if (hit := method_cache.get(key)) is not None:
         return hit
+    if profile.active():
+        # the event is made when the block ends, by when the kernel has its name
+        timing = profile.on_host("compile", "", device, "compiler", {"digest": ast.digest.hex()})
+        with timing:
+            runner = _build_runner(device, ast, opts)
+            timing.name = runner.name
+    else:
+        runner = _build_runner(device, ast, opts)
+    method_cache[key] = runner
+    return runner
+
+
+def _build_runner(device: str, ast: LazyOp, opts: list[Opt] | None) -> CompiledRunner:
+    """The kernel for `ast` on `device`: searched (BEAM), generated and compiled, or loaded from the on-disk caches."""
     dev = get_device(device)
     check_dtypes(ast, dev)
     if opts is None and BEAM >= 1:
@@ -168,18 +235,24 @@ def get_runner(device: str, ast: LazyOp, opts: list[Opt] | None = None) -> Compi
 
     spec, lib = compiled_program(ast, dev, opts)
     runner = CompiledRunner(spec, dev, lib)
-    method_cache[key] = runner
+    runner.ast = ast
     return runner
 
 
-def count_run(runner: Runner, var_vals: dict[Variable, int]) -> tuple[int, int]:
-    """Add one run of `runner` to `GlobalCounters` (a kernel launch, its operations and memory traffic); returns
-    (ops, bytes). Eager runs and jit replays (graph batches too) count alike."""
+def estimate(runner: Runner, var_vals: dict[Variable, int]) -> tuple[int, int]:
+    """One run's (operations, bytes moved) of `runner` with these variable values."""
     ops, mem = runner.op_estimate, runner.mem_estimate
     if type(ops) is not int:
         ops = sym_infer(ops, var_vals) if ops is not None else 0
     if type(mem) is not int:
         mem = sym_infer(mem, var_vals) if mem is not None else 0
+    return ops, mem
+
+
+def count_run(runner: Runner, var_vals: dict[Variable, int]) -> tuple[int, int]:
+    """Add one run of `runner` to `GlobalCounters` (a kernel launch, its operations and memory traffic); returns
+    (ops, bytes). Eager runs and jit replays (graph batches too) count alike."""
+    ops, mem = estimate(runner, var_vals)
     GlobalCounters.kernel_count += isinstance(runner, CompiledRunner)
     GlobalCounters.global_ops += ops
     GlobalCounters.global_mem += mem
@@ -199,16 +272,31 @@ class ExecItem:
 
     def run(self, var_vals: dict[Variable, int] | None = None, wait: bool = False) -> float | None:
         vals = self.var_vals if var_vals is None else {**self.var_vals, **var_vals}
+        shared = False
         for buf in self.bufs:
             buf.ensure_allocated()
-        timed = wait or DEBUG >= 2
-        elapsed = self.runner(self.bufs, vals, wait=timed)
-        ops, _ = count_run(self.runner, vals)
+            shared = shared or buf.shared
+        if profile.active():  # LAZY_DEBUG>=2 too: it times every run
+            elapsed = self._run_profiled(vals, wait)
+        else:
+            elapsed = self.runner(self.bufs, vals, wait=wait)
+            count_run(self.runner, vals)
+            if elapsed is not None:
+                GlobalCounters.time_sum_s += elapsed
+        if shared:  # code outside lazy sees this memory (DLPack): the work on it is done when realize() returns
+            for device in {buf.device for buf in self.bufs if buf.shared}:
+                get_device(device).synchronize()
+        return elapsed
+
+    def _run_profiled(self, vals: dict[Variable, int], wait: bool) -> float | None:
+        debug = DEBUG >= 2  # waits for each run, to print its time
+        counts = count_run(self.runner, vals)
+        elapsed = self.runner.run_profiled(self.bufs, vals, wait or debug, counts)
         if elapsed is not None:
             GlobalCounters.time_sum_s += elapsed
-        if DEBUG >= 2:
+        if debug:
             ms = (elapsed or 0) * 1e3
-            gflops = ops / (elapsed * 1e9) if elapsed else 0
+            gflops = counts[0] / (elapsed * 1e9) if elapsed else 0
             print(
                 f"{colored(self.runner.device, 'cyan'):>16s} {self.runner.name:40s} {ms:9.3f} ms {gflops:9.2f} GFLOP/s"
             )
@@ -244,8 +332,21 @@ def precompile(schedule: list[ScheduleItem]) -> None:
         return
     from concurrent.futures import ThreadPoolExecutor  # on first use: it pulls in logging, which `import lazy` need not
 
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        list(pool.map(lambda key: get_runner(*key), todo))
+    where = profile.origin() if profile.active() else None  # the pool's compile events belong to this realize
+
+    with progress("compiling", total=len(todo), unit="kernels", leave=False) as bar:
+
+        def build(key: tuple[str, LazyOp]) -> CompiledRunner:
+            if where is None:
+                runner = get_runner(*key)
+            else:
+                with profile.adopt(where):
+                    runner = get_runner(*key)
+            bar.update()  # from the pool's threads: a bar is thread-safe
+            return runner
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            list(pool.map(build, todo))
 
 
 def copy_now(dest: Buffer, src: Buffer) -> None:
@@ -293,7 +394,10 @@ def realize(outs: list[LazyBuffer]) -> None:
     realized before (same ops, constants, views, dtypes, devices, variable values; any buffers) runs the schedule
     made for it then, without scheduling or lowering again."""
     with REALIZE_LOCK:
-        structure = graph_structure(outs) if DEBUG < 3 else None  # LAZY_DEBUG=3 prints each schedule as it is made
+        if profile.active():
+            profile.begin_realize()
+        # LAZY_DEBUG=3 prints each schedule as it is made, LAZY_VIZ records it: both schedule every time
+        structure = graph_structure(outs) if DEBUG.value < 3 and not VIZ.value else None
         if structure is None:
             run_schedule(create_schedule(outs))
             return
@@ -350,3 +454,19 @@ def run_schedule(schedule: list[ScheduleItem], var_vals: dict[Variable, int] | N
         for out in si.outputs:
             out.done = True
             forget_graph(out)
+
+
+def _compile_summary() -> list[str]:
+    """The compile caches' counts for the `LAZY_DEBUG=2` summary (kept by `lazy.device.compile_stats`)."""
+    with compile_stats.lock:
+        counts, seconds = dict(compile_stats.counts), dict(compile_stats.seconds)
+    caches = ", ".join(f"{kind} cache {counts.get(f'{kind} hit', 0)} hits / {counts.get(f'{kind} miss', 0)} misses"
+                       for kind in ("program", "compile"))  # fmt: skip
+    work = ", ".join(f"{what} {counts.get(what, 0)} kernels in {seconds.get(what, 0.0):.3f} s"
+                     for what in ("codegen", "compiler"))  # fmt: skip
+    return [f"lazy: {work} (summed over threads); {caches}"]
+
+
+profile.summary_sources.append(_compile_summary)
+# a closing device's timed work is read while it still works
+close_callbacks.append(lambda device: profile.flush(device) if profile.pending else None)
