@@ -8,9 +8,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
 fi
-.venv/bin/python -m pip install -q -e "./core[conformance,mpi]" -e ./plugins/lazy-cpu -e "./plugins/lazy-opencl[pocl]" \
+.venv/bin/python -m pip install -q -e "./core[conformance,mpi,onnx,onnx-test]" -e ./plugins/lazy-cpu -e "./plugins/lazy-opencl[pocl]" \
   -e ./plugins/lazy-disk -e ./plugins/lazy-cuda -e ./plugins/lazy-metal -e ./plugins/_template \
-  scikit-learn safetensors pytest pytest-xdist pytest-timeout hypothesis ruff mypy
+  scikit-learn safetensors pytest pytest-xdist pytest-timeout hypothesis ruff mypy playwright
 # bytecode now, as a regular `pip install` does: editable installs have none, and PYTHONDONTWRITEBYTECODE would
 # otherwise make every `import lazy` compile from source
 .venv/bin/python -m compileall -q core/src plugins/*/src

@@ -7,6 +7,15 @@ scripts/setup.sh
 PY=.venv/bin/python
 # the tests compare against PyTorch (CPU build, pinned: pip takes the local wheel where one is provided)
 $PY -m pip install -q torch==2.13.0
+# the viewer's browser test drives the system's Chromium through Playwright (no browser download)
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ||
+      echo "chromium did not install: tests/viz will skip, saying why"
+  else
+    echo "no chromium and no root to install it (apt-get install chromium): tests/viz will skip, saying why"
+  fi
+fi
 echo "== ruff"; $PY -m ruff check core plugins tests examples bench
 echo "== ruff format"; $PY -m ruff format --check core plugins tests examples bench
 echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu plugins/lazy-opencl/src/lazy_opencl plugins/lazy-disk/src/lazy_disk plugins/lazy-cuda/src/lazy_cuda plugins/lazy-metal/src/lazy_metal plugins/_template/src/lazy_template

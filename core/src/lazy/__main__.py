@@ -1,6 +1,6 @@
 """`python -m lazy devices [--json] [-v]` (also the `lazy` console script): list every discovered device plugin, its
 version, its devices and why any of them is unusable or lost a name clash, and which device is the default and why
-(naming the higher-priority devices it was chosen over)."""
+(naming the higher-priority devices it was chosen over). `python -m lazy viz TRACE`: serve a saved LAZY_VIZ trace."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ import sys
 from typing import Any
 
 USAGE = """usage: python -m lazy devices [--json] [-v]
+       python -m lazy viz TRACE.json [--port N] [--no-browser]
 
 commands:
   devices     list device plugins, their devices, why any is unusable, and the default device
               --json: the same as JSON; -v: tracebacks of plugin problems
+  viz         serve the kernel graph viewer for a trace saved by LAZY_VIZ on 127.0.0.1 until Ctrl-C
+              --port: the port to try first (another if it is in use); --no-browser: only print the URL
 """
 
 
@@ -89,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0 if args else 2
+    if args[0] == "viz":
+        return viz_main(args[1:])
     if args[0] != "devices":
         print(f"unknown command {args[0]!r}\n\n{USAGE}", end="", file=sys.stderr)
         return 2
@@ -98,6 +103,27 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(args[1:])
     report = collect_report()
     print(json.dumps(report, indent=2) if opts.json else format_report(report, opts.verbose))
+    return 0
+
+
+def viz_main(args: list[str]) -> int:
+    """`python -m lazy viz TRACE [--port N] [--no-browser]`: 0 once stopped with Ctrl-C, 2 for a trace it cannot
+    show (with the reason, no traceback)."""
+    from lazy.viz.server import DEFAULT_PORT, TraceFileError, load_trace, serve
+
+    parser = argparse.ArgumentParser(prog="python -m lazy viz", description="serve the kernel graph viewer for a trace")
+    parser.add_argument("trace", help="a trace file written by LAZY_VIZ or lazy.viz.recording()")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to try first (default %(default)s)")
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser, only print the URL")
+    opts = parser.parse_args(args)
+    if not 0 <= opts.port < 65536:
+        parser.error(f"--port {opts.port} is not a port number (0-65535; 0: any free port)")
+    try:
+        data = load_trace(opts.trace)
+    except TraceFileError as e:
+        print(f"lazy viz: {e}", file=sys.stderr)
+        return 2
+    serve(data, opts.port, open_browser=not opts.no_browser)
     return 0
 
 

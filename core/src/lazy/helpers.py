@@ -90,7 +90,12 @@ PROFILE = Setting(
     "",
     "path of a Chrome trace event file (Perfetto, chrome://tracing) written at exit: kernels, copies, compiles",
 )
-VIZ = Setting("VIZ", 0, "1: record each realize (graph, fusion, kernels) and serve the viewer on 127.0.0.1 at exit")
+VIZ = Setting(
+    "VIZ",
+    0,
+    "1: record each realize (graph, fusion, kernels, times); at exit write the trace and serve the viewer on 127.0.0.1 "
+    "until Ctrl-C; 2: only write the trace (python -m lazy viz FILE shows it)",
+)
 PROGRESS = Setting("PROGRESS", -1, "progress bars for long work: 1 always, 0 never, -1 on an interactive terminal")
 CHECK_INDEX = Setting(
     "CHECK_INDEX", 0, "1: IndexError for out-of-range index tensors (reads them on the host, a sync); 0: they pick 0"

@@ -17,7 +17,7 @@ from lazy.codegen.opt_gpu import gpu_optimizations
 from lazy.codegen.opt_reduce import reduce_optimizations
 from lazy.codegen.uops import pretty
 from lazy.device import Compiled, ProgramSpec, compile_stats, load_cached, store_cached
-from lazy.helpers import DEBUG, NOOPT, prod, to_function_name
+from lazy.helpers import DEBUG, NOOPT, VIZ, prod, to_function_name
 from lazy.ops import LazyOp
 from lazy.symbolic import Variable
 
@@ -67,9 +67,21 @@ def kernel_name(k: Kernel) -> str:
     return to_function_name(f"{prefix}_" + "_".join(str(s) if isinstance(s, int) else "v" for s in k.full_shape))
 
 
-def get_program(ast: LazyOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
-    """Lower and render one kernel AST for `renderer`'s device."""
+def get_program(ast: LazyOp, renderer: Renderer, opts: list[Opt] | None = None, record: bool = False) -> ProgramSpec:
+    """Lower and render one kernel AST for `renderer`'s device. `record`: hand the kernel (optimisations, UOps,
+    source) to the LAZY_VIZ trace, as the program that runs (BEAM's candidates are not recorded)."""
     k = build_kernel(ast, renderer, opts)
+    spec = kernel_program(k, renderer)
+    if record:
+        from lazy.viz.capture import record_program
+
+        record_program(ast, k, spec, opts_given=opts is not None)
+    return spec
+
+
+def kernel_program(k: Kernel, renderer: Renderer) -> ProgramSpec:
+    """Lower and render a kernel whose optimisations are applied."""
+    ast = k.ast
     uops, lowerer = lower_kernel(k)
     name = kernel_name(k)
     if DEBUG >= 5:
@@ -157,15 +169,15 @@ def compiled_program(ast: LazyOp, dev: Compiled, opts: list[Opt] | None = None) 
     """The program for `ast` on `dev` and its binary: `get_program` and `dev.compiler.compile_cached`, with the
     lowered program (without its UOps, which only code generation reads) cached on disk, so a hit skips code
     generation. An entry is written once its source compiled; one that fails its checks or does not load is generated
-    again and replaced, with a note at LAZY_DEBUG>=1. At LAZY_DEBUG>=4 code generation always runs, so the source
-    (and UOps) it prints are there to read."""
+    again and replaced, with a note at LAZY_DEBUG>=1. At LAZY_DEBUG>=4, and while LAZY_VIZ records, code generation
+    always runs, so the source (and UOps, optimisations) are there to print or record."""
     import pickle  # here, not at the top: `import lazy` stays light
 
     key = program_key(ast, dev.renderer, dev.compiler.cachekey, opts)
-    if DEBUG < 4 and (spec := _load_program(key)) is not None:
+    if DEBUG < 4 and not VIZ and (spec := _load_program(key)) is not None:
         return spec, dev.compiler.for_work(spec.estimated_work()).compile_cached(spec.src)
     start = time.perf_counter()
-    spec = get_program(ast, dev.renderer, opts)
+    spec = get_program(ast, dev.renderer, opts, record=bool(VIZ))  # recorded before compiling: a failure shows too
     compile_stats.add("codegen", time.perf_counter() - start)
     lib = dev.compiler.for_work(spec.estimated_work()).compile_cached(spec.src)
     store_cached("program", key, pickle.dumps(dataclasses.replace(spec, uops=None), pickle.HIGHEST_PROTOCOL))

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lazy.device import Buffer, get_device
-from lazy.helpers import DEBUG, prod
+from lazy.helpers import DEBUG, VIZ, prod
 from lazy.lazy import LazyBuffer, snapshots_for
 from lazy.ops import ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Node, Variable, merge_bindings
+
+if TYPE_CHECKING:
+    from lazy.viz.capture import ScheduleRecord
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,9 @@ class ScheduleItem:
         return f"<ScheduleItem {self.kind} {[b for b in self.bufs]}>"
 
 
-# the bases that get memory, as an insertion-ordered set (a dict): a set's order would follow object ids
-Realizes = dict[LazyBuffer, None]
+# the bases that get memory and why (the first reason found; LAZY_VIZ shows it), insertion-ordered: a set's order
+# would follow object ids
+Realizes = dict[LazyBuffer, str]
 
 
 class _Graph:
@@ -91,16 +95,19 @@ def _has_unsafe_pad_op(base: LazyBuffer, realizes: Realizes) -> bool:
 
 
 def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[Realizes, dict[LazyBuffer, LazyBuffer]]:
-    realizes: Realizes = {o.base: None for o in outs if o.base.realized is None}
+    realizes: Realizes = {o.base: "output" for o in outs if o.base.realized is None}
     for base in graph.bases:
         if base.realized is not None or base.op is Ops.CONST:
             continue
         if base.forced_realize or base.op in (Ops.EMPTY, Ops.COPY, Ops.ASSIGN, Ops.CUSTOM, Ops.CONTIGUOUS):
-            realizes[base] = None
+            realizes.setdefault(base, _MEMORY_OPS.get(base.op, "forced to memory (.contiguous())"))
         if base.op in (Ops.COPY, Ops.ASSIGN, Ops.BUFFER_VIEW):
-            realizes.update((s.base, None) for s in base.srcs if s.base.realized is None and s.base.op is not Ops.CONST)
+            why = f"source of {_MEMORY_OPS[base.op]}"
+            for src in base.srcs:
+                if src.base.realized is None and src.base.op is not Ops.CONST:
+                    realizes.setdefault(src.base, why)
         if base.op is Ops.BUFFER_VIEW:
-            realizes[base] = None
+            realizes.setdefault(base, _MEMORY_OPS[base.op])
     # realize before an expand, and before a pad of ops that are unsafe to pad
     for base, uses in graph.views_of.items():
         if base.realized is not None or base.op is Ops.CONST:
@@ -109,11 +116,22 @@ def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[Realizes, dic
             if view is base:
                 continue
             if _grows(view.st, base) and not _cast_of_memory(base, realizes):
-                realizes[base] = None
+                realizes.setdefault(base, "expanded: a view reads its elements more than once")
             elif any(v.mask is not None for v in view.st.views) and _has_unsafe_pad_op(base, realizes):
-                realizes[base] = None
+                realizes.setdefault(base, "padded: its ops are unsafe to pad (f(0) != 0 would leak into the padding)")
     fused = _decide_reduces(graph, realizes)
     return realizes, fused
+
+
+# what each op that always gets memory is, for the reason LAZY_VIZ shows
+_MEMORY_OPS: dict[Ops | None, str] = {
+    Ops.EMPTY: "an allocation",
+    Ops.COPY: "a copy",
+    Ops.ASSIGN: "an assign",
+    Ops.CUSTOM: "a custom op",
+    Ops.CONTIGUOUS: "contiguous (.contiguous())",
+    Ops.BUFFER_VIEW: "a buffer view",
+}
 
 
 def _cast_of_memory(base: LazyBuffer, realizes: Realizes) -> bool:
@@ -127,7 +145,7 @@ def _cast_of_memory(base: LazyBuffer, realizes: Realizes) -> bool:
     if dev.kernel_refusal is not None or not any(tc.dtype_in == src.dtype for tc in dev.renderer.caps.tensor_cores):
         return False
     if src.base.realized is None:
-        realizes[src.base] = None
+        realizes.setdefault(src.base, "source of a cast the device's tensor cores take")
     return True
 
 
@@ -154,37 +172,39 @@ def _decide_reduces(graph: _Graph, realizes: Realizes) -> dict[LazyBuffer, LazyB
         if base.op not in GroupOp.Reduce or base.realized is not None or base in realizes:
             continue
         root = _fusion_root(graph, base, realizes)
-        if root is not None and root not in fused:
-            fused[root] = base  # one reduce per kernel
+        if isinstance(root, str):
+            realizes[base] = f"reduce not fused: {root}"
+        elif root in fused:
+            realizes[base] = "reduce not fused: its consumers' kernel holds another reduce (one per kernel)"
         else:
-            realizes[base] = None
+            fused[root] = base  # one reduce per kernel
     return fused
 
 
-def _fusion_root(graph: _Graph, reduce: LazyBuffer, realizes: Realizes) -> LazyBuffer | None:
+def _fusion_root(graph: _Graph, reduce: LazyBuffer, realizes: Realizes) -> LazyBuffer | str:
     """The one realized buffer that every use of `reduce` leads to through elementwise ops of its size, seen through
-    no movement op but a plain reshape; None when there is no such single root. The ops on the way may use the
-    reduce (and each other) more than once, as `m.isinf().where(0, m)` does: they all become part of one kernel."""
+    no movement op but a plain reshape, or why there is no such single root. The ops on the way may use the reduce
+    (and each other) more than once, as `m.isinf().where(0, m)` does: they all become part of one kernel."""
     roots: dict[LazyBuffer, None] = {}
     seen, stack = {reduce}, [reduce]
     while stack:
         node = stack.pop()
         uses = graph.views_of.get(node, [])
         if not uses:
-            return None
+            return "a node on the way to memory is read by nothing"
         for child, src in uses:
             if src is not node and not (src.st.contiguous and src.size == node.size):
-                return None  # read through a movement op other than a reshape
+                return "read through a movement op other than a reshape"
             if child.size != reduce.size:
-                return None
+                return f"a consumer has another size ({child.op.name if child.op else '?'} to {child.shape})"
             if child.op not in GroupOp.Elementwise and child.op not in (Ops.CONTIGUOUS, Ops.ASSIGN):
-                return None
+                return f"read by a {child.op.name if child.op else '?'}, not an elementwise op"
             if child in realizes:
                 roots[child] = None
             elif child not in seen:
                 seen.add(child)
                 stack.append(child)
-    return next(iter(roots)) if len(roots) == 1 else None
+    return next(iter(roots)) if len(roots) == 1 else f"its uses lead to {len(roots)} buffers in memory, not one"
 
 
 def _all_padding(st: ShapeTracker) -> bool:
@@ -274,7 +294,7 @@ def _use(lb: LazyBuffer, st: ShapeTracker) -> Use:
 
 
 def _schedule_one(
-    base: LazyBuffer, realizes: Realizes, reduce: LazyBuffer | None
+    base: LazyBuffer, realizes: Realizes, reduce: LazyBuffer | None, builders: dict[LazyBuffer, _KernelBuilder] | None
 ) -> tuple[ScheduleItem, list[LazyBuffer]]:
     if base.op is Ops.EMPTY:
         return ScheduleItem(LazyOp(Ops.EMPTY), (base.buffer,), (base,)), []
@@ -287,6 +307,8 @@ def _schedule_one(
         return ScheduleItem(LazyOp(Ops.COPY, (), base.buffer.nbytes), (base.buffer, src.buffer), (base,), {},
                             (src,)), [src]  # fmt: skip
     builder = _KernelBuilder(base, realizes)
+    if builders is not None:  # LAZY_VIZ: the nodes it fuses are the ones it builds
+        builders[base] = builder
     out_st = ShapeTracker.from_shape(base.shape)
     if reduce is not None and reduce.shape != base.shape:
         out_st = out_st.reshape(reduce.shape)  # the kernel works in the reduce's shape; the output is a reshape of it
@@ -308,7 +330,8 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
 
     An assign overwrites its target's memory: nodes that read the old value and may be realized after it (a tensor
     holds them, see `lazy.lazy.outliving_readers`) are re-pointed at a snapshot of that value, copied first."""
-    order, clobbered = _schedule(outs)
+    record = _viz_record() if VIZ else None
+    order, clobbered = _schedule(outs, record)
     targets = [out.srcs[1].base for si in order for out in si.outputs if out.op is Ops.ASSIGN]
     if targets:
         realized = {id(out) for si in order for out in si.outputs}
@@ -318,7 +341,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             first = [snap for snap in snapshots if snap.target in clobbered]
             for snap in first:
                 snap.reroute()
-            order, _ = _schedule([*outs, *(snap.copy for snap in snapshots)])
+            order, _ = _schedule([*outs, *(snap.copy for snap in snapshots)], record)
             for snap in snapshots:
                 if snap not in first:
                     snap.reroute()
@@ -327,17 +350,31 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             print(f"schedule {i}: {si.kind} {si.ast.digest.hex()[:12]}")
             if si.kind == "kernel":
                 print("  " + repr(si.ast).replace("\n", "\n  "))
+    if record is not None:
+        record.finish(outs, order)
     return order
 
 
-def _schedule(outs: list[LazyBuffer]) -> tuple[list[ScheduleItem], list[LazyBuffer]]:
-    """The schedule, and the assign targets some kernel reads both before and after the assign (see `_run_order`)."""
+def _viz_record() -> ScheduleRecord:
+    from lazy.viz.capture import ScheduleRecord  # only while LAZY_VIZ records
+
+    return ScheduleRecord()
+
+
+def _schedule(
+    outs: list[LazyBuffer], record: ScheduleRecord | None = None
+) -> tuple[list[ScheduleItem], list[LazyBuffer]]:
+    """The schedule, and the assign targets some kernel reads both before and after the assign (see `_run_order`).
+    `record` (LAZY_VIZ) gets the graph, the fusion decisions and each kernel's builder."""
     graph = _Graph(outs)
     realizes, fused = _find_realizes(graph, outs)
     items: dict[LazyBuffer, tuple[ScheduleItem, list[LazyBuffer]]] = {}
+    builders: dict[LazyBuffer, _KernelBuilder] | None = {} if record is not None else None
     for base in graph.bases:
         if base in realizes and base.realized is None:
-            items[base] = _schedule_one(base, realizes, fused.get(base))
+            items[base] = _schedule_one(base, realizes, fused.get(base), builders)
+    if record is not None and builders is not None:
+        record.scheduled(graph.bases, realizes, builders)
     return _run_order(items)
 
 
