@@ -112,7 +112,7 @@ def test_an_unknown_feature_and_a_missing_required_method_are_named():
     register("ODD", lambda name: Compiled(name, Odd(), **python_kernels()))
     with pytest.raises(DeviceError, match=r"does not implement _alloc: it is required") as err:
         Device["ODD"]
-    assert "unknown feature 'ofset' (known: as_buffer, offset, transfer)" in str(err.value)
+    assert "unknown feature 'ofset' (known: as_buffer, offset, transfer, address, wrap)" in str(err.value)
 
 
 def test_views_are_read_and_written_through_their_base_without_sub_buffers():

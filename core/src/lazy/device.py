@@ -1,7 +1,8 @@
-"""Device-side parts every plugin builds on: `Buffer`, `Allocator`/`LRUAllocator` (with its declared optional
-features), `Compiler`, the checked on-disk cache entries it and the program cache keep (`load_cached`/`store_cached`)
-and `compile_stats` (the LAZY_DEBUG report at exit), `Program`, `ProgramSpec` and `Compiled`, the object a plugin's
-`DeviceSpec.open` returns; `opened_devices`, the one registry of opened devices."""
+"""Device-side parts every plugin builds on: `Buffer` (lazy's memory, or foreign memory it wraps), `Allocator`/
+`LRUAllocator` (with its declared optional features), `Compiler`, the checked on-disk cache entries it and the
+program cache keep (`load_cached`/`store_cached`) and `compile_stats` (the LAZY_DEBUG report at exit), `Program`,
+`ProgramSpec` and `Compiled`, the object a plugin's `DeviceSpec.open` returns; `opened_devices`, the one registry of
+opened devices."""
 
 from __future__ import annotations
 
@@ -95,13 +96,15 @@ class BufferSpec:
     nolru: bool = False
 
 
-AllocatorFeature = Literal["as_buffer", "offset", "transfer"]
+AllocatorFeature = Literal["as_buffer", "offset", "transfer", "address", "wrap"]
 ALLOCATOR_FEATURES: tuple[AllocatorFeature, ...] = get_args(AllocatorFeature)
 # what each optional feature's method looks like, for the registry's messages
 FEATURE_METHODS: dict[AllocatorFeature, str] = {
     "as_buffer": "_as_buffer(src) -> memoryview",
     "offset": "_offset(buf, size, offset) -> opaque",
     "transfer": "_transfer(dest, src, size, src_dev, dest_dev)",
+    "address": "_address(opaque) -> int",
+    "wrap": "_wrap(address, size) -> opaque",
 }
 REQUIRED_METHODS = ("_alloc", "_copyin", "_copyout")
 
@@ -118,7 +121,13 @@ class Allocator:
     - "offset": `_offset(buf, size, offset) -> opaque`, a sub-buffer sharing `buf`'s memory (else a view of a buffer
       is read and written through its base, and only a view at offset 0 can be handed to a kernel);
     - "transfer": `_transfer(dest, src, size, src_dev, dest_dev)`, a copy between two devices of this allocator
-      class (else copies go through the host).
+      class (else copies go through the host);
+    - "address": `_address(opaque) -> int`, where the memory is, as a pointer of the device's DLPack device type
+      (`DeviceSpec.dlpack_device_types`; host memory for kDLCPU): what `Tensor.__dlpack__` hands out (else exports
+      are copied to the host);
+    - "wrap": `_wrap(address, size) -> opaque`, a handle of `size` bytes at `address` that another library owns: this
+      allocator never frees it (`_free` is not called for it; `Buffer.wrap` keeps the owner alive instead). What
+      `Tensor.from_dlpack` imports in place (else imports are copied in).
     """
 
     features: ClassVar[frozenset[AllocatorFeature]] = frozenset()
@@ -156,6 +165,12 @@ class Allocator:
     def _transfer(self, dest: Any, src: Any, size: int, src_dev: Any, dest_dev: Any) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not declare the 'transfer' feature")
 
+    def _address(self, opaque: Any) -> int:
+        raise NotImplementedError(f"{type(self).__name__} does not declare the 'address' feature")
+
+    def _wrap(self, address: int, size: int) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not declare the 'wrap' feature")
+
 
 def allocator_contract_problems(allocator: Allocator) -> list[str]:
     """What an allocator's class gets wrong about the contract above, each with its fix (checked on open)."""
@@ -183,6 +198,18 @@ def allocator_contract_problems(allocator: Allocator) -> list[str]:
                             f"so core never calls it: add {feature!r} to {name}.features (or remove "
                             f"{method})")  # fmt: skip
     return problems
+
+
+def dlpack_contract_problems(device_types: tuple[int, ...], allocator: Allocator) -> list[str]:
+    """What an allocator lacks for the DLPack device types its device declares (`DeviceSpec.dlpack_device_types`),
+    each with its fix: such memory is exported through `_address` and imported through `_wrap`."""
+    if not device_types:
+        return []
+    name = type(allocator).__name__
+    return [f"the device declares DLPack device types {tuple(int(t) for t in device_types)} but its allocator {name} "
+            f"does not declare the feature {feature!r}: implement {FEATURE_METHODS[feature]} and add {feature!r} to "
+            f"{name}.features, or declare no dlpack_device_types" for feature in ("address", "wrap")
+            if not allocator.supports(feature)]  # fmt: skip
 
 
 class LRUAllocator(Allocator):
@@ -230,6 +257,9 @@ class Buffer:
         self.base, self.offset = base, offset  # offset in bytes into base
         self._opaque = opaque
         self.allocated_here = False
+        # foreign memory (`Buffer.wrap`): what keeps it alive, let go when this buffer is gone; lazy never frees it
+        self.owner: Any = None
+        self._shared = False
 
     @property
     def nbytes(self) -> int:
@@ -237,6 +267,30 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device} {self.size} {self.dtype}{' view' if self.base else ''}>"
+
+    @property
+    def shared(self) -> bool:
+        """Code outside lazy holds a pointer to this memory (a DLPack export or import, `numpy(copy=False)`): it reads
+        what lazy writes and may write it itself. Set on a buffer, it holds for every view of its memory."""
+        return (self.base if self.base is not None else self)._shared
+
+    @shared.setter
+    def shared(self, value: bool) -> None:
+        (self.base if self.base is not None else self)._shared = value
+
+    @staticmethod
+    def wrap(device: str, size: int, dtype: DType, address: int, owner: Any) -> Buffer:
+        """`size` elements of `dtype` at `address` in memory another library owns (a pointer of `device`'s DLPack
+        device type), held through `owner` until this buffer is gone (after the device finished the work queued on
+        it). The device's allocator must declare the "wrap" feature."""
+        buf = Buffer(device, size, dtype)
+        allocator = buf.allocator
+        if not allocator.supports("wrap"):
+            raise DeviceError(f"{device} cannot use memory it did not allocate: its allocator "
+                              f"{type(allocator).__name__} does not declare the 'wrap' feature; copy the data in "
+                              "instead")  # fmt: skip
+        buf._opaque, buf.owner, buf.shared = allocator._wrap(address, buf.nbytes), owner, True
+        return buf
 
     @property
     def is_allocated(self) -> bool:
@@ -283,17 +337,27 @@ class Buffer:
     def deallocate(self) -> None:
         if self._opaque is None:
             return
-        if self.base is None:
+        if self.owner is not None:  # foreign memory: lazy's queued work must be done before its owner may free it
+            self._release_owner()
+        elif self.base is None:
             GlobalCounters.mem_used -= self.nbytes
             if self.allocated_here:
                 self.allocator.free(self._opaque, self.nbytes, self.spec)
         self._opaque = None
 
+    def _release_owner(self) -> None:
+        if (dev := opened_devices.get(self.device)) is not None:
+            dev.synchronize_if_pending()
+        self.owner = None
+
     def __del__(self) -> None:
         # No sync for LRU-cached memory: it is handed out again only to work on the same in-order queue, and host
-        # writes (copyin) synchronize first. Memory given back to the device for real must be idle first.
+        # writes (copyin) synchronize first. Memory given back to the device for real must be idle first, and so
+        # must foreign memory before its owner goes (it may be freed then).
         try:
-            if self._opaque is not None and self.base is None and self.allocated_here:
+            if self.owner is not None:
+                self._release_owner()
+            elif self._opaque is not None and self.base is None and self.allocated_here:
                 dev = opened_devices.get(self.device)
                 if dev is not None:
                     if self.spec.nolru or not isinstance(dev.allocator, LRUAllocator):

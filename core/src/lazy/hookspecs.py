@@ -6,6 +6,7 @@ them. This module stays light: it imports no device code at run time, so a plugi
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,8 +28,9 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 # 2.0: allocator features declared (`Allocator.features`) and checked on open, typed queue commands handled by
 # `on_<command>` methods (`lazy.hcq`), `Compiled` given its queues at construction and no kernel toolchain on a
 # copy-only device. 1.1: DeviceSpec.instance_suffix. 2.1: DeviceSpec.codegen_targets (code generation without the
-# device: `LAZY_EMULATE`, `--compile-only`), `Capabilities.tensor_cores` and the WMMA UOp.
-PLUGIN_API_VERSION: tuple[int, int] = (2, 1)
+# device: `LAZY_EMULATE`, `--compile-only`), `Capabilities.tensor_cores` and the WMMA UOp. 2.2:
+# DeviceSpec.dlpack_device_types and the allocator features "address" and "wrap" (DLPack export and import in place).
+PLUGIN_API_VERSION: tuple[int, int] = (2, 2)
 
 # The lazy project's own distributions. When plugins clash over a device name or an entry-point name, the one from these
 # keeps it: it is the name lazy documents, and a newcomer must not take it over unnoticed (the newcomer is reported).
@@ -44,6 +46,28 @@ class CodegenTarget:
     name: str
     renderer: Renderer
     compiler: Compiler | None = None
+
+
+class DLDeviceType(enum.IntEnum):
+    """DLPack's device types (`DLDeviceType` in dlpack.h): what kind of memory a DLPack tensor's pointer points into.
+    `DeviceSpec.dlpack_device_types` declares them; the values are DLPack's, so any other library reads them."""
+
+    kDLCPU = 1  # host memory
+    kDLCUDA = 2
+    kDLCUDAHost = 3  # page-locked host memory allocated through CUDA
+    kDLOpenCL = 4
+    kDLVulkan = 7
+    kDLMetal = 8
+    kDLVPI = 9
+    kDLROCM = 10
+    kDLROCMHost = 11
+    kDLExtDev = 12
+    kDLCUDAManaged = 13
+    kDLOneAPI = 14
+    kDLWebGPU = 15
+    kDLHexagon = 16
+    kDLMAIA = 17
+    kDLTrn = 18
 
 
 _DEVICE_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
@@ -77,6 +101,13 @@ class DeviceSpec:
         when it is missing). The first target's capabilities are what `LAZY_EMULATE=NAME` gives the PYTHON device;
         `python -m lazy.conformance --device NAME --compile-only` renders and compiles the suite's kernels for each.
         Optional: a device without one cannot be emulated or compile-checked.
+    dlpack_device_types: the DLPack device types (`DLDeviceType`) of memory this device's kernels read and write
+        through its allocator's handles, its own kind first (API 2.2). Its buffers are exported as the first type
+        without a copy (`Tensor.__dlpack__`; `Tensor.numpy(copy=False)` when that is `kDLCPU`, host memory), and
+        DLPack tensors of any listed type are imported in place (`Tensor.from_dlpack`). The DLPack device id is 0 for
+        `kDLCPU` (every instance addresses host memory) and the instance ordinal otherwise (`CUDA:1` is id 1). The
+        allocator must declare the features "address" (export) and "wrap" (import). Empty (the default): exports are
+        copied to host memory (`kDLCPU`) and imports are copied in, which every device can do.
 
     Whatever a plugin's code raises (`sys.exit()` included; only Ctrl-C passes) is caught by the registry and reported
     as a problem of that plugin, so the host program and the other devices go on.
@@ -92,6 +123,7 @@ class DeviceSpec:
     library_versions: Callable[[], dict[str, str]] | None = None
     instance_suffix: InstanceSuffix = "ordinal"
     codegen_targets: Callable[[], list[CodegenTarget]] | None = None
+    dlpack_device_types: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _DEVICE_NAME.fullmatch(self.name):
@@ -111,6 +143,12 @@ class DeviceSpec:
         if self.instance_suffix not in get_args(InstanceSuffix):
             raise ValueError(f"DeviceSpec {self.name}: instance_suffix must be one of {get_args(InstanceSuffix)}, "
                              f"not {self.instance_suffix!r}")  # fmt: skip
+        types = self.dlpack_device_types
+        known = {int(t) for t in DLDeviceType}
+        if (not isinstance(types, tuple) or not all(type(t) in (int, DLDeviceType) and t in known for t in types)
+                or len(set(types)) != len(types)):  # fmt: skip
+            raise ValueError(f"DeviceSpec {self.name}: dlpack_device_types must be a tuple of distinct DLPack device "
+                             f"types, e.g. (DLDeviceType.kDLCPU,), not {types!r}")  # fmt: skip
 
 
 def api_incompatibility(version: tuple[int, int]) -> str | None:

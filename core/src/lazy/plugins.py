@@ -18,7 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from lazy.device import Compiled, DeviceError, allocator_contract_problems, opened_devices, set_device_opener
+from lazy.device import (
+    Compiled,
+    DeviceError,
+    allocator_contract_problems,
+    dlpack_contract_problems,
+    opened_devices,
+    set_device_opener,
+)
 from lazy.hcq import queue_contract_problems
 from lazy.helpers import DEBUG, DEVICE, PLUGINS, dedup
 
@@ -324,17 +331,22 @@ class _DeviceRegistry:
                 got = type(opened).__name__
                 raise DeviceError(f"device {canon} ({owner.label}): open({canon!r}) returned {got}, not a "
                                   f"lazy.device.Compiled; this is a bug in the plugin")  # fmt: skip
-            self._check_contract(canon, owner, opened)
+            self._check_contract(canon, owner, opened, spec.dlpack_device_types)
             opened_devices[canon] = opened
             if DEBUG >= 1:
                 print(f"lazy: opened {canon} ({owner.label})", file=sys.stderr)
             return opened
 
-    def _check_contract(self, canon: str, owner: _Candidate, dev: Compiled) -> None:
+    def _check_contract(self, canon: str, owner: _Candidate, dev: Compiled, dlpack_types: tuple[int, ...] = ()) -> None:
         """Refuse a device that breaks the plugin contract (an allocator feature declared but not implemented or the
-        other way round, a queue without a handler for a command core sends), naming each requirement and its fix;
-        the device is closed again and the refusal is a problem of its plugin."""
-        problems = [*allocator_contract_problems(dev.allocator), *queue_contract_problems(dev)]
+        other way round, a queue without a handler for a command core sends, DLPack memory declared without the
+        allocator features that serve it), naming each requirement and its fix; the device is closed again and the
+        refusal is a problem of its plugin."""
+        problems = [
+            *allocator_contract_problems(dev.allocator),
+            *queue_contract_problems(dev),
+            *dlpack_contract_problems(dlpack_types, dev.allocator),
+        ]
         if not problems:
             return
         call_plugin(dev.close)

@@ -326,8 +326,19 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
         assert buf is not None
         return buf if t.lazydata.st.contiguous else buf
 
-    def numpy(self) -> np.ndarray:
-        """The values as a numpy array (copies them to the host; a sharded tensor's shards are put together)."""
+    def numpy(self, copy: PyBool | None = True) -> np.ndarray:
+        """The values as a numpy array. `copy` as numpy 2's: True (the default), a new array (a sharded tensor's shards
+        put together); None, an array over the tensor's own memory where that is host memory (CPU, LLVM: a realized
+        tensor, or one viewed by plain strides), else a copy; False, an array over its own memory or ValueError
+        saying why that takes a copy. An array over the memory shares it both ways and keeps it alive."""
+        if copy is not True:
+            from lazy import dlpack
+
+            shared, why = dlpack.host_array(self.lazydata)
+            if shared is not None:
+                return shared
+            if copy is False:
+                raise ValueError(f"numpy(copy=False): {why}, so this takes a copy; call numpy() or numpy(copy=None)")
         if isinstance(self.lazydata, MultiLazyBuffer):
             return self._gather_numpy(self.lazydata)
         if not all_int(self.shape):
@@ -364,6 +375,47 @@ class Tensor(MovementMixin, CreationMixin, IndexingMixin, ReduceMixin, MathMixin
 
         pieces = sorted(zip(multi.bounds, multi.lbs), key=lambda piece: piece[0])
         return np.concatenate([Tensor(lb, device=lb.device).numpy() for _, lb in pieces], axis=multi.axis)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: PyBool | None = None) -> Any:  # fmt: skip
+        """A DLPack capsule of the values (the Python array API protocol; `np.from_dlpack(t)`, `torch.from_dlpack(t)`).
+
+        A realized tensor on a device that declares its DLPack memory (CPU, LLVM: host memory) is shared, not copied:
+        its memory (a view of it by plain strides too) stays alive until the consumer lets it go, and writes on
+        either side are seen by the other. An unrealized tensor is computed first, into its own memory; a view that
+        strides cannot describe (padding, negative steps) is laid out in order (a copy). Other devices' memory is
+        copied to host memory. `max_version` >= (1, 0): a versioned capsule ("dltensor_versioned"), else the legacy
+        "dltensor". `dl_device` (1, 0) asks for host memory; `copy` True/False forces or forbids a copy (BufferError
+        when one is needed); `stream` must be None for host memory (other memory is ready on every stream: the device
+        is synchronized). A sharded tensor raises BufferError."""
+        from lazy import dlpack
+
+        return dlpack.export_capsule(self.lazydata, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(DLPack device type, device id) of what `__dlpack__` exports: (1, 0), host memory, unless the device's
+        plugin declares another memory kind (CUDA: (2, ordinal))."""
+        from lazy import dlpack
+
+        return dlpack.dlpack_device(self.lazydata)
+
+    @staticmethod
+    def from_dlpack(x: Any, device: str | None = None, copy: PyBool | None = None) -> Tensor:
+        """A tensor of `x`'s data: anything with `__dlpack__` (numpy arrays, PyTorch tensors, lazy tensors) or a DLPack
+        capsule (consumed: a capsule is imported once).
+
+        Without a copy where `device` uses the producer's memory in place (host memory on CPU or LLVM): the tensor
+        reads and writes it, keeps the producer's data alive, and a view by strides (a transposed torch tensor)
+        stays a view. Otherwise one copy, made now. `device` None: the producer's device (array API), i.e. for host
+        memory the default device when it uses host memory in place, else a device that does, else the default
+        device (a copy). `copy` True/False forces or forbids a copy (BufferError when one is needed, as for memory
+        the producer marked read-only). Unsupported dtypes (complex, ...) and device types raise BufferError naming
+        them. Lazy reads shared memory when a kernel runs, so a write on the other side shows in what is computed
+        after it."""
+        from lazy import dlpack
+
+        lb = dlpack.import_dlpack(x, device, copy)
+        return Tensor(lb, device=lb.device)
 
     def data(self) -> memoryview:
         """The values as a memoryview of a host copy (`memoryview(self.numpy())`)."""

@@ -9,6 +9,17 @@ Needs pytest: `pip install 'lazy-core[conformance]'`.
 
 from __future__ import annotations
 
-LAYERS: tuple[str, ...] = ("discovery", "allocator", "kernels", "hcq", "tensor", "ops", "end_to_end", "copies", "multi")
+LAYERS: tuple[str, ...] = (
+    "discovery",
+    "allocator",
+    "kernels",
+    "hcq",
+    "tensor",
+    "ops",
+    "dlpack",
+    "end_to_end",
+    "copies",
+    "multi",
+)
 
 __all__ = ["LAYERS"]

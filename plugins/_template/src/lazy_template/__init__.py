@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 from lazy.device import Compiled
-from lazy.hookspecs import PLUGIN_API_VERSION, CodegenTarget, DeviceSpec, hookimpl
+from lazy.hookspecs import PLUGIN_API_VERSION, CodegenTarget, DeviceSpec, DLDeviceType, hookimpl
 
 DEVICE = "TMPL"  # upper case; instances are "TMPL", "TMPL:1", ...
 C_COMPILERS = ("cc", "gcc", "clang")  # looked up on PATH in this order (lazy_template.compiler uses the same list)
@@ -46,8 +46,11 @@ def lazy_devices() -> list[DeviceSpec]:
     # priority: the default device is the usable one with the highest (CPU is 100); this template stays below every
     # shipped device so that installing it never changes anyone's default
     description = "template: C kernels compiled by the system C compiler, loaded with ctypes"
+    # dlpack_device_types: the kind of memory the allocator's handles point into, as DLPack names it (host memory
+    # here; a GPU plugin declares its own, e.g. kDLCUDA). Declared types are shared with other libraries without a
+    # copy, both ways (the allocator's "address" and "wrap" features); leave it out and DLPack goes through copies.
     return [DeviceSpec(DEVICE, PLUGIN_API_VERSION, priority=10, probe=probe, open=open_device, description=description,
-                       codegen_targets=codegen_targets)]  # fmt: skip
+                       codegen_targets=codegen_targets, dlpack_device_types=(DLDeviceType.kDLCPU,))]  # fmt: skip
 
 
 @hookimpl

@@ -19,10 +19,15 @@ class TemplateAllocator(Allocator):
     - "as_buffer" (`_as_buffer`): reading a buffer on the host without a copy (else core copies out);
     - "offset" (`_offset`): a view of a buffer as a buffer of its own (else views are copied through their base, and
       a kernel cannot take a view that does not start at byte 0);
-    - "transfer" (`_transfer`): a copy between two TMPL buffers without going through the host.
+    - "transfer" (`_transfer`): a copy between two TMPL buffers without going through the host;
+    - "address" (`_address`): where a buffer is, so `Tensor.__dlpack__` shares it with other libraries (else it copies
+      to the host). The pointer is of the DLPack device type the device declares (`DeviceSpec.dlpack_device_types`;
+      here host memory, kDLCPU);
+    - "wrap" (`_wrap`): another library's memory as a buffer, so `Tensor.from_dlpack` uses it in place (else it
+      copies in). Such memory is never freed here: core keeps its owner alive and lets it go when the buffer goes.
     """
 
-    features = frozenset({"as_buffer", "offset", "transfer"})
+    features = frozenset({"as_buffer", "offset", "transfer", "address", "wrap"})
 
     def _alloc(self, size: int, spec: BufferSpec) -> HostArray:
         return (ctypes.c_ubyte * size)()  # zero-filled; MemoryError when the host has no room, which core handles
@@ -35,6 +40,12 @@ class TemplateAllocator(Allocator):
 
     def _as_buffer(self, src: HostArray) -> memoryview:
         return memoryview(src).cast("B")
+
+    def _address(self, opaque: HostArray) -> int:
+        return ctypes.addressof(opaque)
+
+    def _wrap(self, address: int, size: int) -> HostArray:
+        return (ctypes.c_ubyte * size).from_address(address)  # does not own the memory: freeing it stays with its owner
 
     def _offset(self, buf: HostArray, size: int, offset: int) -> HostArray:
         # an array over the same memory; ctypes keeps `buf` alive as long as the view lives

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 
 from lazy.device import Compiled
-from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, hookimpl
+from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, DLDeviceType, hookimpl
 
 C_COMPILERS = ("clang", "gcc", "cc")  # in order of preference (kept equal to lazy_cpu.device.C_COMPILERS)
 
@@ -59,10 +59,13 @@ def open_llvm(name: str) -> Compiled:
 
 @hookimpl
 def lazy_devices() -> list[DeviceSpec]:
+    # both run kernels on host memory through plain pointers: DLPack host tensors are shared, never copied
+    host = (DLDeviceType.kDLCPU,)
     return [
         DeviceSpec("CPU", PLUGIN_API_VERSION, 100, probe_cpu, open_cpu,
                    "C kernels compiled by the system C compiler (clang or gcc), run on all cores",
-                   library_versions=cpu_versions),
+                   library_versions=cpu_versions, dlpack_device_types=host),
         DeviceSpec("LLVM", PLUGIN_API_VERSION, 90, probe_llvm, open_llvm,
-                   "LLVM IR kernels compiled in process by llvmlite, run on all cores", library_versions=llvm_versions),
+                   "LLVM IR kernels compiled in process by llvmlite, run on all cores", library_versions=llvm_versions,
+                   dlpack_device_types=host),
     ]  # fmt: skip

@@ -58,9 +58,10 @@ class HostMemory(ctypes.c_void_p):
 
 class HostAllocator(LRUAllocator):
     """64-byte aligned host memory (posix_memalign). CPU and LLVM kernels read it through plain pointers, so the
-    devices' buffers are interchangeable and numpy can view them without a copy."""
+    devices' buffers are interchangeable, numpy can view them without a copy, and any host memory (another library's
+    DLPack tensor) can be handed to a kernel as it is: kernels assume only element alignment."""
 
-    features = frozenset({"as_buffer", "offset", "transfer"})
+    features = frozenset({"as_buffer", "offset", "transfer", "address", "wrap"})
 
     def _alloc(self, size: int, spec: BufferSpec) -> HostMemory:
         ptr = ctypes.c_void_p()
@@ -76,6 +77,14 @@ class HostAllocator(LRUAllocator):
 
     def _as_buffer(self, src: HostMemory) -> memoryview:
         return memoryview((ctypes.c_ubyte * src.nbytes).from_address(src.value or 0)).cast("B")
+
+    def _address(self, opaque: HostMemory) -> int:
+        return opaque.value or 0
+
+    def _wrap(self, address: int, size: int) -> HostMemory:
+        mem = HostMemory(address)  # not lazy's: `_free` is never called for it (the Buffer holds its owner)
+        mem.nbytes = size
+        return mem
 
     def _offset(self, buf: HostMemory, size: int, offset: int) -> HostMemory:
         mem = HostMemory((buf.value or 0) + offset)

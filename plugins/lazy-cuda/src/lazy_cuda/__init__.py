@@ -9,7 +9,7 @@ import importlib.util
 import sys
 
 from lazy.device import Compiled
-from lazy.hookspecs import PLUGIN_API_VERSION, CodegenTarget, DeviceSpec, hookimpl
+from lazy.hookspecs import PLUGIN_API_VERSION, CodegenTarget, DeviceSpec, DLDeviceType, hookimpl
 
 INSTALL_FIX = "pip install lazy-cuda (it brings cuda-bindings and nvidia-cuda-nvrtc)"
 NO_DRIVER_FIX = (
@@ -113,5 +113,6 @@ def lazy_devices() -> list[DeviceSpec]:
     return [
         DeviceSpec("CUDA", PLUGIN_API_VERSION, 120, probe_cuda, open_cuda,
                    "CUDA C++ kernels compiled by NVRTC, run on an NVIDIA GPU through the driver API (cuda-bindings)",
-                   library_versions=cuda_versions, codegen_targets=cuda_targets),
+                   library_versions=cuda_versions, codegen_targets=cuda_targets,
+                   dlpack_device_types=(DLDeviceType.kDLCUDA,)),
     ]  # fmt: skip

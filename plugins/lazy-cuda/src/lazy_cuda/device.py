@@ -98,9 +98,10 @@ class CUDAAllocator(LRUAllocator):
     for `BufferSpec(host=True)`. Host copies go through two pinned staging buffers in turns, so copying one chunk
     into pinned memory overlaps the DMA of the last; copies between buffers stay on the GPU (peer copies between two
     GPUs). Out of memory: the LRU cache is flushed and the allocation tried once more (`LRUAllocator.alloc`); a second
-    failure names the size asked for and the free memory."""
+    failure names the size asked for and the free memory. DLPack: device addresses are kDLCUDA pointers, handed out
+    and taken in as they are ("address", "wrap")."""
 
-    features = frozenset({"offset", "transfer"})
+    features = frozenset({"offset", "transfer", "address", "wrap"})
 
     def __init__(self, dev: CUDADevice):
         super().__init__()
@@ -135,6 +136,17 @@ class CUDAAllocator(LRUAllocator):
 
     def _offset(self, buf: int, size: int, offset: int) -> int:
         return buf + offset
+
+    def _address(self, opaque: int) -> int:
+        return opaque
+
+    def _wrap(self, address: int, size: int) -> int:
+        # Another library's memory, never freed here. Its producer made the data ready on the stream lazy named (none:
+        # the legacy default stream), which lazy's non-blocking streams do not wait for: wait for the context's work
+        # (the primary context, shared with the runtime API that PyTorch and CuPy use) before any kernel reads it.
+        self.dev.make_current()
+        cu("cuCtxSynchronize", driver.cuCtxSynchronize())
+        return address
 
     def _chunks(self, nbytes: int) -> list[tuple[int, int, int]]:
         """(offset, size, staging address) of each chunk of a host copy, the staging buffers taken in turns."""

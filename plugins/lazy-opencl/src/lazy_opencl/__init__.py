@@ -56,7 +56,9 @@ def open_cl(name: str) -> Compiled:
 @hookimpl
 def lazy_devices() -> list[DeviceSpec]:
     # priority 80: below CPU (100) and LLVM (90). On a machine with only PoCL, CL runs on the same cores through an
-    # extra layer, so it must not become the default; ask for it with LAZY_DEVICE=CL.
+    # extra layer, so it must not become the default; ask for it with LAZY_DEVICE=CL. No dlpack_device_types: a
+    # buffer is a cl_mem handle, not a pointer another library can use (DLPack's kDLOpenCL has no agreed meaning of
+    # its data pointer), so DLPack exports copy to host memory and imports copy in.
     return [
         DeviceSpec("CL", PLUGIN_API_VERSION, 80, probe_cl, open_cl,
                    "OpenCL C kernels through pyopencl (any OpenCL platform; PoCL from pip on a CPU)",
