@@ -8,7 +8,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2] / "core" / "src" / "lazy"
 
 # lowest first; one row of DESIGN.md's table per level
 LEVELS = [
-    ["lazy.helpers", "lazy.progress"],
+    ["lazy.helpers", "lazy.progress", "lazy.profile"],
     ["lazy.dtype"],
     ["lazy.symbolic"],
     ["lazy.shape"],
@@ -18,10 +18,10 @@ LEVELS = [
     ["lazy.device"],
     ["lazy.hcq"],
     ["lazy.hookspecs", "lazy.plugins", "lazy.pydevice"],
-    ["lazy.codegen"],
+    ["lazy.codegen", "lazy.viz"],
     ["lazy.lazy", "lazy.multi"],
     ["lazy.engine.schedule"],
-    ["lazy.engine.realize", "lazy.engine.jit", "lazy.engine"],
+    ["lazy.engine.realize", "lazy.engine.jit", "lazy.engine", "lazy.dlpack"],
     [
         "lazy.function",
         "lazy.tensor",
@@ -33,7 +33,7 @@ LEVELS = [
         "lazy.tensor_nn",
         "lazy.tensor_reduce",
     ],
-    ["lazy.nn", "lazy.distributed"],
+    ["lazy.nn", "lazy.distributed", "lazy.onnx"],
     ["lazy.conformance"],
     ["lazy.__main__", "lazy"],
 ]
