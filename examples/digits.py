@@ -17,11 +17,10 @@ import time
 
 import numpy as np
 from sklearn.datasets import load_digits
-from training import classification_step, place, setup
+from training import classification_step, place, setup, train_epochs
 
 from lazy import Tensor, nn
 from lazy.nn.optim import Adam, Optimizer
-from lazy.progress import progress, write
 
 
 class MLP:
@@ -67,20 +66,8 @@ def main() -> float:
         return Tensor(data, device=device) if devices is None else Tensor(data, device=devices[0]).shard(devices, 0)
 
     print(f"training on {', '.join(devices) if devices else device}: {len(x_train)} train / {len(x_test)} test digits")
-    rng = np.random.default_rng(1)
     start = time.perf_counter()
-    steps = len(x_train) // args.batch
-    with progress("training", total=args.epochs * steps * args.batch, unit="samples") as bar:
-        for epoch in range(args.epochs):
-            order = rng.permutation(len(x_train))
-            total = 0.0
-            for s in range(steps):
-                idx = order[s * args.batch : (s + 1) * args.batch]
-                loss = train_step(batch(x_train[idx]), batch(y_train[idx]))
-                total += loss.item()
-                bar.update(args.batch, f"epoch {epoch + 1}/{args.epochs}, loss {total / (s + 1):.4f}")
-            if epoch % 5 == 0 or epoch == args.epochs - 1:
-                write(f"epoch {epoch + 1:3d}  loss {total / steps:.4f}  ({time.perf_counter() - start:.1f} s)")
+    train_epochs(args, train_step, batch, x_train, y_train, start)
     with Tensor.inference_mode():
         pred = model(batch(x_test)).argmax(-1).numpy()
     accuracy = float((pred == y_test).mean())

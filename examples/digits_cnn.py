@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 from digits import load
-from training import classification_step, place, setup
+from training import classification_step, place, setup, train_epochs
 
 from lazy import Tensor, nn
 from lazy.nn.optim import Adam
-from lazy.progress import progress, write
 
 
 class CNN:
@@ -38,18 +36,8 @@ def main() -> float:
     step = classification_step(model, opt)
 
     print(f"training a CNN on {device}: {len(x_train)} train / {len(x_test)} test digits")
-    rng, start = np.random.default_rng(1), time.perf_counter()
-    steps = len(x_train) // args.batch
-    with progress("training", total=args.epochs * steps * args.batch, unit="samples") as bar:
-        for epoch in range(args.epochs):
-            order = rng.permutation(len(x_train))
-            total = 0.0
-            for s in range(steps):
-                idx = order[s * args.batch : (s + 1) * args.batch]
-                total += step(Tensor(x_train[idx], device=device), Tensor(y_train[idx], device=device)).item()
-                bar.update(args.batch, f"epoch {epoch + 1}/{args.epochs}, loss {total / (s + 1):.4f}")
-            if epoch % 5 == 0 or epoch == args.epochs - 1:
-                write(f"epoch {epoch + 1:3d}  loss {total / steps:.4f}  ({time.perf_counter() - start:.1f} s)")
+    start = time.perf_counter()
+    train_epochs(args, step, lambda data: Tensor(data, device=device), x_train, y_train, start)
     with Tensor.inference_mode():
         pred = model(Tensor(x_test, device=device)).argmax(-1).numpy()
     accuracy = float((pred == y_test).mean())

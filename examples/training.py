@@ -1,15 +1,19 @@
-"""What every example shares: its command line (--device and integer knobs), putting a model on a device, and one
-jitted classification step."""
+"""What every example shares: its command line (--device and integer knobs), putting a model on a device, one jitted
+classification step, and the loop over epochs."""
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from lazy import Device, Tensor, jit
 from lazy.nn.optim import Optimizer
 from lazy.nn.state import get_parameters
+from lazy.progress import progress, write
 
 
 def setup(doc: str, data_parallel: bool = False, **defaults: int) -> tuple[argparse.Namespace, str]:
@@ -50,3 +54,25 @@ def classification_step(model: Callable[[Tensor], Tensor], opt: Optimizer) -> Ca
             return loss.realize()
 
     return step
+
+
+Step = Callable[[Tensor, Tensor], Tensor]
+
+
+def train_epochs(args: argparse.Namespace, step: Step, batch: Callable[[np.ndarray], Tensor], x_train: np.ndarray,
+                 y_train: np.ndarray, start: float) -> None:  # fmt: skip
+    """`args.epochs` passes over the training set in a seeded random order, `args.batch` samples a `step` (`batch`
+    puts an array on the device); the mean loss printed after the first epoch, every fifth and the last (seconds since
+    `start`), and a progress line on an interactive terminal."""
+    rng = np.random.default_rng(1)
+    steps = len(x_train) // args.batch
+    with progress("training", total=args.epochs * steps * args.batch, unit="samples") as bar:
+        for epoch in range(args.epochs):
+            order = rng.permutation(len(x_train))
+            total = 0.0
+            for s in range(steps):
+                idx = order[s * args.batch : (s + 1) * args.batch]
+                total += step(batch(x_train[idx]), batch(y_train[idx])).item()
+                bar.update(args.batch, f"epoch {epoch + 1}/{args.epochs}, loss {total / (s + 1):.4f}")
+            if epoch % 5 == 0 or epoch == args.epochs - 1:
+                write(f"epoch {epoch + 1:3d}  loss {total / steps:.4f}  ({time.perf_counter() - start:.1f} s)")

@@ -38,12 +38,13 @@ class Terminal(io.StringIO):
 
 
 class Clock:
-    """A clock the test sets: `clock.now = 0.6`."""
+    """A clock the test sets (`clock.now = 0.6`), which also moves on by `step` seconds at every reading."""
 
-    def __init__(self) -> None:
-        self.now = 0.0
+    def __init__(self, step: float = 0.0) -> None:
+        self.now, self.step = 0.0, step
 
     def __call__(self) -> float:
+        self.now += self.step
         return self.now
 
 
@@ -235,17 +236,6 @@ def test_threads_share_one_bar_and_never_tear_the_line(monkeypatch):
 # -- BEAM search -------------------------------------------------------------------------------------------------------
 
 
-class FakeClock:
-    """The search's wall clock: `step` seconds pass at every reading."""
-
-    def __init__(self, step: float):
-        self.now, self.step = 1000.0, step
-
-    def __call__(self) -> float:
-        self.now += self.step
-        return self.now
-
-
 @pytest.fixture
 def fresh_search():
     search._results.clear()
@@ -264,7 +254,7 @@ def row_sum_ast():
 @pytest.mark.usefixtures("fresh_search")
 def test_a_beam_search_shows_candidates_tried_and_the_best_time(monkeypatch):
     stderr = capture_stderr(monkeypatch)
-    monkeypatch.setattr(search, "_clock", FakeClock(0.05))
+    monkeypatch.setattr(search, "_clock", Clock(step=0.05))
     with Context(PROGRESS=1):
         search.beam_search(row_sum_ast(), Device["PYTHON"], 2)
     lines = redraws(stderr.getvalue())
