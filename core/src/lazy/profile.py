@@ -309,9 +309,6 @@ class _Recorder:
 
 _recorder = _Recorder()
 
-# extra lines for the summary, from layers above this one (the engine adds the compile caches' counts)
-summary_sources: list[Callable[[], list[str]]] = []
-
 
 def recorded() -> list[Event]:
     """The events kept so far because `LAZY_PROFILE` is set (a copy)."""
@@ -364,8 +361,6 @@ def summary() -> str:
     if compiles:
         lines.append(f"lazy: {sum(v[0] for v in compiles):.0f} kernels built (code generation and compiling, or "
                      f"loaded from the caches) in {sum(v[1] for v in compiles):.3f} s")  # fmt: skip
-    for source in summary_sources:
-        lines += source()
     return "\n".join(lines)
 
 

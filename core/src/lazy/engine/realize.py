@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import lazy.profile as profile
-from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, compile_stats, get_device
+from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device
 from lazy.hcq import Exec, submit_timed
 from lazy.helpers import BEAM, DEBUG, NOOPT, VIZ, GlobalCounters, colored
 from lazy.lazy import LazyBuffer, forget_graph
@@ -456,17 +456,5 @@ def run_schedule(schedule: list[ScheduleItem], var_vals: dict[Variable, int] | N
             forget_graph(out)
 
 
-def _compile_summary() -> list[str]:
-    """The compile caches' counts for the `LAZY_DEBUG=2` summary (kept by `lazy.device.compile_stats`)."""
-    with compile_stats.lock:
-        counts, seconds = dict(compile_stats.counts), dict(compile_stats.seconds)
-    caches = ", ".join(f"{kind} cache {counts.get(f'{kind} hit', 0)} hits / {counts.get(f'{kind} miss', 0)} misses"
-                       for kind in ("program", "compile"))  # fmt: skip
-    work = ", ".join(f"{what} {counts.get(what, 0)} kernels in {seconds.get(what, 0.0):.3f} s"
-                     for what in ("codegen", "compiler"))  # fmt: skip
-    return [f"lazy: {work} (summed over threads); {caches}"]
-
-
-profile.summary_sources.append(_compile_summary)
 # a closing device's timed work is read while it still works
 close_callbacks.append(lambda device: profile.flush(device) if profile.pending else None)
