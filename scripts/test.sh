@@ -3,22 +3,25 @@
 # device this machine can run (printed as one device x layer matrix).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-PY=.venv/bin/python
-# the tests compare against PyTorch (CPU build, pinned: pip takes the local wheel where one is provided)
-$PY -m pip install -q torch==2.13.0
-# the viewer's browser test drives the system's Chromium through Playwright (no browser download)
+# the viewer's browser test drives the system's Chromium through Playwright (no browser download); it installs in
+# the background while the Python environment is set up
+browser=""
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ||
-      echo "chromium did not install: tests/viz will skip, saying why"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 &
+    browser=$!
   else
     echo "no chromium and no root to install it (apt-get install chromium): tests/viz will skip, saying why"
   fi
 fi
+scripts/setup.sh
+PY=.venv/bin/python
+# the tests compare against PyTorch (CPU build, pinned: pip takes the local wheel where one is provided)
+$PY -m pip install -q torch==2.13.0
 echo "== ruff"; $PY -m ruff check core plugins tests examples bench
 echo "== ruff format"; $PY -m ruff format --check core plugins tests examples bench
 echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu plugins/lazy-opencl/src/lazy_opencl plugins/lazy-disk/src/lazy_disk plugins/lazy-cuda/src/lazy_cuda plugins/lazy-metal/src/lazy_metal plugins/_template/src/lazy_template
+if [ -n "$browser" ] && ! wait "$browser"; then echo "chromium did not install: tests/viz will skip, saying why"; fi
 # index tensors are range-checked in the tests (LAZY_CHECK_INDEX: off by default for speed); a hung test fails
 echo "== tests"; LAZY_CHECK_INDEX=1 $PY -m pytest -q -n 2 --timeout=300 tests plugins
 # every usable device, plus the GPU plugins checked without a GPU: PYTHON emulating CUDA and METAL, every kernel of
