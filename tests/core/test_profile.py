@@ -121,6 +121,17 @@ def test_cpu_jit_replay_is_one_graph_event_naming_its_kernels():
     assert len(graphs[0].args["digests"]) == len(jf.jit_cache)
 
 
+def test_host_transfers_in_and_out_are_events_of_their_own_track():
+    data = np.arange(1000, dtype=np.float32)
+    with profile.Profile() as prof:
+        t = Tensor(data, device="CPU").realize()
+        back = (t + 1).numpy()
+    transfers = [e for e in prof.events if e.kind == "transfer"]
+    assert [(e.name, e.args["bytes"]) for e in transfers] == [("host -> CPU", 4000), ("CPU -> host", 4000)], transfers
+    assert all(e.queue == "host transfers" and e.duration > 0 and HERE in e.args["callsite"] for e in transfers)
+    np.testing.assert_array_equal(back, data + 1)
+
+
 def test_a_failing_listener_is_reported_once_and_the_work_goes_on(capsys):
     x = Tensor([1.0, 2.0], device="PYTHON").realize()
 

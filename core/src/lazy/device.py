@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, get_args
 
+import lazy.profile as profile
 from lazy.dtype import DType, storage_to_values, to_np_dtype
 from lazy.helpers import DEBUG, GlobalCounters, cache_dir
 from lazy.renderer import Capabilities, Renderer
@@ -383,8 +384,19 @@ class Buffer:
             self.base.copyin(memoryview(whole))
             return self
         get_device(self.device).synchronize_if_pending()  # a queued kernel may still read this memory
-        self.allocator._copyin(self.opaque, mv)
+        if profile.active():
+            with self._host_transfer(f"host -> {self.device}", "host"):
+                self.allocator._copyin(self.opaque, mv)
+        else:
+            self.allocator._copyin(self.opaque, mv)
         return self
+
+    def _host_transfer(self, name: str, src: str) -> profile.on_host:
+        """A profile event for a copy between host memory and this buffer (on a track of its own: a copy between two
+        devices may make one inside its own event)."""
+        dest = self.device if src == "host" else "host"
+        args = {"bytes": self.nbytes, "src": src, "dest": dest}
+        return profile.on_host("transfer", name, self.device, "host transfers", args)
 
     def copyout(self, dest: memoryview) -> memoryview:
         mv = dest.cast("B") if dest.format != "B" or dest.ndim != 1 else dest
@@ -394,7 +406,11 @@ class Buffer:
             mv[:] = self.base.as_buffer()[self.offset : self.offset + self.nbytes]
             return dest
         get_device(self.device).synchronize()
-        self.allocator._copyout(mv, self.opaque)
+        if profile.active():
+            with self._host_transfer(f"{self.device} -> host", self.device):
+                self.allocator._copyout(mv, self.opaque)
+        else:
+            self.allocator._copyout(mv, self.opaque)
         return dest
 
     def as_buffer(self, allow_zero_copy: bool = True) -> memoryview:

@@ -27,9 +27,10 @@ from lazy.helpers import DEBUG, PROFILE, VIZ
 @dataclass(frozen=True)
 class Event:
     """One piece of timed work. `kind`: "kernel" (one kernel on a queue), "graph" (a jit graph batch its device runs
-    as one command: `args["kernels"]` names them), "copy" (between buffers, timed on the host that runs it), or
-    "compile" (code generation and compiling of one kernel, or loading it from the caches). `queue` is the track within
-    the device ("compute", "copy", "compiler"). `start` is on `time.perf_counter`'s clock; `start` and `duration` are
+    as one command: `args["kernels"]` names them), "copy" (between buffers, timed on the host that runs it),
+    "transfer" (between host memory and a buffer: `Tensor(array)`, `.numpy()`), or "compile" (code generation and
+    compiling of one kernel, or loading it from the caches). `queue` is the track within the device ("compute",
+    "copy", "host transfers", "compiler"). `start` is on `time.perf_counter`'s clock; `start` and `duration` are
     seconds. Kernel `args`: "digest" (hex of the kernel AST's `LazyOp.digest`), "global_size", "local_size", "flops",
     "bytes"; copies: "bytes", "src", "dest"; every kind: "realize" (see `realize_id`) and "callsite"."""
 
@@ -354,7 +355,7 @@ def summary() -> str:
         if len(run) > TOP_KERNELS:
             lines.append(f"{'':>10s} ... and {len(run) - TOP_KERNELS} more")
     for (kind, _, name), (calls, seconds, _, nbytes) in sorted(totals.items()):
-        if kind == "copy":
+        if kind in ("copy", "transfer"):
             lines.append(f"lazy: {name}: {calls:.0f} copies, {nbytes / 1e6:.3f} MB in "
                          f"{seconds * 1e3:.3f} ms ({_rate(nbytes, seconds):.2f} GB/s)")  # fmt: skip
     compiles = [v for k, v in totals.items() if k[0] == "compile"]
