@@ -22,7 +22,6 @@ from lazy.ops import Ops
 from lazy.plugins import Device
 from lazy.pydevice import (
     EXACT_MATH,
-    KNOWN_TENSOR_CORES,
     PythonCompiler,
     PythonProgram,
     PythonRenderer,
@@ -30,6 +29,7 @@ from lazy.pydevice import (
     parse_kernel,
 )
 from lazy.renderer import Capabilities, FragmentLayout, Renderer, TensorCore
+from lazy.wmma import KNOWN_TENSOR_CORES
 
 I32, F16, BF16, F32 = dtypes.int32, dtypes.float16, dtypes.bfloat16, dtypes.float32
 

@@ -15,7 +15,7 @@ import lazy.hcq
 from lazy import Tensor
 from lazy.conformance.support import run_interrupted
 from lazy.device import Compiled, DeviceError
-from lazy.hcq import HostSignal, SyncQueue, SyncSignal
+from lazy.hcq import HostSignal, SyncQueue, SyncSignal, poll
 from lazy.pydevice import PythonProgram, open_python_device
 
 
@@ -168,3 +168,26 @@ def test_ctrl_c_in_a_python_kernel_exits():
 def test_ctrl_c_in_a_python_kernel_then_the_device_works():
     code, out = run_interrupted(SIGINT_SCRIPT, "catch")
     assert code == 0 and "interrupted" in out and "after: [1.0, 1.0] [1.0, 2.0, 3.0, 4.0]" in out, out
+
+
+def test_poll_waits_checks_between_sleeps_and_times_out_naming_what():
+    calls = {"done": 0, "check": 0}
+
+    def done_on_the_fifth() -> bool:
+        calls["done"] += 1
+        return calls["done"] >= 5 and time.perf_counter() > start + 0.01  # past the spin: sleeps and checks ran
+
+    def check() -> None:
+        calls["check"] += 1
+
+    start = time.perf_counter()
+    poll(done_on_the_fifth, check)
+    assert calls["check"] >= 1
+
+    def fault() -> None:
+        raise DeviceError("the device faulted")
+
+    with pytest.raises(DeviceError, match="faulted"):  # a fault found while waiting ends the wait
+        poll(lambda: False, fault)
+    with pytest.raises(DeviceError, match=r"timed out after 0.05s waiting for signal value 3"):
+        poll(lambda: False, timeout=0.05, what="signal value 3")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -28,6 +29,30 @@ if TYPE_CHECKING:
 # A long host wait wakes this often to check that whoever is to set the signal still exists (it never gives up while
 # they do: a kernel may run for minutes). Condition waits are interrupted by Ctrl-C however long the slice is.
 WAIT_SLICE_S = 0.25
+
+
+POLL_SPIN_S = 2e-4  # a host wait polls without sleeping this long first (a sleep lasts 50 us or more)
+POLL_FIRST_S, POLL_MOST_S = 1e-5, 0.01  # then sleeps this long, doubling up to the most
+
+
+def poll(done: Callable[[], bool], check: Callable[[], None] | None = None, timeout: float | None = None,
+         what: str = "the device") -> None:  # fmt: skip
+    """Wait until `done()` in short sleeps, calling `check()` (which raises on a device fault) between them: Python
+    runs signal handlers only between bytecodes, so a blocking driver wait would hold Ctrl-C back until the device
+    finished. For GPU signals and events a driver exposes only as a query. No deadline unless `timeout` (seconds):
+    queued or running work is progress."""
+    spin_end = time.perf_counter() + POLL_SPIN_S
+    while time.perf_counter() < spin_end:  # most waits are short: catch their end without sleeping
+        if done():
+            return
+    delay, deadline = POLL_FIRST_S, None if timeout is None else time.monotonic() + timeout
+    while not done():
+        if check is not None:
+            check()
+        if deadline is not None and time.monotonic() > deadline:
+            raise DeviceError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, POLL_MOST_S)
 
 
 class Signal:

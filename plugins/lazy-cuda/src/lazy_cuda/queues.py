@@ -15,37 +15,18 @@ from typing import TYPE_CHECKING, Any, cast
 from cuda.bindings import driver
 
 from lazy.device import DeviceError
-from lazy.hcq import Barrier, Command, Copy, Exec, HostSignal, HWQueue, SetSignal, Signal, Timestamp, Wait
+from lazy.hcq import Barrier, Command, Copy, Exec, HostSignal, HWQueue, SetSignal, Signal, Timestamp, Wait, poll
 
 if TYPE_CHECKING:
     from lazy_cuda.device import CUDADevice, CUDAProgram
 
 SUCCESS, NOT_READY = driver.CUresult.CUDA_SUCCESS, driver.CUresult.CUDA_ERROR_NOT_READY
-SPIN_S = 2e-4  # a host wait polls without sleeping this long first (a sleep lasts 50 us or more)
-POLL_FIRST_S, POLL_MOST_S = 1e-5, 0.01  # then sleeps this long, doubling up to the most
 
 
 def _cu(what: str, result: tuple[Any, ...]) -> Any:
     from lazy_cuda.device import cu  # the device module imports this one
 
     return cu(what, result)
-
-
-def poll(done: Any, check: Any, timeout: float | None = None, what: str = "the GPU") -> None:
-    """Wait until `done()` in short sleeps, calling `check()` (which raises on a GPU fault) between them: Python runs
-    signal handlers only between bytecodes, so a blocking driver wait would hold Ctrl-C back until the GPU finished.
-    No deadline unless `timeout` (seconds): queued or running work is a GPU making progress."""
-    spin_end = time.perf_counter() + SPIN_S
-    while time.perf_counter() < spin_end:  # most waits are short: catch their end without sleeping
-        if done():
-            return
-    delay, deadline = POLL_FIRST_S, None if timeout is None else time.monotonic() + timeout
-    while not done():
-        check()
-        if deadline is not None and time.monotonic() > deadline:
-            raise DeviceError(f"CUDA: timed out after {timeout}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 2, POLL_MOST_S)
 
 
 def wait_event(dev: CUDADevice, event: Any) -> None:
@@ -162,7 +143,7 @@ class CUDASignal(Signal):
         if value > self.enqueued and not gate:
             raise DeviceError(f"signal wait for {value} would deadlock: value is {self.value} and nothing queued "
                               "sets it (submit the queue that sets it first, or set it by hand)")  # fmt: skip
-        poll(lambda: self.value >= value, check_all_faults, timeout, f"signal value {value}")
+        poll(lambda: self.value >= value, check_all_faults, timeout, f"signal value {value} of a CUDA signal")
 
     @property
     def timestamp(self) -> float:

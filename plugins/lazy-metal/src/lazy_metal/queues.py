@@ -8,19 +8,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from lazy.device import DeviceError
-from lazy.hcq import Barrier, Command, Copy, Exec, HWQueue, SetSignal, Signal, Timestamp, Wait
+from lazy.hcq import Barrier, Command, Copy, Exec, HWQueue, SetSignal, Signal, Timestamp, Wait, poll
 
 if TYPE_CHECKING:
     from lazy_metal.device import MetalDevice, MetalProgram
 
 # MTLCommandBufferStatus: NotEnqueued, Enqueued, Committed, Scheduled, Completed, Error
 STATUS_COMPLETED, STATUS_ERROR = 4, 5
-SPIN_S = 2e-4  # a host wait polls without sleeping this long first (a sleep lasts 50 us or more)
-POLL_FIRST_S, POLL_MOST_S = 1e-5, 0.01  # then sleeps this long, doubling up to the most
 
 
 def failure_message(device: str, cb: Any, kernels: list[str]) -> str:
@@ -29,21 +26,6 @@ def failure_message(device: str, cb: Any, kernels: list[str]) -> str:
     ran = ", ".join(kernels) if kernels else "copies and signals only"
     return (f"{device}: a command buffer failed on the GPU ({why}); it ran: {ran}. A kernel that reads or writes "
             "out of its buffers, or runs past the GPU's watchdog, does this; later work still runs")  # fmt: skip
-
-
-def poll(done: Callable[[], bool], timeout: float | None = None, what: str = "the GPU") -> None:
-    """Wait until `done()` is true in short sleeps, so Ctrl-C interrupts the wait (the GPU work goes on). No deadline
-    unless `timeout` (seconds): a command buffer that is queued or running is progress."""
-    spin_end = time.perf_counter() + SPIN_S
-    while time.perf_counter() < spin_end:  # most work is short: catch its end without sleeping
-        if done():
-            return
-    delay, deadline = POLL_FIRST_S, None if timeout is None else time.monotonic() + timeout
-    while not done():
-        if deadline is not None and time.monotonic() > deadline:
-            raise DeviceError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 2, POLL_MOST_S)
 
 
 class InFlight:
@@ -65,7 +47,7 @@ class InFlight:
         return status >= STATUS_COMPLETED
 
     def wait(self, timeout: float | None = None) -> None:
-        poll(self.finished, timeout, f"a command buffer on {self.device}")
+        poll(self.finished, timeout=timeout, what=f"a command buffer on {self.device}")
 
 
 class MetalSignal(Signal):
@@ -138,7 +120,7 @@ class MetalSignal(Signal):
                 batch.finished()
             return self.value >= value
 
-        poll(reached, timeout, f"signal value {value}")
+        poll(reached, timeout=timeout, what=f"signal value {value} of a Metal signal")
 
     @property
     def timestamp(self) -> float:
