@@ -5,14 +5,14 @@
 
 Prints a Markdown table (each row's figure in its unit, and lazy / numpy, lazy / PyTorch ratios) with the machine it
 ran on, and rewrites the section between the bench markers of --out. Timing lives here, never in tests. The cold-start
-rows run each repetition in a fresh interpreter (`bench/run.py --fresh-process SPEC`), which reports its own times.
+rows run each repetition in a fresh interpreter (`bench/fresh.py`: this script again, as a child), which reports its
+own times.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import platform
 import statistics
@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+import fresh  # bench/fresh.py: this script's directory is on sys.path when it runs
 import numpy as np
 
 Timed = Callable[[], object]  # one repetition: recomputes the result from the inputs and waits for the device
@@ -468,9 +469,6 @@ def torch_cnn_step(torch: Any, batch: int) -> Callable[[], Any]:
 
 # -- cold start: rows measured in a fresh interpreter ------------------------------------------------------------------
 
-FRESH_PROCESS_FLAG = "--fresh-process"
-RESULT_PREFIX = "bench result: "  # marks the child's result line (LAZY_DEBUG prints to stdout too)
-
 
 def first_cnn_step(library: str, device: str, batch: int) -> dict[str, float]:
     """Run in a fresh process: build the CNN, its optimizer and a batch, then time the first step (for lazy and
@@ -490,32 +488,6 @@ def first_cnn_step(library: str, device: str, batch: int) -> dict[str, float]:
 
 
 FRESH_PROCESS_RUNS: dict[str, Callable[..., dict[str, float]]] = {"first_cnn_step": first_cnn_step}
-
-
-def fresh_process_main(request: str) -> None:
-    """The child's side of `in_fresh_process`: run the named function, print its result on one marked line."""
-    spec = json.loads(request)
-    result = FRESH_PROCESS_RUNS[spec["run"]](**spec["kwargs"])
-    print(RESULT_PREFIX + json.dumps(result), flush=True)
-
-
-def in_fresh_process(run: str, kwargs: dict[str, Any], device: str, cache_dir: str) -> dict[str, float]:
-    """`FRESH_PROCESS_RUNS[run](**kwargs)` in a new interpreter that shares nothing with this one but the environment,
-    with `device` as lazy's default device and every compile cache (lazy's, PoCL's, tinygrad's) under `cache_dir`.
-    Returns its result, plus `to_result`: the seconds from starting the process to its `done_at`."""
-    caches = {"LAZY_CACHE_DIR": cache_dir, "POCL_CACHE_DIR": os.path.join(cache_dir, "pocl"),
-              "CACHEDB": os.path.join(cache_dir, "tinygrad.db")}  # fmt: skip
-    env = {**os.environ, "LAZY_DEVICE": device, **caches}
-    request = json.dumps({"run": run, "kwargs": kwargs})
-    command = [sys.executable, os.path.abspath(__file__), FRESH_PROCESS_FLAG, request]
-    started = time.time()
-    proc = subprocess.run(command, env=env, capture_output=True, text=True)
-    results = [line for line in proc.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
-    if proc.returncode != 0 or not results:
-        raise RuntimeError(f"{run}(**{kwargs}) in a fresh process exited with status {proc.returncode}:\n"
-                           f"{proc.stderr.strip()[-3000:]}")  # fmt: skip
-    result = json.loads(results[-1].removeprefix(RESULT_PREFIX))
-    return {**result, "to_result": result["done_at"] - started}
 
 
 @dataclass(frozen=True)
@@ -538,11 +510,9 @@ FRESH_CNN_ROWS = {
 
 @functools.cache
 def warm_compile_cache(library: str, device: str, batch: int) -> tempfile.TemporaryDirectory[str]:
-    """A compile cache directory filled by one untimed first step in a fresh process, kept (and shared by the warm
-    rows) until this process exits."""
-    cache = tempfile.TemporaryDirectory(prefix="lazy-bench-warm-")
-    in_fresh_process("first_cnn_step", {"library": library, "device": device, "batch": batch}, device, cache.name)
-    return cache
+    """A compile cache filled by one untimed first step in a fresh process, shared by the warm rows until exit."""
+    kwargs = {"library": library, "device": device, "batch": batch}
+    return fresh.filled_cache(__file__, "first_cnn_step", kwargs, device)
 
 
 def fresh_cnn_step(library: str, device: str, batch: int, how: ColdStart) -> Prepare:
@@ -552,9 +522,9 @@ def fresh_cnn_step(library: str, device: str, batch: int, how: ColdStart) -> Pre
 
     def run() -> Elapsed:
         if warm is not None:
-            return Elapsed(in_fresh_process("first_cnn_step", kwargs, device, warm.name)[how.figure])
+            return Elapsed(fresh.in_fresh_process(__file__, "first_cnn_step", kwargs, device, warm.name)[how.figure])
         with tempfile.TemporaryDirectory(prefix="lazy-bench-cold-") as empty:
-            return Elapsed(in_fresh_process("first_cnn_step", kwargs, device, empty)[how.figure])
+            return Elapsed(fresh.in_fresh_process(__file__, "first_cnn_step", kwargs, device, empty)[how.figure])
 
     return same(run)
 
@@ -925,7 +895,7 @@ def write_section(path: str, table: str) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == [FRESH_PROCESS_FLAG]:
-        fresh_process_main(sys.argv[2])
+    if fresh.is_child(sys.argv):
+        fresh.child_main(sys.argv, FRESH_PROCESS_RUNS)
     else:
         main()
