@@ -1,6 +1,7 @@
 """Allreduce bandwidth across CPU:0 and CPU:1 against this machine's memory copy bandwidth (issue 14's bar: >= 50%).
 
-Core's allreduce (`lazy.multi.ring_allreduce`, what a sum over a sharded axis runs): each device holds 64 MiB of
+Core's allreduce (`lazy.multi.ring_allreduce`, what a sum over a sharded axis runs; between CPU:0 and CPU:1 each
+device adds the other's partial in place, see docs/architecture.md "Peer reads"): each device holds 64 MiB of
 float32 and every device ends with the sum, timed to both devices' completion; bandwidth = bytes / time. Also the
 copy paths it uses alone: a ring over the devices in which every step copies a 64 MiB chunk to the next device
 (`Tensor.to`: a direct memmove between the two pools).
@@ -48,7 +49,7 @@ def ring_copy_gbps(nbytes: int, repeats: int) -> float:
 
 
 def allreduce_gbps(nbytes: int, repeats: int) -> float:
-    """The sum of one 64 MiB buffer per device, replicated on every device (a ring: reduce-scatter, all-gather)."""
+    """The sum of one 64 MiB buffer per device, replicated on every device."""
     per_device = np.ones((len(DEVICES), nbytes // 4), np.float32)
     held = Tensor(per_device).shard(DEVICES, axis=0).realize()
 

@@ -243,6 +243,17 @@ class LRUAllocator(Allocator):
         self.cache.clear()
 
 
+HOST_MEMORY = 1  # DLPack's kDLCPU: a device declaring it first in DeviceSpec.dlpack_device_types has host memory
+
+
+def peers(dest: str, src: str) -> bool:
+    """Can `dest`'s kernels read `src`'s memory in place? Where both devices' memory is this process's host memory
+    (`Compiled.host_memory`), `src`'s allocator tells addresses ("address") and `dest`'s kernels take memory at any
+    address ("wrap"): `CPU:0` and `CPU:1`, or `CPU` and `LLVM`."""
+    d, s = get_device(dest), get_device(src)
+    return d.host_memory and s.host_memory and s.allocator.supports("address") and d.allocator.supports("wrap")
+
+
 # The handle of a view whose allocator has no sub-buffers (no "offset" feature): it has none of its own.
 _THROUGH_BASE = object()
 
@@ -292,6 +303,16 @@ class Buffer:
                               "instead")  # fmt: skip
         buf._opaque, buf.owner, buf.shared = allocator._wrap(address, buf.nbytes), owner, True
         return buf
+
+    def read_in_place(self, src: Buffer) -> None:
+        """Point this buffer at `src`'s memory, which this buffer's device reads in place (another device's: see
+        `lazy.engine.realize.peers`), holding `src` until this device has finished the work queued on it. Memory it
+        had is given back first (a previous source let go once this device's queued work is done)."""
+        address = src.allocator._address(src.opaque)
+        if self.owner is not None and self._opaque is not None and self.allocator._address(self._opaque) == address:
+            return
+        self.deallocate()
+        self._opaque, self.owner = self.allocator._wrap(address, self.nbytes), src
 
     @property
     def is_allocated(self) -> bool:
@@ -750,6 +771,9 @@ class Compiled:
             raise TypeError(f"{device}: pass signal_t and compute_queue_t together (and copy_queue_t only with them), "
                             "or none of them for core's synchronous queues")  # fmt: skip
         self.device, self.allocator = device, allocator
+        # its memory is this process's host memory (kDLCPU first in its DeviceSpec.dlpack_device_types; the registry
+        # sets it when the device opens): with the allocator's "address" and "wrap", what makes `peers`
+        self.host_memory = False
         # why kernels are refused here, or None on a device that runs them
         self.kernel_refusal: str | None = None
         if renderer is None or compiler is None or runtime is None:

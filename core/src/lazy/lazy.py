@@ -23,6 +23,7 @@ _cache: dict[tuple[Any, ...], weakref.ref[LazyBuffer]] = {}
 # once, not three nodes per op
 _consts: dict[tuple[Any, ...], LazyBuffer] = {}
 CONST_CACHE_SIZE = 512
+PEER_READ = "peer read"  # the argument of a COPY its destination may read in place (`LazyBuffer.copy_to_device`)
 
 
 def _kernels_need_copies_of_views(device: str) -> bool:
@@ -396,13 +397,17 @@ class LazyBuffer:
             self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, view, (value, self)
         )
 
-    def copy_to_device(self, device: str) -> LazyBuffer:
+    def copy_to_device(self, device: str, peer: bool = False) -> LazyBuffer:
+        """This value on `device`. `peer`: for a value `device`'s kernels only read, never write (an allreduce's
+        partial sums): where `device` can read this one's memory in place (`lazy.engine.realize.peers`), it does,
+        and nothing is copied; elsewhere it is an ordinary copy."""
         if device == self.device:
             return self
         if self.is_unrealized_unmasked_const() and not isinstance(self.const_value(), Node):
             return LazyBuffer.const_like(self.const_value(), self.dtype, device, self.shape)
         src = self.buffer_view() or self.contiguous()  # a plain slice is copied straight out of the source's memory
-        return create_lazybuffer(device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.COPY, None, (src,))
+        arg = PEER_READ if peer else None
+        return create_lazybuffer(device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.COPY, arg, (src,))
 
     def buffer_view(self, dtype: DType | None = None) -> LazyBuffer | None:
         """A base sharing memory with this node's base, when it reads one consecutive range of it (a shrink or

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from lazy.device import peers
 from lazy.dtype import DType, dtypes
 from lazy.helpers import ArgumentError, ShapeError, all_int, prod
 from lazy.lazy import LazyBuffer
@@ -76,13 +77,17 @@ def ring_allreduce(op: Ops, partials: list[LazyBuffer]) -> list[LazyBuffer]:
     combine = _COMBINE[op]
     size = int(prod(shape))
     flat = [lb.reshape((size,)) for lb in partials]
-    if size < n or n == 1:  # too few elements for a chunk each: every device folds in every other's whole value
+    # Devices that read each other's memory in place (`peers`: host devices of one process) fold in every other's
+    # whole value directly: one kernel per device, all at once, nothing copied (a ring would copy 2(n-1)/n of the
+    # data and assemble the chunks, each step waiting for the last); too few elements for a chunk each, likewise.
+    direct = all(peers(a, b) for a in devices for b in devices if a != b)
+    if size < n or n == 1 or direct:
         out = []
-        for i, device in enumerate(devices):
-            acc = flat[i]
-            for j in range(n):
-                if j != i:
-                    acc = acc.e(combine, flat[j].copy_to_device(device))
+        for device in devices:  # in the same order on every device: the replicas are bit for bit equal
+            terms = [flat[j].copy_to_device(device, peer=direct) for j in range(n)]
+            acc = terms[0]
+            for term in terms[1:]:
+                acc = acc.e(combine, term)
             out.append(acc.reshape(shape))
         return out
     bounds = split_bounds(size, n)

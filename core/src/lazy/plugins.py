@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from lazy.device import (
+    HOST_MEMORY,
     Compiled,
     DeviceError,
     allocator_contract_problems,
@@ -332,6 +333,7 @@ class _DeviceRegistry:
                 raise DeviceError(f"device {canon} ({owner.label}): open({canon!r}) returned {got}, not a "
                                   f"lazy.device.Compiled; this is a bug in the plugin")  # fmt: skip
             self._check_contract(canon, owner, opened, spec.dlpack_device_types)
+            opened.host_memory = tuple(spec.dlpack_device_types)[:1] == (HOST_MEMORY,)
             opened_devices[canon] = opened
             if DEBUG >= 1:
                 print(f"lazy: opened {canon} ({owner.label})", file=sys.stderr)

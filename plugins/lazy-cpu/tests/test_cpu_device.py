@@ -60,6 +60,55 @@ def test_allocator_alignment_views_and_transfer():
     alloc.free_cache()
 
 
+def test_large_buffers_start_on_a_huge_page_and_ask_for_huge_pages():
+    """From 4 MiB a buffer is 2 MiB aligned and advised MADV_HUGEPAGE (Linux): a long stream then walks few page
+    table entries. Where transparent huge pages are on ("always" or "madvise"), the kernel backs it with them."""
+    import sys
+
+    alloc = HostAllocator()
+    size = 16 << 20
+    big = alloc.alloc(size)
+    try:
+        if not sys.platform.startswith("linux"):
+            pytest.skip(f"huge page advice is Linux's; this is {sys.platform}")
+        assert big.value % (2 << 20) == 0
+        np.frombuffer(alloc._as_buffer(big), np.uint8)[:] = 1  # touch every page
+        try:
+            with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+                mode = f.read()
+        except OSError:
+            mode = ""
+        if "[never]" in mode or not mode:
+            print(f"transparent huge pages are off here ({mode.strip() or 'no sysfs entry'}): alignment checked only")
+            return
+        with open("/proc/self/smaps") as f:
+            lines = f.read().split("\n")
+        # the mapping that holds the buffer: the kernel marks it eligible for huge pages once advised (THPeligible,
+        # Linux 5.0 on); whether it got them depends on free memory, so that is printed, not asserted
+        for i, line in enumerate(lines):
+            span = line.split(" ", 1)[0]
+            if "-" not in span or not all(c in "0123456789abcdef-" for c in span):
+                continue
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            if lo <= big.value < hi:
+                fields = {}
+                for row in lines[i + 1 :]:
+                    if not row or row.split(" ", 1)[0].count("-") == 1 and ":" not in row.split(" ", 1)[0]:
+                        break
+                    key, _, value = row.partition(":")
+                    fields[key] = value.split()
+                if "THPeligible" not in fields:
+                    print("this kernel's smaps has no THPeligible field: alignment checked only")
+                    return
+                assert fields["THPeligible"][0] == "1", f"the buffer's mapping is not eligible for huge pages ({mode})"
+                print(f"huge pages behind the buffer: {fields.get('AnonHugePages', ['?'])[0]} kB")
+                return
+        raise AssertionError("the buffer's mapping is not in /proc/self/smaps")
+    finally:
+        alloc.free(big, size)
+        alloc.free_cache()
+
+
 def test_cpu_and_llvm_share_host_memory(dev):
     other = cpu_device.open_cpu("CPU:1") if dev.device == "LLVM" else cpu_device.open_llvm("LLVM:1")
     try:

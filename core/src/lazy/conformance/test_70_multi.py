@@ -15,6 +15,7 @@ from lazy.conformance.support import buffer_from, compile_kernel, empty_buffer
 from lazy.device import Buffer, DeviceError
 from lazy.dtype import dtypes
 from lazy.engine.realize import BufferCopy
+from lazy.multi import MultiLazyBuffer
 from lazy.tensor import Tensor
 
 SIZES = [0, 1, 7, (1 << 20) + 3]  # elements: empty, one, odd, large (4 MiB of float32, past any inline-copy limit)
@@ -171,3 +172,48 @@ def test_copy_waits_for_work_queued_on_either_device(devices):
         np.testing.assert_array_equal(dest.numpy(), np.full(n, -5.0))
         for thread in (opener, opener2):
             thread.join(timeout=60)
+
+
+@pytest.mark.requires("kernels")
+def test_allreduce_of_a_sharded_sum(devices):
+    """The sum over the sharded axis (an allreduce: peer reads where the devices read each other's memory in place,
+    `lazy.device.peers`, else a ring of copies) leaves the whole sum, bit for bit the same, on both devices."""
+    data = (np.arange(2 * 3001, dtype=np.float32).reshape(2, 3001) % 97) * 0.25
+    held = Tensor(data).shard(devices, axis=0)
+    total = held.sum(0)
+    multi = total.realize().lazydata
+    assert isinstance(multi, MultiLazyBuffer) and multi.axis is None, "a sum over the sharded axis is replicated"
+    replicas = [lb.base.buffer for lb in multi.lbs]
+    values = [np.frombuffer(bytes(buf.as_buffer(allow_zero_copy=False)), np.float32) for buf in replicas]
+    for device, value in zip(devices, values):
+        np.testing.assert_allclose(value, data.sum(0), rtol=1e-6, err_msg=f"allreduce result on {device}")
+    np.testing.assert_array_equal(values[0], values[1], err_msg="the replicas differ")
+
+
+@pytest.mark.requires("kernels")
+def test_peer_read_waits_for_work_queued_on_the_source(devices):
+    """Where the devices are peers, a peer read lends the source's memory only after the kernels queued on the source
+    (here held back by a signal) wrote it, and a kernel on the reader then reads those values in place."""
+    from lazy.device import peers
+    from lazy.engine.realize import PeerRead, settle_peer_reads
+    from lazy.plugins import Device
+
+    n = kernels.HCQ_N
+    for src_name, dest_name in both_ways(devices):
+        if not peers(dest_name, src_name):
+            pytest.skip(f"{dest_name} does not read {src_name}'s memory in place (not peers: the allreduce copies)")
+        src_dev, dest_dev = Device[src_name], Device[dest_name]
+        out = empty_buffer(src_name, n, dtypes.float32)
+        opener = queue_gated_add_one(src_dev, out, buffer_from(src_name, np.arange(n, dtype=np.float32),
+                                                               dtypes.float32))  # fmt: skip
+        lent = Buffer(dest_name, n, dtypes.float32)
+        PeerRead(lent.nbytes, dest_name, src_name)([lent, out], {})
+        read_out = empty_buffer(dest_name, n, dtypes.float32)
+        program, spec = compile_kernel(dest_dev, kernels.add_one(dest_dev.renderer.caps))
+        gs, ls = (tuple(s) if s else None for s in (spec.global_size, spec.local_size))
+        queue = dest_dev.compute_queue_t().exec(program, (read_out.opaque, lent.opaque), (), gs, ls)
+        queue.signal(dest_dev.timeline_signal, dest_dev.next_value()).submit(dest_dev)
+        settle_peer_reads()
+        np.testing.assert_array_equal(read_out.numpy(), np.arange(n) + 2, err_msg=f"{dest_name} read {src_name}'s "
+                                      "memory in place before the kernel queued there wrote it")  # fmt: skip
+        opener.join(timeout=60)

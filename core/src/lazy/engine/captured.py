@@ -11,7 +11,16 @@ from typing import Any
 import lazy.profile as profile
 from lazy.device import Buffer, BufferSpec, get_device
 from lazy.dtype import DType
-from lazy.engine.realize import CompiledRunner, ExecItem, ViewRunner, count_run, estimate
+from lazy.engine.realize import (
+    CompiledRunner,
+    ExecItem,
+    PeerRead,
+    ViewRunner,
+    count_run,
+    estimate,
+    lent_to,
+    settle_peer_reads,
+)
 from lazy.hcq import HCQGraph, Signal, stamp_now
 from lazy.helpers import DEBUG, GlobalCounters, colored
 from lazy.lazy import LazyBuffer
@@ -98,8 +107,10 @@ class _BatchPlan:
         items = captured.jit_cache[batch.start : batch.end]
         runners: list[CompiledRunner] = [ei.runner for ei in items]  # type: ignore[misc]
         inputs = {(i - batch.start, j) for i, j in captured.input_replace if batch.start <= i < batch.end}
+        # a peer read's buffer points wherever its source is this replay (an input, say): it may move like a view
+        lent = {id(ei.bufs[0]) for ei in captured.jit_cache if isinstance(ei.runner, PeerRead)}
         slots = [(n, ei.bufs, j) for n, ei in enumerate(items) for j, buf in enumerate(ei.bufs)
-                 if (n, j) in inputs or buf.base is not None]  # fmt: skip
+                 if (n, j) in inputs or buf.base is not None or id(buf) in lent]  # fmt: skip
         return _BatchPlan(items, runners, slots, [n for n, r in enumerate(runners) if r.spec.vars], [])
 
 
@@ -202,6 +213,8 @@ class CapturedJit:
                 self._run_batch(step, var_vals, profiling)
             else:
                 step.run(var_vals)
+        if lent_to:
+            settle_peer_reads()
         self.replays += 1
         ret = self.ret
         if self._rebuilds:

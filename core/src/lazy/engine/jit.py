@@ -22,7 +22,7 @@ from lazy.engine.captured import (
     device_order,
     map_tensors,
 )
-from lazy.engine.realize import ExecItem, capturing, realize
+from lazy.engine.realize import ExecItem, PeerRead, capturing, keep_peer_reads_safe, realize
 from lazy.helpers import DEBUG, JIT
 from lazy.lazy import LazyBuffer
 from lazy.multi import MultiLazyBuffer
@@ -238,11 +238,14 @@ class TinyJit(Generic[R]):
             raise JitError("jit: the function ran no kernel, copy or view while captured, so a replay would have "
                            "nothing to run; call it without jit")  # fmt: skip
         returned = {id(lb.base.buffer) for lb in outs}
-        items = device_order(recorded.without_unread_snapshots(returned))
+        items = keep_peer_reads_safe(device_order(recorded.without_unread_snapshots(returned)))
         onetime: list[ExecItem] = []
         if self.prune:
             items, onetime = _prune(items, call.buffers)
         keep = recorded.kept_memory(items, call.buffers, returned) | {id(b) for ei in onetime for b in ei.bufs}
+        # memory another device reads in place keeps its own allocation: the planner sees no use of it there
+        lent = [b for ei in items if isinstance(ei.runner, PeerRead) for b in ei.bufs]
+        keep |= {id(b if b.base is None else b.base) for b in lent}
         # memory code outside lazy sees (DLPack) keeps its own allocation
         plan_memory(items, {id(b): b for b in recorded.written if id(b) not in keep and not b.shared})
         where = {id(buf): k for k, buf in enumerate(call.buffers)}

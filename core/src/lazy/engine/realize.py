@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import lazy.profile as profile
-from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device
+from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device, peers
 from lazy.hcq import Exec, submit_timed
 from lazy.helpers import BEAM, DEBUG, NOOPT, VIZ, GlobalCounters, colored
 from lazy.lazy import LazyBuffer, forget_graph
@@ -20,19 +20,21 @@ from lazy.ops import LazyOp, Ops
 from lazy.progress import progress
 from lazy.symbolic import Variable, sym_infer
 
-from .schedule import ScheduleItem, Structure, create_schedule, graph_structure
+from .schedule import ScheduleItem, Structure, create_schedule, graph_structure, is_peer_read
 
 if TYPE_CHECKING:
     from lazy.codegen.kernel import Opt
 
 
 class Runner:
-    """Something that runs on buffers: a compiled kernel, a copy, an allocation."""
+    """Something that runs on buffers: a compiled kernel, a copy, an allocation. `borrows_output`: its output buffer
+    takes memory from elsewhere (a peer read), so it is not allocated before the run."""
 
     name: str = ""
     device: str = ""
     op_estimate: Any = 0
     mem_estimate: Any = 0
+    borrows_output = False
 
     def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
         raise NotImplementedError
@@ -149,6 +151,63 @@ class BufferCopy(Runner):
             self(bufs, var_vals)
             dest.synchronize()
         return timing.elapsed if wait else None
+
+
+class PeerRead(Runner):
+    """A copy whose destination reads the source's memory in place instead (`LazyBuffer.copy_to_device(peer=True)`,
+    between `peers`): the source's device finishes what it was given, then the destination buffer points at the
+    source's memory (holding the source buffer), and the kernels that read it read the other device's memory. Each
+    realize (and jit replay) that ran one waits at its end for the readers' devices (`settle_peer_reads`), so no
+    write after it can reach the memory while a reader is still at work; the schedule keeps a peer read an ordinary
+    copy when a later item of it writes the source (`schedule._order_peer_reads`)."""
+
+    borrows_output = True
+
+    def __init__(self, nbytes: int, dest_device: str, src_device: str):
+        self.name, self.device = f"peer read {nbytes:8d} {src_device} -> {dest_device}", dest_device
+
+    def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
+        dest, src = bufs[0], bufs[1]
+        get_device(src.device).synchronize_if_pending()
+        dest.read_in_place(src)
+        lent_to.add(dest.device)
+        return 0.0 if wait else None
+
+
+def written_by(ei: ExecItem) -> list[Buffer]:
+    """The buffers an item writes: a kernel's outputs, a copy's destination (views and allocations write none)."""
+    runner = ei.runner
+    if isinstance(runner, CompiledRunner):
+        return [ei.bufs[i] for i in runner.spec.outs] if runner.spec.outs else ei.bufs[:1]
+    return ei.bufs[:1] if isinstance(runner, (BufferCopy, PeerRead)) else []
+
+
+def keep_peer_reads_safe(items: list[ExecItem]) -> list[ExecItem]:
+    """`items` (a jit's capture, which may span several realizes) with each peer read whose source a later item
+    writes made an ordinary copy again: a replay runs them without the waits between realizes (see `PeerRead`)."""
+
+    def root(buf: Buffer) -> int:
+        return id(buf.base if buf.base is not None else buf)
+
+    later: set[int] = set()
+    out: list[ExecItem] = []
+    for ei in reversed(items):
+        if isinstance(ei.runner, PeerRead) and root(ei.bufs[1]) in later:
+            ei.bufs[0].deallocate()  # lets go of the source once its device's queued work is done
+            ei = ExecItem(BufferCopy(ei.bufs[0].nbytes, ei.bufs[0].device, ei.bufs[1].device), ei.bufs, ei.var_vals)
+        later |= {root(b) for b in written_by(ei)}
+        out.append(ei)
+    return out[::-1]
+
+
+lent_to: set[str] = set()  # devices whose kernels read another device's memory since the last settle_peer_reads
+
+
+def settle_peer_reads() -> None:
+    """Wait for the devices that read another device's memory in place (see `PeerRead`) to finish."""
+    while lent_to:
+        device = lent_to.pop()
+        get_device(device).synchronize_if_pending()
 
 
 def _load_compiled_runner(spec: ProgramSpec, lib: bytes, device: str | None = None, digest: str = "") -> CompiledRunner:
@@ -273,7 +332,7 @@ class ExecItem:
     def run(self, var_vals: dict[Variable, int] | None = None, wait: bool = False) -> float | None:
         vals = self.var_vals if var_vals is None else {**self.var_vals, **var_vals}
         shared = False
-        for buf in self.bufs:
+        for buf in self.bufs[1:] if self.runner.borrows_output else self.bufs:
             buf.ensure_allocated()
             shared = shared or buf.shared
         if profile.active():  # LAZY_DEBUG>=2 too: it times every run
@@ -307,7 +366,10 @@ def lower_schedule_item(si: ScheduleItem) -> ExecItem:
     if si.ast.op is Ops.SINK:
         return ExecItem(get_runner(si.bufs[0].device, si.ast), list(si.bufs), dict(si.var_vals))
     if si.ast.op is Ops.COPY:
-        return ExecItem(BufferCopy(si.bufs[0].nbytes, si.bufs[0].device, si.bufs[1].device), list(si.bufs))
+        dest, src = si.bufs[0], si.bufs[1]
+        if is_peer_read(si.ast) and not (dest.through_base or src.through_base) and peers(dest.device, src.device):
+            return ExecItem(PeerRead(dest.nbytes, dest.device, src.device), list(si.bufs))
+        return ExecItem(BufferCopy(dest.nbytes, dest.device, src.device), list(si.bufs))
     if si.ast.op is Ops.BUFFER_VIEW:
         return ExecItem(ViewRunner(si.ast.arg, si.bufs[0].device), list(si.bufs))
     if si.ast.op is Ops.EMPTY:
@@ -412,6 +474,8 @@ def realize(outs: list[LazyBuffer]) -> None:
         if len(schedule_cache) > SCHEDULE_CACHE_SIZE:
             del schedule_cache[next(iter(schedule_cache))]
         _run_steps(steps, structure)
+        if lent_to:
+            settle_peer_reads()
 
 
 def _steps(schedule: list[ScheduleItem], structure: Structure) -> list[Step] | None:
@@ -454,6 +518,8 @@ def run_schedule(schedule: list[ScheduleItem], var_vals: dict[Variable, int] | N
         for out in si.outputs:
             out.done = True
             forget_graph(out)
+    if lent_to:
+        settle_peer_reads()
 
 
 # a closing device's timed work is read while it still works

@@ -11,12 +11,12 @@ padding).
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lazy.device import Buffer, get_device
 from lazy.helpers import DEBUG, VIZ, prod
-from lazy.lazy import LazyBuffer, snapshots_for
+from lazy.lazy import PEER_READ, LazyBuffer, snapshots_for
 from lazy.ops import ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Node, Variable, merge_bindings
@@ -304,8 +304,8 @@ def _schedule_one(
                             (src,)), [src]  # fmt: skip
     if base.op is Ops.COPY:
         src = base.srcs[0].base
-        return ScheduleItem(LazyOp(Ops.COPY, (), base.buffer.nbytes), (base.buffer, src.buffer), (base,), {},
-                            (src,)), [src]  # fmt: skip
+        arg = (base.buffer.nbytes, PEER_READ) if base.arg == PEER_READ else base.buffer.nbytes
+        return ScheduleItem(LazyOp(Ops.COPY, (), arg), (base.buffer, src.buffer), (base,), {}, (src,)), [src]
     builder = _KernelBuilder(base, realizes)
     if builders is not None:  # LAZY_VIZ: the nodes it fuses are the ones it builds
         builders[base] = builder
@@ -345,6 +345,8 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
             for snap in snapshots:
                 if snap not in first:
                     snap.reroute()
+    if any(is_peer_read(si.ast) for si in order):
+        order = _order_peer_reads(order)
     if DEBUG >= 3:
         for i, si in enumerate(order):
             print(f"schedule {i}: {si.kind} {si.ast.digest.hex()[:12]}")
@@ -353,6 +355,53 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     if record is not None:
         record.finish(outs, order)
     return order
+
+
+def is_peer_read(ast: LazyOp) -> bool:
+    """A copy its destination's kernels may read in place (see `LazyBuffer.copy_to_device`)."""
+    return ast.op is Ops.COPY and isinstance(ast.arg, tuple) and ast.arg[1] == PEER_READ
+
+
+def _order_peer_reads(order: list[ScheduleItem]) -> list[ScheduleItem]:
+    """Place the peer reads of a schedule where reading in place is safe and the devices overlap.
+
+    A peer read waits for its source's device to finish what it was given, then lends that memory to the other
+    device (`lazy.engine.realize.PeerRead`). It stays an ordinary copy when a later item writes its source's memory
+    (the reader could still be reading it then). The others move forward to just before the first item that reads
+    any peer read, as far as no item in between writes their source: so they all wait before a kernel reading another
+    device's memory is queued on a device whose work they wait for (an allreduce's devices then add at once)."""
+
+    def root(buf: Buffer) -> int:
+        return id(buf.base if buf.base is not None else buf)
+
+    # what each item writes (a view writes nothing: it only places a buffer in its source's memory)
+    writes = [set() if si.ast.op is Ops.BUFFER_VIEW else {root(b) for b in si.bufs[: len(si.outputs)]} for si in order]
+    for i, si in enumerate(order):
+        if is_peer_read(si.ast) and any(root(si.bufs[1]) in w for w in writes[i + 1 :]):
+            order[i] = replace(si, ast=LazyOp(Ops.COPY, (), si.bufs[0].nbytes))
+    peer = [is_peer_read(si.ast) for si in order]
+    lent = {id(si.bufs[0]) for si, p in zip(order, peer) if p}
+    # the items that move: the peer reads, and the views they read from
+    sources = {id(si.bufs[1]) for si, p in zip(order, peer) if p}
+    movable = [p or (si.ast.op is Ops.BUFFER_VIEW and id(si.bufs[0]) in sources) for si, p in zip(order, peer)]
+    done = [False] * len(order)
+    out: list[ScheduleItem] = []
+    for i, si in enumerate(order):
+        if done[i]:
+            continue
+        if not movable[i] and any(id(b) in lent for b in si.bufs[len(si.outputs) :]):
+            blocked: set[int] = set()  # memory written by an item not yet run: what reads it stays behind that item
+            for j in range(i, len(order)):
+                if done[j]:
+                    continue
+                if movable[j] and root(order[j].bufs[1]) not in blocked:
+                    out.append(order[j])
+                    done[j] = True
+                else:
+                    blocked |= writes[j]
+        out.append(si)
+        done[i] = True
+    return out
 
 
 def _viz_record() -> ScheduleRecord:
