@@ -9,7 +9,7 @@ import pytest
 
 from lazy.device import peers
 from lazy.engine.jit import TinyJit
-from lazy.engine.realize import BufferCopy, ExecItem, PeerRead, capturing, lent_to
+from lazy.engine.realize import BufferCopy, ExecItem, PeerRead, capturing, lent
 from lazy.engine.schedule import create_schedule
 from lazy.plugins import Device
 from lazy.tensor import Tensor
@@ -58,7 +58,7 @@ def test_allreduce_reads_in_place_and_every_replica_is_the_same(devices) -> None
     np.testing.assert_allclose(replicas[0], data.sum(0), rtol=1e-5, atol=1e-5)
     for device, replica in zip(devices[1:], replicas[1:]):
         np.testing.assert_array_equal(replica, replicas[0], err_msg=f"the replica on {device} differs")
-    assert not lent_to, "realize returned before the devices reading in place were settled"
+    assert not lent.to, "realize returned before the devices reading in place were settled"
 
 
 def test_not_peers_is_still_a_ring_of_copies() -> None:

@@ -18,7 +18,7 @@ from lazy.engine.realize import (
     ViewRunner,
     count_run,
     estimate,
-    lent_to,
+    lent,
     settle_peer_reads,
 )
 from lazy.hcq import HCQGraph, Signal, stamp_now
@@ -213,7 +213,7 @@ class CapturedJit:
                 self._run_batch(step, var_vals, profiling)
             else:
                 step.run(var_vals)
-        if lent_to:
+        if lent.to:
             settle_peer_reads()
         self.replays += 1
         ret = self.ret

@@ -170,7 +170,7 @@ class PeerRead(Runner):
         dest, src = bufs[0], bufs[1]
         get_device(src.device).synchronize_if_pending()
         dest.read_in_place(src)
-        lent_to.add(dest.device)
+        lent.to.add(dest.device)
         return 0.0 if wait else None
 
 
@@ -200,13 +200,21 @@ def keep_peer_reads_safe(items: list[ExecItem]) -> list[ExecItem]:
     return out[::-1]
 
 
-lent_to: set[str] = set()  # devices whose kernels read another device's memory since the last settle_peer_reads
+class _Lent(threading.local):
+    """Per thread (each settles what its own realizes and replays lent): the devices whose kernels were given another
+    device's memory to read since the last `settle_peer_reads`."""
+
+    def __init__(self) -> None:
+        self.to: set[str] = set()
+
+
+lent = _Lent()
 
 
 def settle_peer_reads() -> None:
-    """Wait for the devices that read another device's memory in place (see `PeerRead`) to finish."""
-    while lent_to:
-        device = lent_to.pop()
+    """Wait for the devices this thread lent another device's memory to (see `PeerRead`) to finish."""
+    while lent.to:
+        device = lent.to.pop()
         get_device(device).synchronize_if_pending()
 
 
@@ -474,7 +482,7 @@ def realize(outs: list[LazyBuffer]) -> None:
         if len(schedule_cache) > SCHEDULE_CACHE_SIZE:
             del schedule_cache[next(iter(schedule_cache))]
         _run_steps(steps, structure)
-        if lent_to:
+        if lent.to:
             settle_peer_reads()
 
 
@@ -518,7 +526,7 @@ def run_schedule(schedule: list[ScheduleItem], var_vals: dict[Variable, int] | N
         for out in si.outputs:
             out.done = True
             forget_graph(out)
-    if lent_to:
+    if lent.to:
         settle_peer_reads()
 
 
