@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
+import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -84,6 +87,7 @@ class _World:
     timeout_s: float
     calls: int = 0  # collectives started, the same count on every rank
     broken: str | None = None  # why the group cannot be used any more
+    places: list[tuple[str, int]] | None = None  # each rank's (host name, process id), gathered at init
 
 
 _world: _World | None = None
@@ -116,8 +120,97 @@ def init(timeout_s: float | None = None) -> None:
     mpi = _import_mpi()
     comm = mpi.COMM_WORLD.Dup()
     comm.Set_errhandler(mpi.ERRORS_RETURN)
-    _world = _World(comm, mpi, comm.Get_rank(), comm.Get_size(), DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
+    world = _World(comm, mpi, comm.Get_rank(), comm.Get_size(), DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
+    _world = world
     atexit.register(_finalize)
+    if world.size > 1:
+        world.places = _gather_places(world)
+        _watch_for_lost_ranks()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# a rank that dies: MPICH's process manager tells the others with SIGUSR1 (`mpiexec -disable-auto-cleanup`; without it
+# it kills them at once, printing the dead process's id). Each rank knows where the others run, so the notice names
+# the rank whose process is gone, and the collective waiting (or the next one) raises.
+
+PLACE_BYTES = 256  # a rank's "host pid", padded
+
+
+def _gather_places(world: _World) -> list[tuple[str, int]]:
+    """Every rank's (host name, process id), exchanged once at init (with the collectives' deadline)."""
+    import numpy as np
+
+    mine = np.zeros(PLACE_BYTES, np.uint8)
+    encoded = f"{socket.gethostname()} {os.getpid()}".encode()[:PLACE_BYTES]
+    mine[: len(encoded)] = np.frombuffer(encoded, np.uint8)
+    every = np.zeros((world.size, PLACE_BYTES), np.uint8)
+    request = world.comm.Iallgather(mine, every)
+    _wait(world, [request], "init (where each rank runs)", lambda: [])
+    places = []
+    for row in every:
+        host, _, pid = bytes(row).rstrip(b"\0").decode(errors="replace").rpartition(" ")
+        places.append((host, int(pid)))
+    return places
+
+
+def _watch_for_lost_ranks() -> None:
+    """Listen for the process manager's notice that a rank died (SIGUSR1), unless the program handles it itself or
+    this is not the main thread (where Python runs signal handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGUSR1) not in (signal.SIG_DFL, None):
+        return
+    signal.signal(signal.SIGUSR1, _on_lost_rank)
+
+
+def lost_ranks(world: _World) -> tuple[list[int], list[int]]:
+    """(ranks on this host whose process is gone, ranks on other hosts that cannot be checked from here)."""
+    here = socket.gethostname()
+    gone, elsewhere = [], []
+    for r, (host, pid) in enumerate(world.places or []):
+        if r == world.rank:
+            continue
+        if host != here:
+            elsewhere.append(r)
+            continue
+        if not _alive(pid):
+            gone.append(r)
+    return gone, elsewhere
+
+
+def _alive(pid: int) -> bool:
+    """Is process `pid` running? A process that died but was not waited for yet (a zombie) is not."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc (macOS): ask the kernel, which counts a zombie as alive
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def _on_lost_rank(signum: int, frame: Any) -> None:
+    world = _world
+    if world is None or world.broken is not None:
+        return
+    gone, elsewhere = lost_ranks(world)
+    if gone:
+        who = ", ".join(f"rank {r} (process {world.places[r][1]})" for r in gone) if world.places else "a rank"
+        what = f"{who} of {world.size} died"
+    elif elsewhere:
+        what = f"a rank on another host (one of ranks {', '.join(map(str, elsewhere))}) of {world.size} died"
+    else:
+        what = f"a rank of {world.size} died (the process manager said so; every process on this host is alive)"
+    world.broken = f"{what}; rank {world.rank} can no longer take part in collectives, and mpiexec ends the job"
+    # written at once: the process manager may stop this process moments later
+    os.write(2, f"lazy.distributed: {world.broken}\n".encode())
 
 
 def _finalize() -> None:
@@ -154,6 +247,8 @@ def _wait(world: _World, requests: list[Any], what: str, pending_ranks: Callable
     pause = 0.0
     spin_start = time.monotonic()
     while not world.mpi.Request.Testall(requests):
+        if world.broken is not None:  # a rank was reported lost while this one waited
+            raise DistributedError(world.broken)
         if time.monotonic() > deadline:
             missing = pending_ranks()
             who = f"rank {', '.join(map(str, missing))}" if missing else "a rank"
