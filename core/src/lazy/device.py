@@ -306,7 +306,7 @@ class Buffer:
 
     def read_in_place(self, src: Buffer) -> None:
         """Point this buffer at `src`'s memory, which this buffer's device reads in place (another device's: see
-        `lazy.engine.realize.peers`), holding `src` until this device has finished the work queued on it. Memory it
+        `lazy.device.peers`), holding `src` until this device has finished the work queued on it. Memory it
         had is given back first (a previous source let go once this device's queued work is done)."""
         address = src.allocator._address(src.opaque)
         if self.owner is not None and self._opaque is not None and self.allocator._address(self._opaque) == address:

@@ -399,7 +399,7 @@ class LazyBuffer:
 
     def copy_to_device(self, device: str, peer: bool = False) -> LazyBuffer:
         """This value on `device`. `peer`: for a value `device`'s kernels only read, never write (an allreduce's
-        partial sums): where `device` can read this one's memory in place (`lazy.engine.realize.peers`), it does,
+        partial sums): where `device` can read this one's memory in place (`lazy.device.peers`), it does,
         and nothing is copied; elsewhere it is an ordinary copy."""
         if device == self.device:
             return self
