@@ -17,11 +17,13 @@ from lazy.dtype import _float_to_fp32, float_to_bf16, float_to_fp16
 
 # top-level packages (or exact modules) that `import lazy` must not load: device plugins and their compiler bindings,
 # numpy, pluggy and importlib.metadata (plugin discovery), the parts of lazy loaded on first use (the code generator
-# with the first kernel), and the standard modules that cost milliseconds (used only by caches and thread pools)
+# with the first kernel, `nn` and the jit when named), and the standard modules that cost milliseconds (used only by
+# caches and thread pools)
 NOT_AT_IMPORT = (
     *("lazy_cpu", "lazy_opencl", "lazy_disk", "lazy_template", "llvmlite", "pyopencl", "numpy", "pluggy"),
     *("lazy_cuda", "lazy_metal", "cuda", "Metal", "objc"),
-    *("importlib.metadata", "importlib_metadata", "lazy.pydevice", "lazy.hookspecs", "lazy.nn.state"),
+    *("importlib.metadata", "importlib_metadata", "lazy.pydevice", "lazy.hookspecs", "lazy.nn", "lazy.engine.jit"),
+    "lazy.engine.captured",
     *("lazy.codegen.program", "lazy.codegen.kernel", "hashlib", "tempfile", "pathlib", "concurrent.futures"),
 )
 
@@ -41,6 +43,8 @@ out["mask_index"] = t[np.array([True, False, True])].tolist()
 out["arange"] = Tensor.arange(np.int64(3)).tolist()
 out["dtype"] = repr(Tensor([1], dtype=np.float16).dtype)
 out["state"] = sorted(lazy.nn.state.get_state_dict({"w": t}))
+from lazy import TinyJit  # loaded on first use
+out["jit"] = TinyJit(lambda x: (x * 2).realize())(Tensor([1.0, 2.0])).tolist()
 from lazy.plugins import DeviceSpec
 out["device_spec"] = DeviceSpec.__module__
 print(json.dumps(out))
@@ -70,6 +74,7 @@ def test_import_loads_no_plugin_numpy_or_discovery_and_first_use_works() -> None
     assert out["arange"] == [0, 1, 2]
     assert out["dtype"] == "dtypes.half"
     assert out["state"] == ["w"]
+    assert out["jit"] == [2.0, 4.0]
     assert out["device_spec"] == "lazy.hookspecs"
 
 

@@ -144,6 +144,53 @@ def check_lost(rank: int, size: int) -> None:
     raise AssertionError("all_reduce with a lost rank did not raise")
 
 
+def check_notice(rank: int, size: int) -> None:
+    """The process manager's notice that a rank died (SIGUSR1, as `mpiexec -disable-auto-cleanup` sends it), in a
+    world of one whose other ranks' places are made up: a finished process, a zombie and a process on another host.
+    The collective waiting raises naming the two gone on this host; every later collective raises too; with only
+    other hosts' ranks left, the notice names them as the candidates."""
+    import socket
+    import subprocess
+    import threading
+
+    world = dist._world
+    assert world is not None and size == 1, "the notice scenario runs as a world of one"
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # not waited for until the end
+    deadline = time.monotonic() + 30
+    while dist._alive(zombie.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert dist._alive(os.getpid()) and not dist._alive(finished.pid) and not dist._alive(zombie.pid)
+    here = socket.gethostname()
+    world.places = [(here, os.getpid()), (here, finished.pid), (here, zombie.pid), ("another-host.invalid", 1)]
+    world.size = len(world.places)
+    signal.signal(signal.SIGUSR1, dist._on_lost_rank)
+    never = world.comm.Irecv(np.zeros(1, np.uint8), source=0, tag=4242)  # nothing is ever sent: it stays pending
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+    start = time.monotonic()
+    try:
+        dist._wait(world, [never], "a test collective", lambda: [])
+        raise AssertionError("the wait did not raise on the notice")
+    except dist.DistributedError as e:
+        message = str(e)
+    assert time.monotonic() - start < 10, "the notice did not end the wait"
+    assert f"rank 1 (process {finished.pid})" in message and f"rank 2 (process {zombie.pid})" in message, message
+    assert "of 4 died" in message and "rank 3" not in message, message
+    try:
+        dist.all_reduce(Tensor.ones(2))
+        raise AssertionError("a collective after the notice did not raise")
+    except dist.DistributedError as e:
+        assert "of 4 died" in str(e), e
+    never.Cancel()
+    zombie.wait()
+    world.places, world.broken = [world.places[0], ("another-host.invalid", 1), ("yet-another.invalid", 2)], None
+    world.size = 3
+    dist._on_lost_rank(signal.SIGUSR1, None)
+    assert world.broken is not None and "a rank on another host (one of ranks 1, 2) of 3 died" in world.broken
+    world.size, world.places, world.broken = 1, None, None  # a world of one again, for the clean-up at exit
+
+
 def check_data_parallel(rank: int, size: int) -> None:  # one launch for both: each costs seconds of start-up
     check_average_gradients(rank, size)
     check_jitted_step(rank, size)
@@ -151,6 +198,7 @@ def check_data_parallel(rank: int, size: int) -> None:  # one launch for both: e
 
 SCENARIOS = {"collectives": check_collectives, "mismatch": check_mismatch, "data_parallel": check_data_parallel}
 SCENARIOS["stuck"] = SCENARIOS["killed"] = check_lost
+SCENARIOS["notice"] = check_notice
 
 if __name__ == "__main__":
     scenario = sys.argv[1]

@@ -57,6 +57,13 @@ def test_killed_rank_ends_the_job_instead_of_hanging() -> None:
     assert proc.returncode != 0 and "RAISED" not in proc.stdout and "OK" not in proc.stdout, proc.stdout
 
 
+def test_a_lost_rank_notice_names_the_rank_and_the_waiting_collective_raises() -> None:
+    # in a process of its own (plain python, a world of one): MPI is never started inside the test runner
+    proc = launch(0, str(WORKER), "notice", timeout=120)
+    assert proc.returncode == 0 and "OK notice 0/1" in proc.stdout, proc.stdout + proc.stderr
+    assert "lazy.distributed: rank 1 (process" in proc.stderr, proc.stderr  # written at once, for the log
+
+
 def test_without_mpi4py_the_error_names_the_extra() -> None:
     code = "import sys; sys.modules['mpi4py'] = None; import lazy.distributed as d; d.init()"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
