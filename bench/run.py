@@ -6,7 +6,9 @@
 Prints a Markdown table (each row's figure in its unit, and lazy / numpy, lazy / PyTorch ratios) with the machine it
 ran on, and rewrites the section between the bench markers of --out. Timing lives here, never in tests. The cold-start
 rows run each repetition in a fresh interpreter (`bench/fresh.py`: this script again, as a child), which reports its
-own times.
+own times. Issue 14's figures come from their own scripts in fresh processes and are quoted below the table:
+`allreduce` (`bench/allreduce.py`, in every run) and `dp_mpi` (`bench/dp_mpi.py`, a minute or two: in full runs, or
+when --rows names it).
 """
 
 from __future__ import annotations
@@ -854,8 +856,31 @@ def parse_args(names: list[str]) -> argparse.Namespace:
     return args
 
 
+# Issue 14's figures, each from its own script in a fresh process (a second CPU instance, MPI): (row, script, its
+# arguments in a full run and in a quick one, the lines of its output that are the figures)
+MULTI_DEVICE_ROWS = {
+    "allreduce": ("allreduce.py", [], ["--mib", "8", "--repeats", "2"], ("allreduce over", "ratio:")),
+    "dp_mpi": ("dp_mpi.py", [], ["--steps", "10", "--repeats", "1"], ("1 process:", "processes:", "ratio (")),
+}
+
+
+def multi_device_lines(key: str, quick: bool) -> list[str]:
+    """Run one of MULTI_DEVICE_ROWS and quote its figures (or why there are none)."""
+    script, full_args, quick_args, wanted = MULTI_DEVICE_ROWS[key]
+    args = quick_args if quick else full_args
+    label = " ".join([f"bench/{script}", *args])
+    cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), script), *args]
+    print(f"  {key}: {label}", file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return [f"`{label}`: failed ({tail[0]})", ""]
+    figures = [line.strip() for line in proc.stdout.splitlines() if any(w in line for w in wanted)]
+    return [f"`{label}` (issue 14):", "", *(f"    {line}" for line in figures), ""]
+
+
 def main() -> None:
-    names = ["import", *dict.fromkeys(w.key for w in workloads(QUICK))]
+    names = ["import", *dict.fromkeys(w.key for w in workloads(QUICK)), *MULTI_DEVICE_ROWS]
     args = parse_args(names)
     sizes = QUICK if args.quick else FULL
     budget = Budget(args.budget if args.budget is not None else 0.1 if args.quick else 3.0, 3 if args.quick else 20)
@@ -868,7 +893,12 @@ def main() -> None:
         lines += [f"`import lazy` (median of {runs} fresh processes): **{import_time(runs) * 1e3:.0f} ms**", ""]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += bench_rows(selected, devices, named, budget)
-    lines += ["", *NOTES]
+    lines += ["", *NOTES, ""]
+    # issue 14's: allreduce bandwidth against the memory copy, data-parallel scaling over MPI (a minute or two: in a
+    # full run, or when --rows names it)
+    for key in MULTI_DEVICE_ROWS:
+        if key in named or (not named and (key == "allreduce" or not args.quick)):
+            lines += multi_device_lines(key, args.quick)
     table = "\n".join(lines)
     print(table)
     if args.out:
