@@ -18,3 +18,16 @@ def clean_registry() -> Iterator[None]:
     with Context(DEVICE="", PLUGINS=""):
         yield
     Device.reset()
+
+
+@pytest.fixture
+def fresh_search() -> Iterator[None]:
+    """BEAM finds nothing in memory or on disk, so every call searches (no time budget, nothing printed)."""
+    from lazy.codegen import search  # the code generator loads with the first kernel, not with the fixtures
+    from lazy.engine.realize import method_cache
+
+    search._results.clear()
+    method_cache.clear()
+    with Context(CACHE_DIR="off", BEAM_BUDGET=0, DEBUG=0):
+        yield
+    search._results.clear()

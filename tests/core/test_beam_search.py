@@ -15,7 +15,6 @@ from lazy import Context, Device, Tensor
 from lazy.codegen import search
 from lazy.codegen.kernel import Kernel, Opt, OptOps
 from lazy.codegen.program import hand_coded_optimizations
-from lazy.engine.realize import method_cache
 from lazy.ops import Ops
 from lazy.renderer import Capabilities
 
@@ -38,13 +37,9 @@ def matmul_ast(n: int):
 
 
 @pytest.fixture(autouse=True)
-def fresh_state():
-    """Nothing found or compiled in memory, nothing on disk: every call searches."""
-    search._results.clear()
-    method_cache.clear()
-    with Context(CACHE_DIR="off", BEAM_BUDGET=0, DEBUG=0):
-        yield
-    search._results.clear()
+def fresh_state(fresh_search):
+    """Nothing found or compiled in memory, nothing on disk: every call searches (conftest's `fresh_search`)."""
+    yield
 
 
 class FakeClock:

@@ -24,7 +24,6 @@ import pytest
 import lazy.progress
 from lazy import Context, Device, Tensor
 from lazy.codegen import search
-from lazy.engine.realize import method_cache
 from lazy.nn import state
 from lazy.ops import Ops
 from lazy.progress import progress, write
@@ -234,15 +233,6 @@ def test_threads_share_one_bar_and_never_tear_the_line(monkeypatch):
 
 
 # -- BEAM search -------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fresh_search():
-    search._results.clear()
-    method_cache.clear()
-    with Context(CACHE_DIR="off", BEAM_BUDGET=0, DEBUG=0):
-        yield
-    search._results.clear()
 
 
 def row_sum_ast():
