@@ -18,8 +18,8 @@ scripts/setup.sh
 PY=.venv/bin/python
 # the tests compare against PyTorch (CPU build, pinned: pip takes the local wheel where one is provided)
 $PY -m pip install -q torch==2.13.0
-echo "== ruff"; $PY -m ruff check core plugins tests examples bench
-echo "== ruff format"; $PY -m ruff format --check core plugins tests examples bench
+echo "== ruff"; $PY -m ruff check conftest.py core plugins tests examples bench
+echo "== ruff format"; $PY -m ruff format --check conftest.py core plugins tests examples bench
 echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu plugins/lazy-opencl/src/lazy_opencl plugins/lazy-disk/src/lazy_disk plugins/lazy-cuda/src/lazy_cuda plugins/lazy-metal/src/lazy_metal plugins/_template/src/lazy_template
 if [ -n "$browser" ] && ! wait "$browser"; then echo "chromium did not install: tests/viz will skip, saying why"; fi
 # index tensors are range-checked in the tests (LAZY_CHECK_INDEX: off by default for speed); a hung test fails

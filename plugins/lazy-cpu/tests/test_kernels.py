@@ -76,6 +76,18 @@ def test_core_split_matches_single_call(dev):
     np.testing.assert_allclose(results[0], a.sum(axis=1), rtol=1e-5, atol=1e-5)
 
 
+def gated_copy_uops(n: int, valid: int) -> list:
+    """out[i] = a[i] if i < valid else -1, over a constant n: a pad's loads, which a compiler may vectorize with a
+    mask it knows when compiling."""
+    b = UOpBuilder()
+    out, a = buffers(b, (f32, True), (f32, False))
+    i = loop(b, n)
+    inside = b.alu(Ops.CMPLT, i, b.const(valid, dtypes.int32))
+    b.add(UOps.STORE, None, (out, i, b.add(UOps.LOAD, f32, (a, i, inside, b.const(-1.0, f32)))))
+    end(b, i)
+    return b.uops
+
+
 def test_gated_load_and_store(dev):
     b = UOpBuilder()
     out, a = buffers(b, (f32, True), (f32, False))

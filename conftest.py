@@ -1,0 +1,51 @@
+"""Plumbing shared by every test directory (tests/ and each plugin's tests/).
+
+A test worker of pytest-xdist that dies of a signal (a segfault in a kernel, in a compiler, in a native library) is
+reported by the controller as "node down: Not properly terminated" and nothing more: the worker's stderr, where
+Python's fault handler writes the stacks, is not shown. So each worker writes its fault handler's output to a file
+of its own, and the run's summary prints every file that has something in it."""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+CRASH_DIR = "LAZY_TEST_CRASH_DIR"  # set by the controller, read by its workers (they inherit its environment)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own faulthandler plugin, which points the handler at stderr
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        if config.pluginmanager.hasplugin("xdist") and CRASH_DIR not in os.environ:
+            os.environ[CRASH_DIR] = _made[0] = tempfile.mkdtemp(prefix="lazy-test-crashes-")
+        return
+    if (folder := os.environ.get(CRASH_DIR)) is not None:
+        log = open(Path(folder) / f"{worker}.log", "a")  # noqa: SIM115 (open until the process ends)
+        config.stash[_LOG] = log
+        faulthandler.enable(file=log, all_threads=True)
+
+
+_LOG = pytest.StashKey[object]()
+_made = [""]  # the folder this controller made (removed at its end; one a caller set is left alone)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") is not None or (folder := os.environ.get(CRASH_DIR)) is None:
+        return
+    for log in sorted(Path(folder).glob("*.log")):
+        text = log.read_text(errors="replace").strip()
+        if text:
+            terminalreporter.write_sep("=", f"worker {log.stem} died: its fault handler wrote")
+            terminalreporter.write_line(text[-20000:])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and _made[0]:
+        os.environ.pop(CRASH_DIR, None)
+        shutil.rmtree(_made[0], ignore_errors=True)
