@@ -16,12 +16,12 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, get_args
 
 import lazy.profile as profile
 from lazy.dtype import DType, storage_to_values, to_np_dtype
 from lazy.helpers import DEBUG, GlobalCounters, cache_dir
+from lazy.record import field, record
 from lazy.renderer import Capabilities, Renderer
 
 if TYPE_CHECKING:
@@ -46,13 +46,20 @@ def set_device_opener(opener: Callable[[str], Compiled]) -> None:
 
 
 # The signal and queue types a simple-tier `Compiled` (built without any) gets: core's synchronous ones, installed by
-# `lazy.hcq` (a higher layer) when it is imported, which `import lazy` does.
+# `lazy.hcq` (a higher layer) when it is imported. `import lazy` does not import it: `lazy.plugins` installs a loader
+# that does, called the first time a simple-tier device is built.
 _simple_tier: tuple[type[Signal], type[HWQueue[Any]]] | None = None
+_simple_tier_loader: Callable[[], object] | None = None
 
 
 def install_simple_tier(signal_t: type[Signal], queue_t: type[HWQueue[Any]]) -> None:
     global _simple_tier
     _simple_tier = (signal_t, queue_t)
+
+
+def set_simple_tier_loader(loader: Callable[[], object]) -> None:
+    global _simple_tier_loader
+    _simple_tier_loader = loader
 
 
 # Called with a device's name when that opened device closes, before it does: caches in layers above this one (the
@@ -89,7 +96,7 @@ class CompileError(RuntimeError):
 # memory
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BufferSpec:
     """How a buffer is allocated. `host`: page-locked/host memory a copy queue can reach."""
 
@@ -629,7 +636,7 @@ class Compiler:
         return lib
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LaunchLimits:
     """What one kernel launch may ask of a device, each limit with the name the device's own documentation gives it
     (formatted with `dim` and `xyz` for the per-dimension ones), so a refused launch says what to look up. A runtime
@@ -673,7 +680,7 @@ class LaunchLimits:
                                   f"allows {most} ({name})")  # fmt: skip
 
 
-@dataclass
+@record()
 class ProgramSpec:
     """A rendered kernel: its source and how to launch it."""
 
@@ -786,6 +793,8 @@ class Compiled:
         self.runtime: Callable[[str, bytes, ProgramSpec], Any] = runtime
         self.hcq = compute_queue_t is not None  # False: simple tier, on core's synchronous queues
         if signal_t is None or compute_queue_t is None:
+            if _simple_tier is None and _simple_tier_loader is not None:
+                _simple_tier_loader()
             if _simple_tier is None:
                 raise DeviceError(f"{device}: core's queues are not installed: `import lazy` before opening a device")
             signal_t, compute_queue_t = _simple_tier

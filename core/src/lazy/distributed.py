@@ -12,9 +12,9 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lazy.record import record
 from lazy.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class DistributedError(RuntimeError):
 # device <-> host
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DevicePath:
     """How a device kind's buffers reach the MPI library. The default goes through host memory: one copy out of the
     realized buffer into a numpy array, one copy into a new buffer of the device. A plugin whose memory MPI can read
@@ -78,7 +78,7 @@ def _path(t: Tensor) -> DevicePath:
 # the process group
 
 
-@dataclass
+@record()
 class _World:
     comm: Any  # a duplicate of MPI.COMM_WORLD: lazy's messages never match the program's own MPI traffic
     mpi: Any  # the mpi4py.MPI module

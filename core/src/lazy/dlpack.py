@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ctypes
 import enum
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lazy.device import Buffer, DeviceError, dlpack_contract_problems, get_device
@@ -18,6 +17,7 @@ from lazy.hookspecs import DLDeviceType
 from lazy.lazy import LazyBuffer
 from lazy.multi import MultiLazyBuffer
 from lazy.plugins import Device
+from lazy.record import record
 from lazy.shape import ShapeTracker
 from lazy.shape.view import View
 
@@ -136,7 +136,7 @@ _FOREVER = (_NAMES, _EXPORT_DELETER, _CAPSULE_DESTRUCTOR, _exports, _capsules)
 _api.Py_IncRef(ctypes.py_object(_FOREVER))  # never freed, not even at interpreter teardown
 
 
-@dataclass
+@record()
 class _Unconsumed:
     """Popped when a capsule lazy made dies: if nobody consumed it (it still has its first name), its export is
     released here, as the destructor DLPack asks for would call the deleter."""
@@ -478,7 +478,7 @@ def _importer(dl_type: int, dl_id: int, prefer: str | None = None) -> str | None
     return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Foreign:
     """A DLPack tensor as found in a capsule: its first element's address, dtype, shape, element strides, device."""
 

@@ -8,8 +8,9 @@ import functools
 import math
 import struct
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeGuard
+
+from lazy.record import record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,7 +20,7 @@ PyBool: TypeAlias = bool  # the builtin, for annotations inside `dtypes` (whose 
 PyInt: TypeAlias = int  # the builtin int, likewise (`dtypes.int` shadows it)
 
 
-@dataclass(frozen=True, order=True)
+@record(frozen=True, order=True)
 class DType:
     """A scalar or vector element type. `count > 1` is a vector of `count` scalars (used inside kernels only)."""
 
@@ -72,7 +73,7 @@ class DType:
         return dtypes.max(self)
 
 
-@dataclass(frozen=True, order=True)
+@record(frozen=True, order=True)
 class PtrDType(DType):
     """A pointer to elements of a base dtype: the type of a kernel's buffer arguments."""
 
@@ -460,7 +461,7 @@ def _bf16_bits(values: Any) -> np.ndarray:
 # fp8: the host-side reference conversions (the devices do the same with integer operations, `lazy.renderer.emulate`)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fp8Format:
     """An 8-bit float: 1 sign bit, `exponent` bits, `mantissa` bits, IEEE-style subnormals. E5M2 has infinities and
     NaNs like IEEE; E4M3 ("e4m3fn") has no infinity and one NaN per sign (all exponent and mantissa bits set).

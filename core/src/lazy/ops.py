@@ -11,11 +11,11 @@ import math
 import struct
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
 from lazy.dtype import FP8_FORMATS, ConstType, DType, dtypes, float_to_fp8, fp8_to_float, lowest_value
+from lazy.record import record
 from lazy.shape import ShapeTracker
 
 
@@ -106,7 +106,7 @@ def identity_element(op: Ops, dtype: DType) -> ConstType:
 # the kernel AST
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MemBuffer:
     """Argument of LOAD/STORE: kernel buffer number `idx`, its element dtype, and the view it is accessed through."""
 
@@ -118,7 +118,7 @@ class MemBuffer:
         return f"MemBuffer(idx={self.idx}, dtype={self.dtype!r}, st={_st_text(self.st)})"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ConstBuffer:
     """Argument of CONST: a constant `val` broadcast through `st` (a masked st makes it zero outside the mask)."""
 

@@ -9,13 +9,11 @@ imports pluggy and `lazy.hookspecs`, and then the plugins' entry modules; `impor
 from __future__ import annotations
 
 import functools
-import re
+import importlib
 import reprlib
 import sys
 import threading
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from lazy.device import (
@@ -26,9 +24,10 @@ from lazy.device import (
     dlpack_contract_problems,
     opened_devices,
     set_device_opener,
+    set_simple_tier_loader,
 )
-from lazy.hcq import queue_contract_problems
 from lazy.helpers import DEBUG, DEVICE, PLUGINS, dedup
+from lazy.record import field, record
 
 if TYPE_CHECKING:
     import pluggy
@@ -43,14 +42,14 @@ INSTALL_HINT = "install a device plugin (`pip install lazy-cpu`) or see `python 
 
 T = TypeVar("T")
 PluginStatus = Literal["ok", "error", "disabled"]
-_DEVICE_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")  # a device name: [A-Z][A-Z0-9_]*
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # calling plugin code
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PluginFailure:
     """What plugin code raised instead of returning; `str()` reads as a predicate: "raised OSError: ...", "called
     sys.exit(3)"."""
@@ -64,6 +63,8 @@ class PluginFailure:
 
     @property
     def traceback(self) -> str:
+        import traceback  # when a plugin failed: `import lazy` need not load it
+
         return "".join(traceback.format_exception(type(self.exc), self.exc, self.exc.__traceback__))
 
 
@@ -83,7 +84,7 @@ def call_plugin(fn: Callable[..., T], *args: Any) -> T | PluginFailure:
         return PluginFailure(e)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PluginProblem:
     """Something wrong with one plugin: it failed to import, its hook raised, a spec was refused, a name collided."""
 
@@ -96,7 +97,7 @@ class PluginProblem:
         return f"plugin {self.plugin!r}: {self.reason}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PluginInfo:
     """One discovered plugin as `python -m lazy devices` lists it. `devices` holds the specs its `lazy_devices`
     returned and core accepted; `Device.probe(name, plugin=...)` says whether each is usable or lost a name clash."""
@@ -146,7 +147,7 @@ def canonical_device_name(name: str, suffix: InstanceSuffix | None = None) -> st
     _check_is_str(name)
     base, sep, arg = name.partition(":")
     base = base.upper()
-    if not _DEVICE_NAME.fullmatch(base) or (sep and not arg):
+    if not ("A" <= base[:1] <= "Z" and _NAME_CHARS.issuperset(base)) or (sep and not arg):
         raise DeviceError(f"{name!r} is not a device name: expected NAME or NAME:ARG, e.g. 'CPU', 'CL:1', 'DISK:/f'")
     if not sep or suffix == "path":
         return f"{base}{sep}{arg}"
@@ -167,7 +168,7 @@ def _base(canonical: str) -> str:
 # what discovery finds
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Candidate:
     """A plugin found but not yet loaded: an entry point, a core plugin in a checkout, or a `Device.register` object."""
 
@@ -184,6 +185,8 @@ class _Candidate:
 
     @property
     def first_party(self) -> bool:
+        import re
+
         from lazy.hookspecs import FIRST_PARTY_DISTRIBUTIONS
 
         return re.sub(r"[-_.]+", "-", self.distribution).lower() in FIRST_PARTY_DISTRIBUTIONS
@@ -192,13 +195,13 @@ class _Candidate:
         return PluginProblem(self.name, reason, failure.traceback if failure is not None else "", self.distribution)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Loaded:
     specs: tuple[DeviceSpec, ...]
     problems: tuple[PluginProblem, ...]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Clash:
     """A device name that several enabled plugins provide, and no single first-party one among them: nobody gets it."""
 
@@ -206,7 +209,7 @@ class _Clash:
     specs: tuple[DeviceSpec, ...]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Index:
     """Everything derived from the loaded plugins under one LAZY_PLUGINS value; rebuilt when that value changes."""
 
@@ -344,6 +347,8 @@ class _DeviceRegistry:
         other way round, a queue without a handler for a command core sends, DLPack memory declared without the
         allocator features that serve it), naming each requirement and its fix; the device is closed again and the
         refusal is a problem of its plugin."""
+        from lazy.hcq import queue_contract_problems  # with the first device: `import lazy` need not load HCQ
+
         problems = [
             *allocator_contract_problems(dev.allocator),
             *queue_contract_problems(dev),
@@ -707,3 +712,4 @@ class _DeviceRegistry:
 
 Device = _DeviceRegistry()
 set_device_opener(Device.__getitem__)
+set_simple_tier_loader(lambda: importlib.import_module("lazy.hcq"))  # installs core's synchronous queues

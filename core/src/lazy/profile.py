@@ -18,13 +18,13 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lazy.helpers import DEBUG, PROFILE, VIZ
+from lazy.record import field, record, replace
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Event:
     """One piece of timed work. `kind`: "kernel" (one kernel on a queue), "graph" (a jit graph batch its device runs
     as one command: `args["kernels"]` names them), "copy" (between buffers, timed on the host that runs it),
@@ -100,7 +100,7 @@ def realize_id() -> int:
     return getattr(_local, "realize", 0)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Origin:
     """What caused some work: the realize's number and the first frame outside lazy that called it ("file:line
     function"). Taken on the realizing thread and handed to helper threads (`adopt`), whose own stacks say nothing."""
@@ -144,7 +144,7 @@ def _callsite() -> str:
 # queued work, read once it has run
 
 
-@dataclass
+@record()
 class _Submission:
     """Events whose times are the `Signal` timestamps `stamps` ((start, end) per event), readable once the device's
     timeline signal reaches `until`."""

@@ -16,7 +16,6 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from lazy.codegen.uops import UOp, UOps
@@ -35,6 +34,7 @@ from lazy.dtype import FP8S, DType, PtrDType, dtypes, float_to_fp8, fp8_to_float
 from lazy.helpers import EMULATE
 from lazy.hookspecs import PLUGIN_API_VERSION, CodegenTarget, DeviceSpec, hookimpl
 from lazy.ops import PYTHON_ALU, Ops, truncate
+from lazy.record import record
 from lazy.renderer import Capabilities, FragmentLayout, Renderer, TensorCore
 from lazy.wmma import known_tensor_core, multiply_accumulate
 
@@ -71,7 +71,7 @@ def open_python_device(name: str) -> Compiled:
 # which the program checks against its device's when it is loaded (a pickled jit taken to another target).
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Emulation:
     """What an opened PYTHON instance emulates: `device` (as `LAZY_EMULATE` names it, upper case), `label` naming the
     target for reports ("CUDA sm_80") and `caps`, the target's capabilities."""

@@ -5,11 +5,11 @@ adapter: which constant a node is, and how to make a constant node."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from lazy.dtype import DType, dtypes
 from lazy.ops import GroupOp, Ops, exec_alu
+from lazy.record import record
 
 NodeT = TypeVar("NodeT")
 
@@ -26,7 +26,7 @@ class Graph(Protocol[NodeT]):
         ...
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Const:
     """In a pattern: an operand that is a constant equal to `value` (0 matches 0, 0.0, -0.0 and False; 1 matches 1,
     1.0 and True). As a result: a new constant `value` of the node's dtype."""
@@ -54,7 +54,7 @@ def is_bool(dtype: DType) -> bool:
     return dtype.scalar() == dtypes.bool
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     """`op(*srcs)` is `result` when `when(dtype)` holds for the node's dtype. Operands of a commutative binary op
     (`GroupOp.Commutative`) are matched in both orders, so `x + 0` also covers `0 + x`."""

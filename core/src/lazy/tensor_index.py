@@ -12,13 +12,13 @@ against the variables' bound values."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic
 
 from lazy.dtype import ConstType, dtypes, is_numpy
 from lazy.engine.realize import copy_now
 from lazy.helpers import CHECK_INDEX, ArgumentError, ShapeError, all_int, broadcast_shape, prod
 from lazy.plugins import Device
+from lazy.record import field, record
 from lazy.symbolic import Node, bound_value, concrete, sint, to_sint
 from lazy.tensor_base import PyInt, TensorBase, TensorT
 
@@ -57,7 +57,7 @@ def _symbolic_slice(idx: slice, size: sint, axis: int, shape: tuple[sint, ...]) 
     return to_sint(start), to_sint(stop - start)
 
 
-@dataclass
+@record()
 class _Plan(Generic[TensorT]):
     """What an index does: per axis of the source a plain step, then one-hot selection by index tensors."""
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lazy import function as F
 from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 from lazy.helpers import TRAINING, ArgumentError, ShapeError, all_int, broadcast_shape, prod
+from lazy.record import record
 from lazy.symbolic import concrete, sint
 from lazy.tensor_base import PyBool, PyFloat, PyInt, TensorBase, TensorT
 
@@ -47,7 +47,7 @@ Pads = tuple[tuple[int, int], ...]  # (before, after) per spatial axis
 WGRAD_BLOCK = 2048
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PoolWindows:
     """A pooling's windows per spatial axis: kernel, stride and dilation, the (before, after) padding asked for, the
     extra padding after it that ceil_mode needs, and the output size."""

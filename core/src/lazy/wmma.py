@@ -7,16 +7,16 @@ UOp runs, checked against it) and `multiply_accumulate` (one warp's D = A @ B + 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from lazy.codegen.uops import UOp
 from lazy.device import CompileError
 from lazy.dtype import DType, dtypes
+from lazy.record import record
 from lazy.renderer import TensorCore
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KnownTensorCore:
     """One instruction as documented: tile sizes (M, N, K), the lanes of its warp, the (dtype_in, dtype_out) forms it
     has, and for each operand tile the (row, col) that element `e` of lane `l`'s fragment holds (`c`: C and D)."""

@@ -9,13 +9,13 @@ unrolled axes (the `kinds` list says which is which). Every buffer's ShapeTracke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
 from lazy.dtype import DType, dtypes
 from lazy.helpers import prod
 from lazy.ops import ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
+from lazy.record import record
 from lazy.renderer import Capabilities, TensorCore
 from lazy.shape import ShapeTracker
 from lazy.symbolic import sint
@@ -42,7 +42,7 @@ class OptOps(Enum):
     TC = auto()  # a warp's tensor core `caps.tensor_cores[amount]` takes reduce axis `axis` (first, before any other)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PackPlan:
     """Where and how an input buffer is staged: after the loop at `after` (an index into `Kernel.pack_loops`, -1:
     before them), its elements for every value of `axes` (the other axes it depends on) are copied into a tile laid
@@ -60,7 +60,7 @@ class PackPlan:
         return prod(self.sizes)
 
 
-@dataclass(frozen=True, order=True)
+@record(frozen=True, order=True)
 class Opt:
     op: OptOps
     axis: int

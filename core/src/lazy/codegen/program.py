@@ -4,7 +4,6 @@ on disk by the kernel's structure, so a later process skips code generation."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import sys
 import time
@@ -19,6 +18,8 @@ from lazy.codegen.uops import pretty
 from lazy.device import Compiled, ProgramSpec, compile_stats, load_cached, store_cached
 from lazy.helpers import DEBUG, NOOPT, VIZ, prod, to_function_name
 from lazy.ops import LazyOp
+from lazy.record import fields as record_fields
+from lazy.record import is_record, replace
 from lazy.symbolic import Variable
 
 if TYPE_CHECKING:
@@ -112,8 +113,8 @@ def stable_text(value: Any) -> str:
         return "(" + ", ".join(stable_text(v) for v in value) + ")"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{stable_text(k)}: {stable_text(v)}" for k, v in value.items()) + "}"
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = (f"{f.name}={stable_text(getattr(value, f.name))}" for f in dataclasses.fields(value))
+    if is_record(value) and not isinstance(value, type):
+        fields = (f"{f.name}={stable_text(getattr(value, f.name))}" for f in record_fields(value))
         return f"{type(value).__name__}({', '.join(fields)})"
     return repr(value)
 
@@ -180,7 +181,7 @@ def compiled_program(ast: LazyOp, dev: Compiled, opts: list[Opt] | None = None) 
     spec = get_program(ast, dev.renderer, opts, record=bool(VIZ))  # recorded before compiling: a failure shows too
     compile_stats.add("codegen", time.perf_counter() - start)
     lib = dev.compiler.for_work(spec.estimated_work()).compile_cached(spec.src)
-    store_cached("program", key, pickle.dumps(dataclasses.replace(spec, uops=None), pickle.HIGHEST_PROTOCOL))
+    store_cached("program", key, pickle.dumps(replace(spec, uops=None), pickle.HIGHEST_PROTOCOL))
     return spec, lib
 
 

@@ -14,7 +14,6 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +27,7 @@ from lazy.dtype import DType, dtypes, values_to_storage
 from lazy.helpers import BEAM_BUDGET, DEBUG, cache_dir, ceildiv, prod
 from lazy.ops import LazyOp, Ops
 from lazy.progress import Bar, progress, write
+from lazy.record import record
 
 if TYPE_CHECKING:
     from lazy.device import Compiled
@@ -45,7 +45,7 @@ ENOUGH_TIMING_S = 0.1  # a candidate is run again (up to 3 times, fastest kept) 
 # the search space: one row per kind of optimisation
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SearchRow:
     """How the search tries one `OptOps` kind: what its `axis` and `amount` range over."""
 
@@ -139,7 +139,7 @@ def _apply(base: Kernel, opt: Opt) -> Kernel | None:
 # running candidates
 
 
-@dataclass
+@record()
 class Candidate:
     """A compiled candidate kernel: the options that made it, its program spec and binary."""
 

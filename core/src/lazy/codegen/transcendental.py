@@ -8,11 +8,11 @@ own polynomials; narrower floats compute in float32 and round once."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from lazy.codegen.uops import UOp, UOpBuilder, UOps
 from lazy.dtype import DType, dtypes
 from lazy.ops import Ops
+from lazy.record import record
 
 POLYNOMIAL_OPS = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
 
@@ -28,7 +28,7 @@ TWO_OVER_PI = int(
 TWO_OVER_PI_BITS = 2240
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FloatFormat:
     """One float dtype as the polynomial code sees it: its bit layout and its polynomials (coefficients of x^0 first,
     each a minimax fit of the relative error, rounded to the dtype coefficient by coefficient)."""

@@ -43,12 +43,12 @@ the kernel's index dtype is.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any
 
 from lazy.dtype import DType, dtypes
 from lazy.ops import GroupOp, Ops
+from lazy.record import record
 from lazy.rewrite import rewrite
 
 
@@ -78,7 +78,7 @@ class UOps(Enum):
         return f"UOps.{self.name}"
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class UOp:
     """One instruction. Identity is the object; `key` is the structure, used for common-subexpression reuse."""
 

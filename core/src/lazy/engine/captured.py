@@ -5,7 +5,6 @@ binaries and the contents of the buffers it reads before writing (weights, state
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import lazy.profile as profile
@@ -25,11 +24,12 @@ from lazy.hcq import HCQGraph, Signal, stamp_now
 from lazy.helpers import DEBUG, GlobalCounters, colored
 from lazy.lazy import LazyBuffer
 from lazy.multi import Bounds, MultiLazyBuffer
+from lazy.record import record
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Variable
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Sharding:
     """How a sharded tensor input is laid out over `devices`: split along `axis` at `bounds`, or replicated (None)."""
 
@@ -50,7 +50,7 @@ class Sharding:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class InputInfo:
     """What a replay needs of one input buffer: the view its kernels read the memory through (variables unbound),
     its dtype and device. `name` is the argument's position or keyword (`"1[0]"`: item 0 of a list argument). A
@@ -71,7 +71,7 @@ class InputInfo:
         return f"input {self.name} (shard {self.shard} of {len(self.sharding.devices)}, on {self.device})"
 
 
-@dataclass
+@record()
 class GraphBatch:
     """Kernels `start` to `end` (excluded) of a captured jit, all on `device`, submitted on replay as one recorded
     queue (`HCQGraph`, or the device's own `graph_t`): one submission instead of one per kernel. The graph is recorded
@@ -90,7 +90,7 @@ class GraphBatch:
         return {**self.__dict__, "graph": None}  # a recorded queue holds device pointers: recorded again on load
 
 
-@dataclass
+@record()
 class _BatchPlan:
     """What a replay of one graph batch needs, worked out once (not pickled): its items and runners, the buffer
     arguments a replay may move (`slots`: (launch, the item's buffer list, position) of an input, or of a view a
@@ -114,7 +114,7 @@ class _BatchPlan:
         return _BatchPlan(items, runners, slots, [n for n, r in enumerate(runners) if r.spec.vars], [])
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FromInput:
     """A returned tensor rebuilt on each replay from tensor input `index`: that input itself (`st` None) or a view
     `st` of its memory (a reshape, slice or permute of it, or the input after an in-place update)."""
@@ -125,7 +125,7 @@ class FromInput:
     requires_grad: bool | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ShardedOutput:
     """A returned sharded tensor rebuilt on each replay: each shard is the captured LazyBuffer (whose memory every
     replay rewrites) or a `FromInput` (a view of an input shard's memory), laid out along `axis` at `bounds`."""
@@ -137,7 +137,7 @@ class ShardedOutput:
     requires_grad: bool | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _SavedTensor:
     """A returned tensor in a pickle: the view `st` of buffer `buf` (an index into the buffer table), whose base had
     shape `base_shape`."""
@@ -149,7 +149,7 @@ class _SavedTensor:
     requires_grad: bool | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _SavedBuffer:
     """A buffer in a pickle: a view of entry `base` at byte `offset`, or memory of its own with `data` (None: written
     before it is read, or an input, which every call replaces)."""

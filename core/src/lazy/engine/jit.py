@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from lazy.device import Buffer
@@ -27,6 +26,7 @@ from lazy.helpers import DEBUG, JIT
 from lazy.lazy import LazyBuffer
 from lazy.multi import MultiLazyBuffer
 from lazy.ops import Ops
+from lazy.record import record
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Variable, merge_bindings
 
@@ -49,7 +49,7 @@ def _shards(lb: LazyBuffer | MultiLazyBuffer) -> list[LazyBuffer]:
     return lb.lbs if isinstance(lb, MultiLazyBuffer) else [lb]
 
 
-@dataclass
+@record()
 class _Call:
     """The tensor inputs of one call: names, then per input buffer (one per shard of a sharded tensor) its tensor,
     the buffer the kernels read and what a replay checks; the values of the variables (bound in the inputs' shapes, or

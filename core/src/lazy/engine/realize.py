@@ -8,22 +8,22 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import lazy.profile as profile
 from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device, peers
-from lazy.hcq import Exec, submit_timed
 from lazy.helpers import BEAM, DEBUG, NOOPT, VIZ, GlobalCounters, colored
 from lazy.lazy import LazyBuffer, forget_graph
 from lazy.ops import LazyOp, Ops
 from lazy.progress import progress
+from lazy.record import field, record, replace
 from lazy.symbolic import Variable, sym_infer
 
 from .schedule import ScheduleItem, Structure, create_schedule, graph_structure, is_peer_read
 
 if TYPE_CHECKING:
     from lazy.codegen.kernel import Opt
+    from lazy.hcq import Exec
 
 
 class Runner:
@@ -73,6 +73,8 @@ class CompiledRunner(Runner):
 
     def launch(self, bufs: list[Buffer], var_vals: dict[Variable, int]) -> Exec:
         """The queue command that runs this kernel on `bufs` with the variables' values."""
+        from lazy.hcq import Exec  # loaded by then, with the device's queues (`import lazy` does not load HCQ)
+
         vals = tuple(var_vals[v] for v in self.spec.vars)
         gs, ls = self.static_dims if self.static_dims is not None else self.spec.launch_dims(var_vals)
         return Exec(self.program, tuple(b.opaque for b in bufs), vals, tuple(gs) if gs else None,
@@ -95,6 +97,8 @@ class CompiledRunner(Runner):
 
     def run_profiled(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool,
                  counts: tuple[int, int]) -> float | None:  # fmt: skip
+        from lazy.hcq import submit_timed
+
         dev = self.dev
         queue = dev.compute_queue_t().record(self.launch(bufs, var_vals)).signal(dev.timeline_signal, dev.next_value())
         until, stamps = submit_timed(dev, queue)
@@ -326,7 +330,7 @@ def count_run(runner: Runner, var_vals: dict[Variable, int]) -> tuple[int, int]:
     return ops, mem
 
 
-@dataclass
+@record()
 class ExecItem:
     runner: Runner
     bufs: list[Buffer]
@@ -433,7 +437,7 @@ def copy_now(dest: Buffer, src: Buffer) -> None:
 REALIZE_LOCK = threading.RLock()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Step:
     """One item of a cached schedule: its runner (a kernel's is looked up in the method cache by `kernel`, its device
     and AST, when it runs: the method cache stays the one place compiled kernels live), and its buffers and outputs

@@ -11,13 +11,13 @@ padding).
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lazy.device import Buffer, get_device
 from lazy.helpers import DEBUG, VIZ, prod
 from lazy.lazy import PEER_READ, LazyBuffer, snapshots_for
 from lazy.ops import ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
+from lazy.record import field, record, replace
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Node, Variable, merge_bindings
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from lazy.viz.capture import ScheduleRecord
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ScheduleItem:
     """One thing to run: a kernel (`ast.op is SINK`), a copy between devices, or an allocation (EMPTY)."""
 
@@ -487,7 +487,7 @@ def schedule_key(si: ScheduleItem) -> Any:
 # -- the structure of a graph: what a schedule depends on ----------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Structure:
     """The unrealized graph behind some outputs, with its buffers abstracted: `key` holds, for every node reached
     (in the order a walk from the outputs meets them), what decides its part of the schedule (op, argument, dtype,

@@ -15,13 +15,13 @@ import struct
 import sys
 import uuid
 import zipfile
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lazy.device import Buffer
 from lazy.dtype import DType, dtypes, to_np_dtype
 from lazy.helpers import DEBUG, ShapeError, all_int, prod
 from lazy.progress import progress
+from lazy.record import record
 from lazy.tensor import Tensor
 
 if sys.platform != "win32":
@@ -112,7 +112,7 @@ SAFETENSORS_NAMES: dict[DType, str] = {dtype: name for name, dtype in SAFETENSOR
 MAX_HEADER = 100 << 20  # the safetensors library's own limit on the JSON header
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorEntry:
     """One tensor of a safetensors file: where its bytes are, counted from the start of the file."""
 
@@ -401,13 +401,13 @@ TORCH_STORAGES: dict[str, DType] = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _TorchStorage:
     dtype: DType
     key: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _TorchTensor:
     """The arguments of a `_rebuild_tensor_v2` call in the pickle, kept as given: they are checked per key later."""
 
@@ -452,7 +452,7 @@ class _TorchUnpickler(pickle.Unpickler):
         return _TorchStorage(pid[1], str(pid[2]))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _TorchLayout:
     """Where a tensor's elements are in its storage, in elements: checked, so numpy can view the storage safely."""
 

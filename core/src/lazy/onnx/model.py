@@ -4,7 +4,6 @@ shape arithmetic folded; calling it runs the graph on lazy Tensors. `OPS`: every
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lazy.dtype import DType, dtypes, is_numpy, to_np_dtype
@@ -17,6 +16,7 @@ from lazy.onnx.ops_shape import OPS as SHAPE_OPS
 from lazy.onnx.registry import InvalidModelError, Node, OpSpec, UnsupportedModelError
 from lazy.onnx.resize import OPS as RESIZE_OPS
 from lazy.plugins import Device
+from lazy.record import record
 from lazy.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class OnnxRunError(RuntimeError):
     """A node failed while the model ran; the message names it, the original error is the cause."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IOSpec:
     """A graph input or output: its name, its shape (ints, names of symbolic sizes, None for unknown sizes; None
     for an unknown rank) and its dtype."""
@@ -47,7 +47,7 @@ class IOSpec:
     dtype: DType
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Step:
     """One node, ready to run: its handler, what the handler sees, and the value names it reads and writes."""
 

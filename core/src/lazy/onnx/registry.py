@@ -4,8 +4,9 @@ host, whether it can run on numpy when every input is there, and what it refuses
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+from lazy.record import field, record
 
 
 class UnsupportedModelError(NotImplementedError, ValueError):
@@ -18,7 +19,7 @@ class InvalidModelError(ValueError):
     it."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Node:
     """One graph node as its handler sees it: attributes decoded (strings as str, tensors as numpy arrays)."""
 
@@ -48,7 +49,7 @@ class Node:
         return InvalidModelError(f"lazy.onnx: {self.label}: {what}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OpSpec:
     """An operator's handler `run(node, xp, *inputs)` (absent optional inputs are None) returning one value or a tuple.
 

@@ -3,17 +3,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lazy.dtype import ALL_DTYPES, DType
 from lazy.ops import Ops
+from lazy.record import record
 
 if TYPE_CHECKING:
     from lazy.codegen.uops import UOp
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FragmentLayout:
     """Which elements of one operand tile of a tensor-core instruction each thread of the warp holds.
 
@@ -57,7 +57,7 @@ class FragmentLayout:
         return gather(self.rows), gather(self.cols)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorCore:
     """A warp-wide matrix multiply-accumulate the device has: D = A @ B + C with A (M x K), B (K x N), C and D (M x N),
     inputs `dtype_in`, accumulator and result `dtype_out`. `threads` lanes take part (a warp: 32 on NVIDIA and Apple),
@@ -88,7 +88,7 @@ class TensorCore:
                 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Capabilities:
     """What a device's code generator may use. One object drives both codegen and the conformance suite."""
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lazy.helpers import prod
+from lazy.record import record
 from lazy.shape.view import View, strides_for_shape, unravel
 from lazy.symbolic import MulNode, Node, SumNode, Variable, sint, to_sint
 
@@ -22,7 +22,7 @@ def _index_var(name: str, lo: sint, hi: sint) -> Variable:
     return Variable(name, lo if isinstance(lo, int) else lo.min, max(hi if isinstance(hi, int) else hi.max, 0))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ShapeTracker:
     """A stack of views: `views[-1]` maps an element to a flat index into the shape of `views[-2]`, and so on down to
     `views[0]`, which addresses the buffer. Hashable and immutable; every movement op returns a new tracker."""

@@ -7,10 +7,10 @@ Element `(i0, .., in)` of a view lives at `offset + sum(ik * strides[k])` and ex
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lazy.helpers import all_int, prod
+from lazy.record import record
 from lazy.symbolic import (
     AndNode,
     LtNode,
@@ -113,7 +113,7 @@ def _check_len(op: str, shape: tuple[sint, ...], arg: Sequence) -> None:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class View:
     """Shape, strides and offset into a buffer, and the box of valid indices (`mask`, None when all are valid).
 
