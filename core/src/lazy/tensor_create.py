@@ -356,10 +356,11 @@ class CreationMixin(TensorBase):
         state = words[-1].expand(len(words))
         for i, word in reversed(list(enumerate(words[:-1]))):
             state = (position == i).where(word.expand(len(words)), state)
-        state = state.contiguous()
-        counter.assign(state.shrink(((2 * chunks, 2 * chunks + 2),)))
-        keys = state.shrink(((0, 2 * chunks),))
-        return keys.realize(counter)
+        # the state first, then the counter's update from it: neither realize has to keep the counter's old value
+        # alive for a reader, and the first (the Threefry graph) has no assign, so its schedule is cached by shape
+        state = state.contiguous().realize()
+        counter.assign(state.shrink(((2 * chunks, 2 * chunks + 2),))).realize()
+        return state.shrink(((0, 2 * chunks),))
 
     @staticmethod
     def _threefry_random_bits(key: TensorT, counts0: TensorT, counts1: TensorT) -> TensorT:
