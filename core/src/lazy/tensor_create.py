@@ -54,15 +54,34 @@ _MANTISSA_BITS = {dtypes.float16: 10, dtypes.bfloat16: 7, dtypes.float32: 23, dt
 def _threefry2x32(x0: TensorT, x1: TensorT, k0: TensorT, k1: TensorT) -> tuple[TensorT, TensorT]:
     """Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"): the two output
     words for the counter (x0, x1) under the key (k0, k1); uint32 tensors of one shape."""
-    ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)
-    x0, x1 = x0 + ks[0], x1 + ks[1]
+    words = [t.lazydata for t in (x0, x1, k0, k1)]
+    if not all(isinstance(w, LazyBuffer) and w.shape == words[0].shape for w in words):
+        ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)  # sharded words: through the Tensor ops
+        x0, x1 = x0 + ks[0], x1 + ks[1]
+        for i in range(5):
+            for r in _ROTATIONS[i % 2]:
+                x0 = x0 + x1
+                x1 = ((x1 << r) | (x1 >> (32 - r))) ^ x0
+            x0 = x0 + ks[(i + 1) % 3]
+            x1 = x1 + ks[(i + 2) % 3] + (i + 1)
+        return x0, x1
+    # The same ops on the lazy buffers directly (what the Tensor ops above build, without their autograd, dtype and
+    # broadcasting steps): ~120 nodes per call, built twice per random draw, so model initialisation adds up.
+    a, b, c, d = cast("list[LazyBuffer]", words)
+
+    def op(kind: Ops, p: LazyBuffer, q: LazyBuffer | int) -> LazyBuffer:
+        return p.e(kind, q if isinstance(q, LazyBuffer) else p.const(q))
+
+    ks2 = (c, d, op(Ops.XOR, op(Ops.XOR, c, d), 0x1BD11BDA))
+    a, b = op(Ops.ADD, a, ks2[0]), op(Ops.ADD, b, ks2[1])
     for i in range(5):
         for r in _ROTATIONS[i % 2]:
-            x0 = x0 + x1
-            x1 = ((x1 << r) | (x1 >> (32 - r))) ^ x0
-        x0 = x0 + ks[(i + 1) % 3]
-        x1 = x1 + ks[(i + 2) % 3] + (i + 1)
-    return x0, x1
+            a = op(Ops.ADD, a, b)
+            b = op(Ops.XOR, op(Ops.OR, op(Ops.SHL, b, r), op(Ops.SHR, b, 32 - r)), a)
+        a = op(Ops.ADD, a, ks2[(i + 1) % 3])
+        b = op(Ops.ADD, op(Ops.ADD, b, ks2[(i + 2) % 3]), i + 1)
+    kind = type(x0)
+    return kind(a, device=a.device, requires_grad=False), kind(b, device=b.device, requires_grad=False)
 
 
 def _threefry_select(key: TensorT, x0: TensorT, x1: TensorT, first: TensorT) -> TensorT:
