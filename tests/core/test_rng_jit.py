@@ -172,3 +172,24 @@ def test_a_device_used_for_the_first_time():
     fresh = Tensor.rand(5, device="PYTHON:7").numpy()  # no generator state yet on this device
     Tensor.manual_seed(8)
     np.testing.assert_array_equal(fresh, Tensor.rand(5).numpy())
+
+
+def test_repeated_draws_reuse_the_generators_schedule(monkeypatch: pytest.MonkeyPatch):
+    """A draw of a shape seen before schedules only the counter's update: the Threefry graph's schedule is cached
+    (it has no assign), so model initialisation does not schedule the generator again for every parameter."""
+    import lazy.engine.realize as engine
+
+    made: list[int] = []
+    schedule = engine.create_schedule
+
+    def counting(outs: list[LazyBuffer]) -> list:
+        items = schedule(outs)
+        made.append(len(items))
+        return items
+
+    for shape in ((3, 5), (7,)):
+        Tensor.rand(*shape).realize()  # the first draw of each shape schedules everything
+    monkeypatch.setattr(engine, "create_schedule", counting)
+    draws = [Tensor.rand(*shape).realize() for shape in ((3, 5), (7,), (3, 5))]
+    assert sum(made) <= 2 * len(draws), f"schedule items made per draw: {made}"
+    assert not np.array_equal(draws[0].numpy(), draws[2].numpy())  # the counter still advanced
