@@ -4,16 +4,18 @@ profiling is on (`lazy.profile.active`), runners time their work where it runs a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import weakref
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 import lazy.profile as profile
 from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device, peers
 from lazy.helpers import BEAM, DEBUG, NOOPT, VIZ, GlobalCounters, colored
-from lazy.lazy import LazyBuffer, forget_graph
+from lazy.lazy import LazyBuffer, Snapshot, forget_graph, outliving_readers
 from lazy.ops import LazyOp, Ops
 from lazy.progress import progress
 from lazy.record import field, record, replace
@@ -450,9 +452,19 @@ class Step:
     var_vals: dict[Variable, int]
 
 
-# structure key -> the schedule's steps, most recently used last; bounded, as a graph whose constants change every
+@record(frozen=True)
+class CachedSchedule:
+    """A schedule kept for a structure: its steps, over the structure's nodes followed by one snapshot copy for each
+    assign target in `snapshots` (the targets' indices, ascending): the copies an assign needs when nodes outside the
+    graph still read what it overwrites (`lazy.lazy.Snapshot`), made anew for each run."""
+
+    steps: list[Step]
+    snapshots: tuple[int, ...] = ()
+
+
+# structure key -> its cached schedule, most recently used last; bounded, as a graph whose constants change every
 # step (a learning-rate schedule) would otherwise add an entry per call
-schedule_cache: dict[Any, list[Step]] = {}
+schedule_cache: dict[Any, CachedSchedule] = {}
 SCHEDULE_CACHE_SIZE = 1024
 
 
@@ -466,7 +478,8 @@ close_callbacks.append(_forget_schedules)
 def realize(outs: list[LazyBuffer]) -> None:
     """Schedule and run everything `outs` need, one realize at a time across threads. A graph whose structure was
     realized before (same ops, constants, views, dtypes, devices, variable values; any buffers) runs the schedule
-    made for it then, without scheduling or lowering again."""
+    made for it then, without scheduling or lowering again. With assigns, also only if the same targets need a
+    snapshot of their old value as then (nodes outside the graph that still read them, see `_snapshots`)."""
     with REALIZE_LOCK:
         if profile.active():
             profile.begin_realize()
@@ -476,37 +489,106 @@ def realize(outs: list[LazyBuffer]) -> None:
             run_schedule(create_schedule(outs))
             return
         key = (structure.key, BEAM.value, NOOPT.value)
-        if (steps := schedule_cache.pop(key, None)) is None:
-            schedule = create_schedule(outs)
-            precompile(schedule)
-            if (steps := _steps(schedule, structure)) is None:
+        cached = schedule_cache.pop(key, None)
+        copies: list[LazyBuffer] = []
+        if cached is not None and structure.assigns:
+            if (snapshots := _snapshots(structure, cached)) is None:  # other targets need a snapshot this time
+                schedule_cache[key] = cached
+                with _released(structure):
+                    schedule = create_schedule(outs)
                 run_schedule(schedule)
                 return
-        schedule_cache[key] = steps
+            for snapshot in snapshots:
+                snapshot.reroute()
+            copies = [snapshot.copy for snapshot in snapshots]
+        if cached is None:
+            with _released(structure):  # an assign's scheduling counts references to the graph's nodes
+                schedule = create_schedule(outs)
+            precompile(schedule)
+            if (made := _cacheable(schedule, structure)) is None:
+                run_schedule(schedule)
+                return
+            cached, copies = made
+        schedule_cache[key] = cached
         if len(schedule_cache) > SCHEDULE_CACHE_SIZE:
             del schedule_cache[next(iter(schedule_cache))]
-        _run_steps(steps, structure)
+        _run_steps(cached.steps, [*structure.nodes, *copies])
         if lent.to:
             settle_peer_reads()
 
 
-def _steps(schedule: list[ScheduleItem], structure: Structure) -> list[Step] | None:
-    """`schedule` in terms of `structure`'s node indices, or None if it reads a buffer the structure does not reach."""
-    where = {id(lb): i for i, lb in enumerate(structure.nodes)}
+def _snapshots(structure: Structure, cached: CachedSchedule) -> list[Snapshot] | None:
+    """The snapshots this run of `structure`'s cached schedule needs (`lazy.lazy.outliving_readers`: nodes outside
+    the graph that read an assign target's old value and may be realized after it), or None when their targets are
+    not those the schedule was made with. The walk counts references, so the structure's list of its nodes is
+    emptied meanwhile."""
+    nodes = structure.nodes
+    targets = [nodes[i].srcs[1].base for i in structure.assigns]
+    realized = {id(nodes[i]) for step in cached.steps for i in step.outputs if i < len(nodes)}
+    del nodes
+    with _released(structure):
+        found = outliving_readers(targets, realized)
+    index = {id(lb): i for i, lb in enumerate(structure.nodes)}
+    order = sorted(found, key=lambda target: index.get(id(target), -1))
+    if tuple(index.get(id(target), -1) for target in order) != cached.snapshots:
+        return None
+    return [Snapshot(target, found[target]) for target in order]
+
+
+def _cacheable(schedule: list[ScheduleItem], structure: Structure) -> tuple[CachedSchedule, list[LazyBuffer]] | None:
+    """`schedule` kept for `structure`, with the snapshot copies it made (see `CachedSchedule`); None when it reads a
+    node the structure does not reach. Replaying it is right whenever the same targets need copies: every kernel of
+    the schedule that reads a target's old value runs before the target's assign, or reads its copy, which is made
+    first; the readers `_snapshots` finds are pointed at the new copies, for when they are realized later."""
+    index = {id(lb): i for i, lb in enumerate(structure.nodes)}
+    copies = sorted(
+        (
+            (index.get(id(out.srcs[0]), -1) if out.srcs else -1, out)
+            for si in schedule
+            for out in si.outputs
+            if out.is_snapshot
+        ),  # fmt: skip
+        key=lambda pair: pair[0],
+    )
+    if any(at < 0 for at, _ in copies):
+        return None
+    nodes = [*structure.nodes, *(copy for _, copy in copies)]
+    if (steps := _steps(schedule, nodes)) is None:
+        return None
+    return CachedSchedule(steps, tuple(at for at, _ in copies)), [copy for _, copy in copies]
+
+
+@contextlib.contextmanager
+def _released(structure: Structure) -> Iterator[None]:
+    """`structure.nodes` emptied meanwhile, so that counting references to the nodes (`lazy.lazy._look_up`) sees
+    only the graph's own and those from outside it. Every node stays alive: the outputs being realized reach them."""
+    if not structure.assigns:
+        yield
+        return
+    held = [weakref.ref(n) for n in structure.nodes]
+    structure.nodes.clear()
+    try:
+        yield
+    finally:
+        structure.nodes.extend(cast("LazyBuffer", ref()) for ref in held)
+
+
+def _steps(schedule: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[Step] | None:
+    """`schedule` in terms of indices into `nodes`, or None if it reads a buffer that is not among them."""
+    where = {id(lb): i for i, lb in enumerate(nodes)}
     steps = []
     for si in schedule:
-        nodes = (*si.outputs, *si.inputs)
-        if len(nodes) != len(si.bufs) or any(id(lb) not in where for lb in nodes):
+        held = (*si.outputs, *si.inputs)
+        if len(held) != len(si.bufs) or any(id(lb) not in where for lb in held):
             return None
         outputs = tuple(where[id(lb)] for lb in si.outputs)
         kernel = (si.bufs[0].device, si.ast) if si.ast.op is Ops.SINK else None
         runner = lower_schedule_item(si).runner if kernel is None else None
-        steps.append(Step(runner, kernel, tuple(where[id(lb)] for lb in nodes), outputs, dict(si.var_vals)))
+        steps.append(Step(runner, kernel, tuple(where[id(lb)] for lb in held), outputs, dict(si.var_vals)))
     return steps
 
 
-def _run_steps(steps: list[Step], structure: Structure) -> None:
-    nodes = structure.nodes
+def _run_steps(steps: list[Step], nodes: list[LazyBuffer]) -> None:
     for step in steps:
         runner = step.runner if step.kernel is None else get_runner(*step.kernel)
         assert runner is not None

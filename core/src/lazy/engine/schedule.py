@@ -492,18 +492,23 @@ class Structure:
     """The unrealized graph behind some outputs, with its buffers abstracted: `key` holds, for every node reached
     (in the order a walk from the outputs meets them), what decides its part of the schedule (op, argument, dtype,
     device, view, bound variable values, whether it is forced to memory, and its sources as indices into `nodes`);
-    a realized node is only a buffer of some device, dtype and shape. Two graphs with equal keys get the same
-    schedule, item for item, on their own buffers (`nodes`). None of `key` is an object identity."""
+    a realized node is only a buffer of some device, dtype and shape, and which realized nodes share one buffer.
+    Two graphs with equal keys get the same schedule, item for item, on their own buffers (`nodes`), except where an
+    assign overwrites memory that a node outside the graph still reads (`create_schedule` snapshots it): a graph with
+    assigns (`assigns`: their indices) may run a cached schedule only after `lazy.lazy.outliving_readers` finds no
+    such node. None of `key` is an object identity."""
 
     key: tuple[Any, ...]
     nodes: list[LazyBuffer]
+    assigns: tuple[int, ...] = ()
 
 
-def graph_structure(outs: list[LazyBuffer]) -> Structure | None:
-    """The structure of what realizing `outs` runs, or None when its schedule depends on more than the structure
-    (an assign: whether the target's old value must be kept depends on which tensors are still alive)."""
+def graph_structure(outs: list[LazyBuffer]) -> Structure:
+    """The structure of what realizing `outs` runs (see `Structure`)."""
     index: dict[int, int] = {}
     nodes: list[LazyBuffer] = []
+    memory: dict[int, int] = {}  # id of a realized node's buffer -> the index of the first realized node using it
+    assigns: list[int] = []
     for out in outs:
         if id(out) not in index:
             index[id(out)] = len(nodes)
@@ -516,12 +521,12 @@ def graph_structure(outs: list[LazyBuffer]) -> Structure | None:
         if lb._base is not None:  # a view: its tracker over its base
             held: tuple[LazyBuffer, ...] = (lb._base,)
             forced = None
-        elif lb.done:  # realized: any buffer of this kind will do
-            parts.append((lb.device, lb.dtype, lb.shape))
+        elif lb.done:  # realized: any buffer of this kind will do, shared where these nodes share one
+            parts.append((lb.device, lb.dtype, lb.shape, memory.setdefault(id(lb.buffer), i - 1)))
             continue
         else:
             if lb.op is Ops.ASSIGN:
-                return None
+                assigns.append(i - 1)
             held, forced = lb.srcs, lb.forced_realize
         srcs = []
         for src in held:
@@ -530,4 +535,4 @@ def graph_structure(outs: list[LazyBuffer]) -> Structure | None:
                 nodes.append(src)
             srcs.append(at)
         parts.append((lb.structure, forced, *srcs))
-    return Structure((tuple(parts), tuple(index[id(out)] for out in outs)), nodes)
+    return Structure((tuple(parts), tuple(index[id(out)] for out in outs)), nodes, tuple(assigns))
