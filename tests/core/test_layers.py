@@ -33,6 +33,7 @@ LEVELS = [
         "lazy.tensor_math",
         "lazy.tensor_nn",
         "lazy.tensor_reduce",
+        "lazy.tensor_operators",
     ],
     ["lazy.nn", "lazy.distributed", "lazy.onnx"],
     ["lazy.conformance"],

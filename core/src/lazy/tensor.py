@@ -39,6 +39,7 @@ from lazy.tensor_math import MathMixin
 from lazy.tensor_movement import ModeError as ModeError  # (re-exported: raised by pad, imported from here)
 from lazy.tensor_movement import MovementMixin
 from lazy.tensor_nn import NNOpsMixin
+from lazy.tensor_operators import OperatorsMixin
 from lazy.tensor_reduce import ReduceMixin
 
 if TYPE_CHECKING:
@@ -87,7 +88,9 @@ def _shards_of(tensors: tuple[Tensor, ...]) -> list[LazyBuffer]:
     return out
 
 
-class Tensor(MovementMixin, CreationMixin, HostDataMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin):
+class Tensor(
+    MovementMixin, CreationMixin, HostDataMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin, OperatorsMixin
+):
     """A lazily evaluated n-dimensional array on a device, with reverse-mode autograd."""
 
     __slots__ = ()  # (the data's slots are TensorBase's)
@@ -869,24 +872,6 @@ class Tensor(MovementMixin, CreationMixin, HostDataMixin, IndexingMixin, ReduceM
         """self == y per element, a bool tensor (broadcast; NaN equals nothing)."""
         return F.Neq.apply(*self._broadcasted(y, False, "==")).logical_not()
 
-    def __lt__(self, y: TensorLike) -> Tensor:
-        return self.lt(y)
-
-    def __gt__(self, y: TensorLike) -> Tensor:
-        return self.gt(y)
-
-    def __ge__(self, y: TensorLike) -> Tensor:
-        return self.gt(y) | self.eq(y)  # (not `not x < y`: NaN compares false both ways)
-
-    def __le__(self, y: TensorLike) -> Tensor:
-        return self.lt(y) | self.eq(y)
-
-    def __eq__(self, y: TensorLike) -> Tensor:  # type: ignore[override]
-        return self.eq(y)
-
-    def __ne__(self, y: TensorLike) -> Tensor:  # type: ignore[override]
-        return self.ne(y)
-
     # bitwise / logical
     def _bitwise(self, y: TensorLike, op: Ops, reverse: PyBool = False) -> Tensor:
         x, y2 = self._broadcasted(y, reverse, op.name.lower())
@@ -922,131 +907,3 @@ class Tensor(MovementMixin, CreationMixin, HostDataMixin, IndexingMixin, ReduceM
     def rshift(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         """self >> y for integer tensors; `reverse=True` gives y >> self."""
         return self._bitwise(y, Ops.SHR, reverse)
-
-    def __and__(self, y: TensorLike) -> Tensor:
-        return self.bitwise_and(y)
-
-    def __or__(self, y: TensorLike) -> Tensor:
-        return self.bitwise_or(y)
-
-    def __xor__(self, y: TensorLike) -> Tensor:
-        return self.xor(y)
-
-    def __lshift__(self, y: TensorLike) -> Tensor:
-        return self.lshift(y)
-
-    def __rshift__(self, y: TensorLike) -> Tensor:
-        return self.rshift(y)
-
-    def __rand__(self, y: TensorLike) -> Tensor:
-        return self.bitwise_and(y, True)
-
-    def __ror__(self, y: TensorLike) -> Tensor:
-        return self.bitwise_or(y, True)
-
-    def __rxor__(self, y: TensorLike) -> Tensor:
-        return self.xor(y, True)
-
-    def __rlshift__(self, y: TensorLike) -> Tensor:
-        return self.lshift(y, True)
-
-    def __rrshift__(self, y: TensorLike) -> Tensor:
-        return self.rshift(y, True)
-
-    def __invert__(self) -> Tensor:
-        return (
-            self.logical_not()
-            if self.dtype == dtypes.bool
-            else self ^ ((1 << (8 * self.dtype.itemsize)) - 1 if dtypes.is_unsigned(self.dtype) else -1)
-        )
-
-    # operators
-    def __neg__(self) -> Tensor:
-        return self.neg()
-
-    def __add__(self, y: TensorLike) -> Tensor:
-        return self.add(y)
-
-    def __radd__(self, y: TensorLike) -> Tensor:
-        return self.add(y, True)
-
-    def __sub__(self, y: TensorLike) -> Tensor:
-        return self.sub(y)
-
-    def __rsub__(self, y: TensorLike) -> Tensor:
-        return self.sub(y, True)
-
-    def __mul__(self, y: TensorLike) -> Tensor:
-        return self.mul(y)
-
-    def __rmul__(self, y: TensorLike) -> Tensor:
-        return self.mul(y, True)
-
-    def __truediv__(self, y: TensorLike) -> Tensor:
-        return self.div(y)
-
-    def __rtruediv__(self, y: TensorLike) -> Tensor:
-        return self.div(y, True)
-
-    def __floordiv__(self, y: TensorLike) -> Tensor:
-        return self.floordiv(y)
-
-    def __rfloordiv__(self, y: TensorLike) -> Tensor:
-        return self.floordiv(y, True)
-
-    def __mod__(self, y: TensorLike) -> Tensor:
-        return self.mod(y)
-
-    def __rmod__(self, y: TensorLike) -> Tensor:
-        return self.mod(y, True)
-
-    def __pow__(self, y: TensorLike) -> Tensor:
-        return self.pow(y)
-
-    def __rpow__(self, y: TensorLike) -> Tensor:
-        return self.pow(y, True)
-
-    def __matmul__(self, y: Tensor) -> Tensor:
-        return self.matmul(y)
-
-    def __rmatmul__(self, y: Tensor) -> Tensor:
-        return y.matmul(self)
-
-    def __iadd__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.add(y))
-
-    def __isub__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.sub(y))
-
-    def __imul__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.mul(y))
-
-    def __itruediv__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.div(y))
-
-    def __ifloordiv__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.floordiv(y))
-
-    def __imod__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.mod(y))
-
-    def __ipow__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.pow(y))
-
-    def __imatmul__(self, y: Tensor) -> Tensor:
-        return self.assign(self.matmul(y))
-
-    def __iand__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.bitwise_and(y))
-
-    def __ior__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.bitwise_or(y))
-
-    def __ixor__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.xor(y))
-
-    def __ilshift__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.lshift(y))
-
-    def __irshift__(self, y: TensorLike) -> Tensor:
-        return self.assign(self.rshift(y))

@@ -1,0 +1,164 @@
+"""`Tensor`'s Python operators: `+`, `-`, `*`, `/`, `//`, `%`, `**`, `@`, the comparisons, the bitwise operators, their
+reflected forms (`1 - x`) and the in-place forms (`x += y`, an assign), each one of `Tensor`'s named methods. A mixin
+of `Tensor`, built only from those methods."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lazy.dtype import ConstType, dtypes
+from lazy.tensor_base import TensorBase
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+
+class OperatorsMixin(TensorBase):
+    """Python operator syntax on `Tensor`, mapped onto its named methods."""
+
+    __slots__ = ()  # Tensor keeps its slots: no per-instance __dict__
+
+    def __lt__(self, y: Self | ConstType) -> Self:
+        return self.lt(y)
+
+    def __gt__(self, y: Self | ConstType) -> Self:
+        return self.gt(y)
+
+    def __ge__(self, y: Self | ConstType) -> Self:
+        return self.gt(y) | self.eq(y)  # (not `not x < y`: NaN compares false both ways)
+
+    def __le__(self, y: Self | ConstType) -> Self:
+        return self.lt(y) | self.eq(y)
+
+    def __eq__(self, y: Self | ConstType) -> Self:  # type: ignore[override]
+        return self.eq(y)
+
+    def __ne__(self, y: Self | ConstType) -> Self:  # type: ignore[override]
+        return self.ne(y)
+
+    def __and__(self, y: Self | ConstType) -> Self:
+        return self.bitwise_and(y)
+
+    def __or__(self, y: Self | ConstType) -> Self:
+        return self.bitwise_or(y)
+
+    def __xor__(self, y: Self | ConstType) -> Self:
+        return self.xor(y)
+
+    def __lshift__(self, y: Self | ConstType) -> Self:
+        return self.lshift(y)
+
+    def __rshift__(self, y: Self | ConstType) -> Self:
+        return self.rshift(y)
+
+    def __rand__(self, y: Self | ConstType) -> Self:
+        return self.bitwise_and(y, True)
+
+    def __ror__(self, y: Self | ConstType) -> Self:
+        return self.bitwise_or(y, True)
+
+    def __rxor__(self, y: Self | ConstType) -> Self:
+        return self.xor(y, True)
+
+    def __rlshift__(self, y: Self | ConstType) -> Self:
+        return self.lshift(y, True)
+
+    def __rrshift__(self, y: Self | ConstType) -> Self:
+        return self.rshift(y, True)
+
+    def __invert__(self) -> Self:
+        return (
+            self.logical_not()
+            if self.dtype == dtypes.bool
+            else self ^ ((1 << (8 * self.dtype.itemsize)) - 1 if dtypes.is_unsigned(self.dtype) else -1)
+        )
+
+    def __neg__(self) -> Self:
+        return self.neg()
+
+    def __add__(self, y: Self | ConstType) -> Self:
+        return self.add(y)
+
+    def __radd__(self, y: Self | ConstType) -> Self:
+        return self.add(y, True)
+
+    def __sub__(self, y: Self | ConstType) -> Self:
+        return self.sub(y)
+
+    def __rsub__(self, y: Self | ConstType) -> Self:
+        return self.sub(y, True)
+
+    def __mul__(self, y: Self | ConstType) -> Self:
+        return self.mul(y)
+
+    def __rmul__(self, y: Self | ConstType) -> Self:
+        return self.mul(y, True)
+
+    def __truediv__(self, y: Self | ConstType) -> Self:
+        return self.div(y)
+
+    def __rtruediv__(self, y: Self | ConstType) -> Self:
+        return self.div(y, True)
+
+    def __floordiv__(self, y: Self | ConstType) -> Self:
+        return self.floordiv(y)
+
+    def __rfloordiv__(self, y: Self | ConstType) -> Self:
+        return self.floordiv(y, True)
+
+    def __mod__(self, y: Self | ConstType) -> Self:
+        return self.mod(y)
+
+    def __rmod__(self, y: Self | ConstType) -> Self:
+        return self.mod(y, True)
+
+    def __pow__(self, y: Self | ConstType) -> Self:
+        return self.pow(y)
+
+    def __rpow__(self, y: Self | ConstType) -> Self:
+        return self.pow(y, True)
+
+    def __matmul__(self, y: Self) -> Self:
+        return self.matmul(y)
+
+    def __rmatmul__(self, y: Self) -> Self:
+        return y.matmul(self)
+
+    def __iadd__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.add(y))
+
+    def __isub__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.sub(y))
+
+    def __imul__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.mul(y))
+
+    def __itruediv__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.div(y))
+
+    def __ifloordiv__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.floordiv(y))
+
+    def __imod__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.mod(y))
+
+    def __ipow__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.pow(y))
+
+    def __imatmul__(self, y: Self) -> Self:
+        return self.assign(self.matmul(y))
+
+    def __iand__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.bitwise_and(y))
+
+    def __ior__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.bitwise_or(y))
+
+    def __ixor__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.xor(y))
+
+    def __ilshift__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.lshift(y))
+
+    def __irshift__(self, y: Self | ConstType) -> Self:
+        return self.assign(self.rshift(y))
