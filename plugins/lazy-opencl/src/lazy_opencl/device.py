@@ -21,6 +21,7 @@ from lazy.device import (
     LRUAllocator,
     ProgramSpec,
 )
+from lazy.helpers import DEBUG
 from lazy_opencl import NO_PLATFORM_FIX
 from lazy_opencl.queues import CLComputeQueue, CLCopyQueue, CLSignal, wait_event
 from lazy_opencl.renderer import DeviceLimits, OpenCLRenderer
@@ -39,13 +40,35 @@ def all_devices() -> list[Any]:
     return sorted(devices, key=lambda d: 0 if d.type & (cl.device_type.GPU | cl.device_type.ACCELERATOR) else 1)
 
 
+# LLVM's names of the x86 CPUs with AVX-512, as PoCL ends its device's HSTR with the one it compiles kernels for
+AVX512_LLVM_CPUS = ("knl", "knm", "skx", "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
+                    "icelake-server", "tigerlake", "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids",
+                    "graniterapids-d", "diamondrapids", "znver4", "znver5", "x86-64-v4")  # fmt: skip
+
+
+def float_vector_width(cl_device: Any) -> int:
+    """The float lanes to render vectors with: what the device prefers, except that a PoCL CPU device reports its
+    host's lanes (16 with AVX-512) while compiling for the CPU its LLVM knows. An LLVM older than the CPU (PoCL 3.0
+    with LLVM 14 on AMD Zen 4 compiles for znver3) has no AVX-512 there: float16 code then computes wrong sums and
+    can abort the process in LLVM's instruction selection. Such a device gets 8 lanes (AVX2)."""
+    width = int(cl_device.preferred_vector_width_float)
+    version = str(cl_device.version)
+    if width > 8 and cl_device.type & cl.device_type.CPU and "HSTR: pthread-x86_64" in version:
+        if not version.rstrip().endswith(tuple(f"-{cpu}" for cpu in AVX512_LLVM_CPUS)):
+            if DEBUG >= 1:
+                print(f"CL: {cl_device.name} reports {width} float lanes but PoCL compiles for "
+                      f"{version.rsplit('-', 1)[-1]}, without AVX-512: rendering 8")  # fmt: skip
+            return 8
+    return width
+
+
 def device_limits(cl_device: Any) -> DeviceLimits:
     extensions = cl_device.extensions.split()
     sizes = (list(cl_device.max_work_item_sizes) + [1, 1, 1])[:3]
     return DeviceLimits(local_max=(sizes[0], sizes[1], sizes[2]), local_size_max=cl_device.max_work_group_size,
                         shared_max=cl_device.local_mem_size, fp16="cl_khr_fp16" in extensions,
                         fp64="cl_khr_fp64" in extensions or bool(cl_device.double_fp_config),
-                        float_vector_width=cl_device.preferred_vector_width_float,
+                        float_vector_width=float_vector_width(cl_device),
                         cpu=bool(cl_device.type & cl.device_type.CPU))  # fmt: skip
 
 
