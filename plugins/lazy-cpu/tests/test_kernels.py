@@ -145,6 +145,26 @@ def test_vector_load_math_store(dev, width):
     np.testing.assert_allclose(got_total[0], (a * bb).sum(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("width", [2, 4, 8, 16])
+def test_vector_mulacc_rounds_once(dev, width):
+    """A float vector MULACC is a*b+c with one rounding at every width (the C prelude's lazy_fma_floatN: the x86 FMA
+    builtin where the target has one, a loop of fmaf otherwise). The lanes are chosen so that rounding a*b first
+    gives 0 where the fused result is 2**-24 * 2**lane."""
+    vec = f32.vec(width)
+    b = UOpBuilder()
+    out, x, y, z = buffers(b, (f32, True), (f32, False), (f32, False), (f32, False))
+    zero = b.const(0, dtypes.int32)
+    va, vb, vc = (b.add(UOps.LOAD, vec, (buf, zero)) for buf in (x, y, z))
+    b.add(UOps.STORE, None, (out, zero, b.alu(Ops.MULACC, va, vb, vc)))
+    scale = np.exp2(np.arange(width)).astype(np.float32)
+    a = ((1 + 2.0**-12) * scale).astype(np.float32)
+    bb = np.full(width, 1 + 2.0**-12, np.float32)
+    c = (-(1 + 2.0**-11) * scale).astype(np.float32)
+    assert not (a * bb + c).any()  # rounded twice: every lane cancels
+    got = run(dev, b.uops, [np.zeros(width, np.float32), a, bb, c])[0]
+    np.testing.assert_array_equal(got, 2.0**-24 * scale)
+
+
 def test_value_read_before_assign_is_not_moved_past_it(dev):
     """t = acc*2 is computed before acc is assigned and used after: it must not be inlined after the ASSIGN."""
     b = UOpBuilder()

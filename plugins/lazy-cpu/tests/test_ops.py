@@ -122,6 +122,31 @@ def cast_values(src: DType, dst: DType) -> list:
     return values
 
 
+SMALL_INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16]
+
+
+@pytest.mark.parametrize("src", [dtypes.float32, dtypes.float16, dtypes.fp8e4m3], ids=lambda d: d.name)
+def test_float_to_small_int_casts_wrap_like_the_reference(dev, src):
+    """A float beyond a small int type's range (fp8's 127 is 128) converts through int and wraps, as `truncate` does,
+    in a loop long enough to be vectorized: a direct conversion is undefined in C and LLVM, and vector code saturated
+    it (LLVM on AMD Zen 4 gave 127 for 128.0 -> int8)."""
+    values = [128.0, 200.0, 255.0, 256.0, 300.0, -129.0, -200.0, 40000.0, -40000.0, 60000.0, -2.5, 127.9, 0.0, -1.0]
+    n = 16 * len(values)
+    b = UOpBuilder()
+    inp, *outs = buffers(b, (src, False), *[(d, True) for d in SMALL_INTS])
+    i = loop(b, n)
+    x = b.add(UOps.LOAD, src, (inp, i))
+    for out, dst in zip(outs, SMALL_INTS):
+        b.add(UOps.STORE, None, (out, i, b.add(UOps.CAST, dst, (x,))))
+    end(b, i)
+    arrays = [to_np(values * 16, src)] + [to_np([0] * n, d) for d in SMALL_INTS]
+    got = run(dev, b.uops, arrays)
+    stored = from_np(arrays[0], src)  # the values as `src` holds them (fp8 rounds 40000 to 448)
+    for k, dst in enumerate(SMALL_INTS):
+        want = [truncate(int(v), dst) for v in stored]
+        assert_match(from_np(got[1 + k], dst), want, dst, context=f"{dev.device} cast {src}->{dst}")
+
+
 @pytest.mark.parametrize("src", ALL_DTYPES, ids=lambda d: d.name)
 def test_casts(dev, src):
     """One kernel per source dtype converting to every dtype, against `truncate` (C conversion semantics)."""

@@ -175,6 +175,10 @@ class _IRWriter:
         if sk == "f" and dk == "f":
             ins = "fpext" if dst.itemsize > src.itemsize else "fptrunc"
         elif sk == "f":
+            if dst.scalar().itemsize < 4:  # through int32, then wrapped: out of a small type's range, C's conversion
+                # (the reference) wraps, while a direct fptosi is poison there (vectorized: saturated on some CPUs)
+                return self.cast(self.op(f"fptosi {st} {x} to {ll_type(dtypes.int32.vec(dst.count))}"),
+                                 dtypes.int32.vec(dst.count), dst)  # fmt: skip
             ins = "fptosi" if dk == "s" else "fptoui"
         elif dk == "f":
             ins = "sitofp" if sk == "s" else "uitofp"

@@ -39,6 +39,43 @@ def _mulacc(a: str, b: str, c: str, dtype: DType) -> str:
     return _builtin("fma")(a, b, c, dtype=dtype) if dtype == dtypes.float32 else f"(({a}*{b})+{c})"
 
 
+# x86 builtins of one vector FMA instruction, by float lanes: (the macro the compiler defines when the target has it,
+# the call); gcc and clang name them alike and need no header for them
+X86_VECTOR_FMA = {
+    16: ("__AVX512F__", "__builtin_ia32_vfmaddps512_mask(a, b, c, -1, 4)"),  # all lanes, current rounding
+    8: ("__FMA__", "__builtin_ia32_vfmaddps256(a, b, c)"),
+    4: ("__FMA__", "__builtin_ia32_vfmaddps(a, b, c)"),
+}
+
+
+# before the first `vector_fma`: whether the compiler has clang's elementwise FMA (`__has_builtin` is gcc 10+, clang)
+ELEMENTWISE_FMA_CHECK = [
+    "#ifdef __has_builtin",
+    "#if __has_builtin(__builtin_elementwise_fma)",
+    "#define LAZY_ELEMENTWISE_FMA 1",
+    "#endif",
+    "#endif",
+]
+
+
+def vector_fma(name: str, lanes: int) -> list[str]:
+    """The prelude's `lazy_fma_<name>`: a*b+c of float32 lanes with one rounding. The compiler's own vector FMA where
+    it has one (clang's elementwise builtin; the x86 instruction when the target has it); else a loop of fmaf, which
+    compilers also turn into one instruction, but only through the loop vectorizer, run once per call after inlining:
+    that doubled gcc's time on the convolutions' kernels (hundreds of FMAs each)."""
+    guard, x86 = X86_VECTOR_FMA.get(lanes, ("", ""))
+    return [
+        f"static inline {name} lazy_fma_{name}({name} a, {name} b, {name} c) {{",
+        "#ifdef LAZY_ELEMENTWISE_FMA",
+        "  return __builtin_elementwise_fma(a, b, c);",
+        *([f"#elif defined({guard})", f"  return {x86};"] if guard else []),
+        "#else",
+        f"  {name} r; for (int i = 0; i < {lanes}; i++) r[i] = __builtin_fmaf(a[i], b[i], c[i]); return r;",
+        "#endif",
+        "}",
+    ]
+
+
 VECTOR_SELECT = (dtypes.float32, dtypes.int32, dtypes.uint32)  # lane types with whole-vector compares and selects
 BF16_HELPERS = [
     "static inline float lazy_bf2f(unsigned short x) { unsigned int u = (unsigned int)x << 16; float f; "
@@ -88,6 +125,15 @@ class ClangRenderer(CStyleLanguage):
     def render_cast(self, x: str, src: DType, dst: DType) -> str:
         if src == dtypes.float64 and dst == dtypes.float16:
             return f"((lazy_half)lazy_odd_float({x}))"
+        small_int = dtypes.is_int(dst.scalar()) and dst.scalar().itemsize < 4
+        if small_int and dtypes.is_float(src.scalar()) and src.scalar() != dtypes.bfloat16:  # (bf16: bits, via float)
+            # through int, then wrapped, as the reference converts: a float out of a small int type's range is
+            # undefined in C, and vectorized conversions saturate on some targets (AVX2's packs). Lane by lane for
+            # a vector: the prelude declares only the vector types the kernel's uops use
+            if dst.count > 1:
+                lanes = [self.render_cast(self.render_gep(x, i), src.scalar(), dst.scalar()) for i in range(dst.count)]
+                return self.render_vectorize(dst, lanes)
+            return f"(({self.render_dtype(dst)})((int){x}))"
         return super().render_cast(x, src, dst)
 
     def render_alu(self, op: Ops, dtype: DType, src_dtypes: list[DType], operands: list[str]) -> str:
@@ -120,6 +166,8 @@ class ClangRenderer(CStyleLanguage):
         lines = list(BF16_HELPERS) if any(d.scalar() == dtypes.bfloat16 for d in used) else []
         if any(d.scalar() == dtypes.float16 for d in used):
             lines += HALF_TYPE
+        if any(d.count > 1 and d.scalar() == dtypes.float32 for d in used):
+            lines += ELEMENTWISE_FMA_CHECK
         for vec in sorted((d for d in used if d.count > 1), key=lambda d: d.name):
             name, elem = vec.name, self.type_map[vec.scalar()]
             if vec.scalar() == dtypes.bool:  # a compare's result: int lanes holding 0 or 1 (never loaded or stored)
@@ -141,10 +189,6 @@ class ClangRenderer(CStyleLanguage):
                         f"static inline {name} lazy_max_{name}({name} a, {name} b) {{ "
                         f"return lazy_where_{name}(-((a >= b) | (a != a)), a, b); }}"
                     )
-            if vec.scalar() == dtypes.float32:  # a loop of fmaf the compiler turns into one vector FMA
-                lines.append(
-                    f"static inline {name} lazy_fma_{name}({name} a, {name} b, {name} c) {{ {name} r; "
-                    f"for (int i = 0; i < {vec.count}; i++) r[i] = __builtin_fmaf(a[i], b[i], c[i]); "
-                    "return r; }"
-                )
+            if vec.scalar() == dtypes.float32:
+                lines += vector_fma(name, vec.count)
         return lines
