@@ -616,6 +616,11 @@ class Compiler:
         configuration a plugin offers for kernels so small that compiling them is most of what they cost."""
         return self
 
+    def for_program(self, spec: ProgramSpec) -> Compiler:
+        """The compiler for `spec`'s source: `for_work` of its estimated work by default. A plugin may also look at
+        what the code generator did (e.g. `vector_width`: code already vectorized needs no auto-vectorizer)."""
+        return self.for_work(spec.estimated_work())
+
     def compile_timed(self, src: str) -> bytes:
         """`compile(src)`, counted and timed for the LAZY_DEBUG report."""
         start = time.perf_counter()
@@ -696,6 +701,7 @@ class ProgramSpec:
     mem_estimate: Any = 0
     core_split: int = 0  # >0: last two int params are [lo, hi) of the outermost loop, which has this many iterations
     uops: list[UOp] | None = None
+    vector_width: int = 1  # the widest vector its code computes with; 1: scalar code, left to the compiler to vectorize
 
     def estimated_work(self) -> float:
         """Operations or 4-byte elements moved, whichever is more; infinite when unknown or symbolic."""

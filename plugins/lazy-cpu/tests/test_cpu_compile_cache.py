@@ -1,7 +1,7 @@
 """Cold start on the CPU and LLVM devices: a second process with a warm cache generates no code and runs no compiler
 (the program cache gives the source, the binary cache the shared object), a kernel whose compile fails leaves no
 program entry behind (the next process would load a program that does not compile), and small kernels compile with
-cheaper flags."""
+cheaper flags, as do kernels the code generator vectorized."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from lazy import Context, Device, Tensor
+from lazy.codegen.program import get_program
 from lazy.device import CompileError, ProgramSpec
 from lazy.engine import realize
 from lazy_cpu.device import SMALL_KERNEL_WORK, ClangCompiler
@@ -80,3 +81,18 @@ def test_small_kernels_compile_with_cheaper_flags_under_their_own_key():
     assert small.compile(src)[:4] == b"\x7fELF"
     spec = ProgramSpec("E_4", "", "CPU", op_estimate=4, mem_estimate=32)
     assert spec.estimated_work() == 8 and ProgramSpec("E_v", "", "CPU").estimated_work() == float("inf")
+
+
+def test_kernels_written_in_vectors_compile_with_cheaper_flags():
+    """-O2's extra over -O1 on the CPU is mostly gcc's auto-vectorizers: a kernel the code generator already wrote in
+    vector types (a matmul tile) gets -O1, as fast and compiled in about half the time; a large scalar one (an int
+    division, which has no vector form here) keeps -O2."""
+    compiler, dev = ClangCompiler("CPU"), Device["CPU"]
+    a = Tensor(np.ones((256, 256), np.float32), device="CPU")
+    n = Tensor(np.arange(1 << 18, dtype=np.int32), device="CPU")
+    matmul = get_program((a @ a).schedule()[-1].ast, dev.renderer)
+    division = get_program(((n // 7) + (n % 5)).schedule()[-1].ast, dev.renderer)
+    assert matmul.vector_width > 1 and division.vector_width == 1
+    assert matmul.estimated_work() >= SMALL_KERNEL_WORK and division.estimated_work() >= SMALL_KERNEL_WORK
+    assert compiler.for_program(matmul) is compiler.small and compiler.for_program(division) is compiler
+    assert "-O1" in compiler.small.flags

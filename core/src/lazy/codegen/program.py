@@ -14,7 +14,7 @@ from lazy.codegen.kernel import Axis, Kernel, Opt, OptOps
 from lazy.codegen.lowerer import estimate_ops, lower_kernel
 from lazy.codegen.opt_gpu import gpu_optimizations
 from lazy.codegen.opt_reduce import reduce_optimizations
-from lazy.codegen.uops import pretty
+from lazy.codegen.uops import UOps, pretty
 from lazy.device import Compiled, ProgramSpec, compile_stats, load_cached, store_cached
 from lazy.helpers import DEBUG, NOOPT, VIZ, prod, to_function_name
 from lazy.ops import LazyOp
@@ -93,10 +93,11 @@ def kernel_program(k: Kernel, renderer: Renderer) -> ProgramSpec:
     membufs = k.membufs
     mem = sum(prod(st.shape) * b.dtype.itemsize for b, st in zip(k.bufs, k.sts) if b in membufs)
     vars_: list[Variable] = lowerer.symbolic_vars
+    widest = max((u.dtype.count for u in uops if u.op is UOps.ALU and u.dtype is not None), default=1)
     return ProgramSpec(name=name, src=src, device=renderer.device, global_size=lowerer.global_size,
                        local_size=lowerer.local_size, vars=vars_, outs=[0],
                        ins=[b.idx for b in membufs if b.idx != 0], op_estimate=estimate_ops(ast, k.full_shape),
-                       mem_estimate=mem, core_split=lowerer.core_split, uops=uops)  # fmt: skip
+                       mem_estimate=mem, core_split=lowerer.core_split, uops=uops, vector_width=widest)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -176,11 +177,11 @@ def compiled_program(ast: LazyOp, dev: Compiled, opts: list[Opt] | None = None) 
 
     key = program_key(ast, dev.renderer, dev.compiler.cachekey, opts)
     if DEBUG < 4 and not VIZ and (spec := _load_program(key)) is not None:
-        return spec, dev.compiler.for_work(spec.estimated_work()).compile_cached(spec.src)
+        return spec, dev.compiler.for_program(spec).compile_cached(spec.src)
     start = time.perf_counter()
     spec = get_program(ast, dev.renderer, opts, record=bool(VIZ))  # recorded before compiling: a failure shows too
     compile_stats.add("codegen", time.perf_counter() - start)
-    lib = dev.compiler.for_work(spec.estimated_work()).compile_cached(spec.src)
+    lib = dev.compiler.for_program(spec).compile_cached(spec.src)
     store_cached("program", key, pickle.dumps(replace(spec, uops=None), pickle.HIGHEST_PROTOCOL))
     return spec, lib
 

@@ -27,7 +27,7 @@ from lazy.conformance.runner import (
     forget_suite_modules,
     layer_of,
 )
-from lazy.device import CompileError, DeviceError
+from lazy.device import CompileError, DeviceError, ProgramSpec
 from lazy.helpers import Context
 from lazy.ops import LazyOp, Ops
 
@@ -223,12 +223,13 @@ class _TargetCheck:
         self.names[key] = self.names.get(key, 0) + 1
         return key if self.names[key] == 1 else f"{key}#{self.names[key]}"
 
-    def add(self, test_id: str, layer: str, name: str, src: str, work: float = float("inf")) -> None:
-        """A rendered kernel: compiled when the target has a compiler (the one it would use for `work`)."""
+    def add(self, test_id: str, layer: str, name: str, src: str, spec: ProgramSpec | None = None) -> None:
+        """A rendered kernel: compiled when the target has a compiler (the one it would use for `spec`)."""
         record = TestRecord(test_id, layer)
         self.records.append(record)
         if self.target.compiler is not None:
-            compiler = self.target.compiler.for_work(work)
+            compiler = self.target.compiler
+            compiler = compiler.for_work(float("inf")) if spec is None else compiler.for_program(spec)
             self.pending.append((record, self.pool.submit(_compile, compiler, name, src)))
 
     def other(self, test_id: str, layer: str, outcome: str, message: str) -> None:
@@ -270,7 +271,7 @@ def check_target(device: str, target: CodegenTarget, recorded: list[RecordedKern
         except Exception as e:
             check.other(check.test_id(rec.test, rec.ast.digest.hex()[:12]), layer, "failed", _codegen_failure(e))
             continue
-        check.add(check.test_id(rec.test, spec.name), layer, spec.name, spec.src, spec.estimated_work())
+        check.add(check.test_id(rec.test, spec.name), layer, spec.name, spec.src, spec)
     return check
 
 

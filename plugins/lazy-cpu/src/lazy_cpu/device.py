@@ -334,7 +334,8 @@ class ClangCompiler(Compiler):
 
     No -ffast-math: NaN, inf and signed zeros must behave as in `lazy.ops`. -ffp-contract=off keeps a*b+c two
     roundings unless the kernel asked for MULACC; -fwrapv makes signed overflow wrap as the reference does. Kernels
-    of less than `SMALL_KERNEL_WORK` compile at -O1 (`for_work`), under a cache key of their own."""
+    of less than `SMALL_KERNEL_WORK`, and kernels the code generator vectorized itself, compile at -O1
+    (`for_program`), under a cache key of their own."""
 
     FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
              "-fwrapv"]  # fmt: skip
@@ -355,8 +356,10 @@ class ClangCompiler(Compiler):
         if max(vector_widths()) == 16:  # both compilers default to 256-bit vectors; kernels ask for 16 lanes on purpose
             self.flags.append("-mprefer-vector-width=512")
         super().__init__(self.identity(self.flags))
-        # Small kernels run as fast at -O1 (the CNN train step's 18: 240 us in all, 270 at -O2; kernels of 2**16 to
-        # 2**22 ran 10-30% slower), and -O1 compiles in 30-50% less time: a cold CNN step 1.2 s sooner on 2 cores.
+        # -O1 compiles in 30-60% less time. Small kernels run as fast with it (the CNN train step's 18: 240 us in all,
+        # 270 at -O2), and so do kernels written in vector types (matmul, convolutions, reductions, transcendentals):
+        # -O2 adds gcc's auto-vectorizers, which find nothing left to do there. Scalar kernels the code generator could
+        # not vectorize (int division, casts, argmax) need them: 2-4x slower at -O1.
         self.small = copy.copy(self)
         self.small.flags = ["-O1" if flag == "-O2" else flag for flag in self.flags]
         self.small.cachekey = self.identity(self.small.flags)
@@ -368,6 +371,9 @@ class ClangCompiler(Compiler):
 
     def for_work(self, work: float) -> Compiler:
         return self.small if work < SMALL_KERNEL_WORK else self
+
+    def for_program(self, spec: ProgramSpec) -> Compiler:
+        return self.small if spec.vector_width > 1 else self.for_work(spec.estimated_work())
 
     def compile(self, src: str) -> bytes:
         with tempfile.TemporaryDirectory(prefix="lazy_cc_") as tmp:
