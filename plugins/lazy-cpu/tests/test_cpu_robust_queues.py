@@ -112,15 +112,22 @@ def test_thread_count_is_capped_with_one_note(capsys):
 
 # --- Ctrl-C ----------------------------------------------------------------------------------------------------------
 
-# "raise": a big matmul (many seconds on two cores) is interrupted and the process must end at once, the kernel
-# still running. "catch": the queue is held back by a gate, so the wait is interrupted whatever the machine's speed;
-# then the gate opens and the device must run the queued kernel and a new one in order.
+# "raise": a big matmul (sized to take about 2 s on this machine: a 2048 one ended within the 0.5 s before the
+# interrupt on an AMD Zen 4) is interrupted and the process must end at once, the kernel still running. "catch": the
+# queue is held back by a gate, so the wait is interrupted whatever the machine's speed; then the gate opens and the
+# device must run the queued kernel and a new one in order.
 SIGINT_SCRIPT = """
-import sys, numpy as np
+import sys, time, numpy as np
 from lazy import Tensor
 from lazy.plugins import Device
 mode, dev = sys.argv[1], Device["CPU"]
-n = 2048 if mode == "raise" else 16
+n = 16
+if mode == "raise":
+    probe = Tensor(np.ones((1024, 1024), np.float32), device="CPU").realize()
+    (probe @ probe).numpy()  # compiled and warm
+    start = time.perf_counter()
+    (probe @ probe).numpy()
+    n = min(8192, max(2048, int(1024 * (2.0 / (time.perf_counter() - start)) ** (1 / 3)) // 256 * 256))
 a = Tensor(np.ones((n, n), np.float32), device="CPU").realize()
 small = Tensor(np.arange(4, dtype=np.float32), device="CPU")
 gate = dev.signal_t(0)
@@ -144,7 +151,7 @@ def run_interrupted(mode: str, limit: float = 20.0) -> tuple[int, str]:
     """SIGINT_SCRIPT in a subprocess, interrupted 0.5 s after its kernel launched; (exit code, output)."""
     code, out = interrupt(SIGINT_SCRIPT, mode, limit=limit)
     if "finished before the interrupt" in out:
-        pytest.skip("the 2048x2048 matmul finished within 0.5 s here: too fast a machine to interrupt it")
+        pytest.skip("the matmul (8192x8192 at most) finished within 0.5 s here: too fast a machine to interrupt it")
     return code, out
 
 
