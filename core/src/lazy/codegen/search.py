@@ -289,7 +289,9 @@ class Search:
                 self.source_size[tuple(opts)] = len(spec.src)
                 if spec.src not in self.sources:
                     self.sources.add(spec.src)
-                    jobs.append((opts, spec, pool.submit(self.dev.compiler.compile_cached, spec.src)))
+                    # each candidate built as it would run (`for_program`: the flags depend on the code)
+                    compiler = self.dev.compiler.for_program(spec)
+                    jobs.append((opts, spec, pool.submit(compiler.compile_cached, spec.src)))
             pending = {future for _, _, future in jobs}
             while pending and not (budgeted and self.over_budget()):
                 _, pending = concurrent.futures.wait(pending, 0.1, concurrent.futures.FIRST_COMPLETED)
@@ -378,7 +380,7 @@ class Search:
         self.sources.add(reference.src)
         self.source_size[()] = len(reference.src)
         # compiled here, not on the pool: if the kernel without options fails, the kernel itself is broken
-        first = [Candidate([], reference, self.dev.compiler.compile_cached(reference.src))]
+        first = [Candidate([], reference, self.dev.compiler.for_program(reference).compile_cached(reference.src))]
         heuristic = hand_coded_optimizations(Kernel(self.ast, self.dev.renderer.caps)).applied_opts
         seeds = first + self.compile_all([list(heuristic)] if heuristic else [], budgeted=False)
         beam = sorted(self.measure(seeds, budgeted=False), key=lambda t: t[0])[: self.width]

@@ -56,7 +56,7 @@ class CompiledRunner(Runner):
         # kernels render as CPU's), so graph batches and a pickled jit would put CPU:1's kernels on CPU
         self.spec, self.dev, self.name, self.device = spec, dev, spec.name, dev.device
         self.op_estimate, self.mem_estimate = spec.op_estimate, spec.mem_estimate
-        self.lib = dev.compiler.compile_cached(spec.src) if lib is None else lib
+        self.lib = dev.compiler.for_program(spec).compile_cached(spec.src) if lib is None else lib
         self.program = dev.runtime(spec.name, self.lib, spec)
         self.static_dims = spec.launch_dims({}) if not spec.vars else None
         self.ast: LazyOp | None = None  # set by `get_runner`: the kernel's AST, for its digest
