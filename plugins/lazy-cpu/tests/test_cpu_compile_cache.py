@@ -5,6 +5,7 @@ cheaper flags, as do kernels the code generator vectorized."""
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from lazy.codegen.program import get_program
 from lazy.device import CompileError, ProgramSpec
 from lazy.engine import realize
 from lazy_cpu.device import SMALL_KERNEL_WORK, ClangCompiler
+from lazy_cpu.hostcpu import x86_fma
 
 SCRIPT = """
 import numpy as np
@@ -96,6 +98,11 @@ def test_kernels_written_in_vectors_compile_with_cheaper_flags(device):
     division = get_program(((n // 7) + (n % 5)).schedule()[-1].ast, dev.renderer)
     assert matmul.vector_width > 1 and division.vector_width == 1
     assert matmul.estimated_work() >= SMALL_KERNEL_WORK and division.estimated_work() >= SMALL_KERNEL_WORK
-    assert compiler.for_program(matmul) is compiler.small and compiler.for_program(division) is compiler
+    cheap = compiler.small if compiler.vectors_cheap else compiler  # (C without x86 FMA: -O2 vectorizes its FMAs)
+    assert compiler.for_program(matmul) is cheap and compiler.for_program(division) is compiler
     assert compiler.small.cachekey != compiler.cachekey and compiler.small.for_program(division) is compiler.small
+    assert device == "LLVM" or compiler.vectors_cheap == x86_fma()
+    without_fma = copy.copy(compiler)
+    without_fma.vectors_cheap = False
+    assert without_fma.for_program(matmul) is without_fma
     np.testing.assert_allclose((a @ a).numpy(), np.full((256, 256), 256, np.float32))  # built the cheaper way

@@ -23,7 +23,7 @@ import numpy as np
 from lazy.device import BufferSpec, Compiled, CompileError, Compiler, DeviceError, LRUAllocator, ProgramSpec
 from lazy.helpers import DEBUG, THREADS
 from lazy_cpu.graph import LAUNCHER_SRC, HostGraph, NativeKernel, NativeLibrary, NativePool
-from lazy_cpu.hostcpu import vector_widths
+from lazy_cpu.hostcpu import vector_widths, x86_fma
 from lazy_cpu.queues import CPUComputeQueue, CPUCopyQueue, CPUSignal, QueueWorker
 from lazy_cpu.renderer import ClangRenderer, LLVMRenderer
 
@@ -330,12 +330,13 @@ class TieredCompiler(Compiler):
     configuration's extra is mostly the auto-vectorizers, which find nothing left to do there)."""
 
     small: Compiler
+    vectors_cheap = True  # False where vector code still needs the full configuration (see ClangCompiler)
 
     def for_work(self, work: float) -> Compiler:
         return self.small if work < SMALL_KERNEL_WORK else self
 
     def for_program(self, spec: ProgramSpec) -> Compiler:
-        return self.small if spec.vector_width > 1 else self.for_work(spec.estimated_work())
+        return self.small if spec.vector_width > 1 and self.vectors_cheap else self.for_work(spec.estimated_work())
 
 
 def find_c_compiler() -> str | None:
@@ -374,6 +375,8 @@ class ClangCompiler(TieredCompiler):
         # 270 at -O2), and so do kernels written in vector types (matmul, convolutions, reductions, transcendentals):
         # -O2 adds gcc's auto-vectorizers, which find nothing left to do there. Scalar kernels the code generator could
         # not vectorize (int division, casts, argmax) need them: 2-4x slower at -O1.
+        # Without x86 FMA (ARM with gcc, old x86) the prelude's vector FMA is a loop only -O2 vectorizes: -O2 then.
+        self.vectors_cheap = x86_fma()
         self.small = copy.copy(self)
         self.small.flags = ["-O1" if flag == "-O2" else flag for flag in self.flags]
         self.small.cachekey = self.identity(self.small.flags)

@@ -53,6 +53,13 @@ def vector_widths() -> tuple[int, ...]:
 
 
 @functools.cache
+def x86_fma() -> bool:
+    """An x86 CPU with FMA instructions: the C prelude's vector multiply-add is then one builtin (`vector_fma` in
+    `lazy_cpu.renderer`), not a loop of fmaf that only gcc's -O2 vectorizer turns into one instruction."""
+    return platform.machine().lower() in ("x86_64", "amd64") and "fma" in cpu_flags()
+
+
+@functools.cache
 def vector_registers() -> int:
     """Vector registers of the widest width: 32 with AVX-512 and on ARM64, 16 with AVX/SSE."""
     if platform.machine().lower() in ("arm64", "aarch64") or "avx512f" in cpu_flags():
