@@ -3,7 +3,6 @@ only the primitive ops; nothing runs until `.realize()` (or `.numpy()`, `.item()
 
 from __future__ import annotations
 
-import math
 import sys
 from contextlib import ContextDecorator
 from typing import TYPE_CHECKING, Any, ClassVar, Union
@@ -31,7 +30,7 @@ from lazy.multi import MultiLazyBuffer
 from lazy.ops import Ops
 from lazy.plugins import Device
 from lazy.symbolic import Node, sint
-from lazy.tensor_base import Axis, PyBool, PyFloat, PyInt
+from lazy.tensor_base import Axis, PyBool, PyInt
 from lazy.tensor_create import CreationMixin
 from lazy.tensor_host import HostDataMixin, _from_np, _list_to_np
 from lazy.tensor_index import IndexingMixin
@@ -641,41 +640,6 @@ class Tensor(
         """1 / (1 + exp(-x)) in a float dtype (half and bfloat16 compute in float32, rounded once)."""
         return self._transcendental(F.Sigmoid.apply)
 
-    def tanh(self) -> Tensor:
-        """tanh(x), as 2 * sigmoid(2x) - 1."""
-        return 2.0 * ((2.0 * self._float()).sigmoid()) - 1.0
-
-    def gelu(self, approximate: str = "tanh") -> Tensor:
-        """GELU; approximate="tanh" (tinygrad's default) or "none" (exact, with erf, PyTorch's default)."""
-        if approximate == "none":
-            return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
-        if approximate != "tanh":
-            raise ValueError(f'gelu: approximate must be "tanh" or "none", not {approximate!r}')
-        return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self**3)).tanh())
-
-    def silu(self) -> Tensor:
-        """x * sigmoid(x) (also called swish)."""
-        return self * self.sigmoid()
-
-    swish = silu
-
-    def leaky_relu(self, neg_slope: PyFloat = 0.01) -> Tensor:
-        """x where x > 0, else neg_slope * x."""
-        return self.relu() - (-neg_slope * self).relu()
-
-    leakyrelu = leaky_relu  # (older tinygrad's name)
-
-    def elu(self, alpha: PyFloat = 1.0) -> Tensor:
-        """x where x > 0, else alpha * (exp(x) - 1)."""
-        return (self > 0).where(self, alpha * (self._negative_part().exp() - 1))
-
-    def softplus(self, beta: PyFloat = 1.0, threshold: PyFloat = 20.0) -> Tensor:
-        """log(1 + exp(beta*x)) / beta, and x itself where beta*x > threshold (as torch: no overflow to inf)."""
-        scaled = self * beta
-        # max(s, 0) + log(1 + exp(-|s|)): no exp overflows, in the value or in its gradient
-        stable = scaled.relu() + (1 + (-scaled.abs()).exp()).log()
-        return (scaled > threshold).where(self, (1 / beta) * stable)
-
     def abs(self) -> Tensor:
         """|x|. Unsigned and bool tensors are returned as they are; the lowest signed integer stays itself (abs(-128) is
         -128 in int8, as numpy)."""
@@ -690,10 +654,6 @@ class Tensor(
         if self.dtype == dtypes.bool:
             return self
         return F.Sign.apply(self)
-
-    def square(self) -> Tensor:
-        """x * x."""
-        return self * self
 
     def clip(self, min_: TensorLike | None = None, max_: TensorLike | None = None) -> Tensor:
         """min(max(self, min_), max_) as PyTorch's clamp: a NaN in self or a bound gives NaN; the gradient goes to

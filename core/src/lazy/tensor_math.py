@@ -1,5 +1,6 @@
-"""`Tensor` elementwise functions beyond the basics: inverse trig and hyperbolic functions, erf, float checks,
-the activation zoo, logical ops. A mixin of `Tensor`, built only from its basic methods."""
+"""`Tensor` elementwise functions beyond the basics: inverse trig and hyperbolic functions, erf, float checks, the
+activations built from others (tanh, gelu, silu, elu, softplus and the rest of the zoo), logical ops. A mixin of
+`Tensor`, built only from its basic methods."""
 
 from __future__ import annotations
 
@@ -126,6 +127,45 @@ class MathMixin(TensorBase):
         lo = -finite_max if neginf is None else neginf
         out = self.isnan().where(nan, self)
         return (self == math.inf).where(hi, (self == -math.inf).where(lo, out))
+
+    def tanh(self) -> Self:
+        """tanh(x), as 2 * sigmoid(2x) - 1."""
+        return 2.0 * ((2.0 * self._float()).sigmoid()) - 1.0
+
+    def gelu(self, approximate: str = "tanh") -> Self:
+        """GELU; approximate="tanh" (tinygrad's default) or "none" (exact, with erf, PyTorch's default)."""
+        if approximate == "none":
+            return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
+        if approximate != "tanh":
+            raise ValueError(f'gelu: approximate must be "tanh" or "none", not {approximate!r}')
+        return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self**3)).tanh())
+
+    def silu(self) -> Self:
+        """x * sigmoid(x) (also called swish)."""
+        return self * self.sigmoid()
+
+    swish = silu
+
+    def leaky_relu(self, neg_slope: PyFloat = 0.01) -> Self:
+        """x where x > 0, else neg_slope * x."""
+        return self.relu() - (-neg_slope * self).relu()
+
+    leakyrelu = leaky_relu  # (older tinygrad's name)
+
+    def elu(self, alpha: PyFloat = 1.0) -> Self:
+        """x where x > 0, else alpha * (exp(x) - 1)."""
+        return (self > 0).where(self, alpha * (self._negative_part().exp() - 1))
+
+    def softplus(self, beta: PyFloat = 1.0, threshold: PyFloat = 20.0) -> Self:
+        """log(1 + exp(beta*x)) / beta, and x itself where beta*x > threshold (as torch: no overflow to inf)."""
+        scaled = self * beta
+        # max(s, 0) + log(1 + exp(-|s|)): no exp overflows, in the value or in its gradient
+        stable = scaled.relu() + (1 + (-scaled.abs()).exp()).log()
+        return (scaled > threshold).where(self, (1 / beta) * stable)
+
+    def square(self) -> Self:
+        """x * x."""
+        return self * self
 
     def relu6(self) -> Self:
         """min(max(x, 0), 6)."""
