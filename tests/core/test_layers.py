@@ -34,6 +34,7 @@ LEVELS = [
         "lazy.tensor_nn",
         "lazy.tensor_reduce",
         "lazy.tensor_operators",
+        "lazy.tensor_devices",
     ],
     ["lazy.nn", "lazy.distributed", "lazy.onnx"],
     ["lazy.conformance"],

@@ -32,6 +32,7 @@ from lazy.plugins import Device
 from lazy.symbolic import Node, sint
 from lazy.tensor_base import Axis, PyBool, PyInt
 from lazy.tensor_create import CreationMixin
+from lazy.tensor_devices import PlacementMixin, check_devices
 from lazy.tensor_host import HostDataMixin, _from_np, _list_to_np
 from lazy.tensor_index import IndexingMixin
 from lazy.tensor_math import MathMixin
@@ -61,20 +62,6 @@ def _check_operand(y: Any, op: str) -> None:
                         "or a numpy array")  # fmt: skip
 
 
-def _check_devices(devices: Any) -> tuple[str, ...]:
-    """Canonical names of the devices a tensor is sharded over, refusing an empty list and a device named twice."""
-    if isinstance(devices, str) or not isinstance(devices, (tuple, list)):
-        raise TypeError(f"shard: devices must be a tuple or list of device names, got {devices!r}")
-    if not devices:
-        raise ArgumentError("shard: the device list is empty; name at least one device, e.g. ('CPU:0', 'CPU:1')")
-    names = tuple(Device.canonicalize(d) for d in devices)
-    if len(set(names)) != len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        raise ArgumentError(f"shard: {', '.join(twice)} is listed more than once in {tuple(devices)} (CPU and CPU:0 "
-                            "are the same device); list each device once")  # fmt: skip
-    return names
-
-
 def _shards_of(tensors: tuple[Tensor, ...]) -> list[LazyBuffer]:
     """The LazyBuffers to realize: a tensor's own, or each shard of a sharded one."""
     out: list[LazyBuffer] = []
@@ -88,7 +75,15 @@ def _shards_of(tensors: tuple[Tensor, ...]) -> list[LazyBuffer]:
 
 
 class Tensor(
-    MovementMixin, CreationMixin, HostDataMixin, IndexingMixin, ReduceMixin, MathMixin, NNOpsMixin, OperatorsMixin
+    MovementMixin,
+    CreationMixin,
+    HostDataMixin,
+    IndexingMixin,
+    ReduceMixin,
+    MathMixin,
+    NNOpsMixin,
+    OperatorsMixin,
+    PlacementMixin,
 ):
     """A lazily evaluated n-dimensional array on a device, with reverse-mode autograd."""
 
@@ -148,7 +143,7 @@ class Tensor(
             if devices is not None and not isinstance(devices, str) and tuple(devices) != data.device:
                 one = one.to(tuple(devices))
         else:
-            one = Tensor(data, device=_check_devices(devices)[0], dtype=dtype).shard(devices)
+            one = Tensor(data, device=check_devices(devices)[0], dtype=dtype).shard(devices)
         self.lazydata, self.requires_grad, self.grad, self._ctx = one.lazydata, requires_grad, None, None
 
     # -- basics --------------------------------------------------------------------------------------------------------
@@ -293,52 +288,6 @@ class Tensor(
         buf = t.lazydata.base.realized
         assert buf is not None
         return buf if t.lazydata.st.contiguous else buf
-
-    def to(self, device: str | tuple[str, ...] | list[str] | None) -> Tensor:
-        """The tensor on `device` (the default device for None): self when it is already there, else a copy that keeps
-        requires_grad and a copy of `.grad`. A tuple or list of devices replicates it on each; a sharded tensor
-        moved to one device is gathered there."""
-        if isinstance(device, (tuple, list)):
-            return self.shard(device) if _check_devices(device) != self.device else self
-        device = Device.canonicalize(device) if device is not None else Device.DEFAULT
-        if device == self.device:
-            return self
-        ret = Tensor(self.lazydata.copy_to_device(device), device, requires_grad=self.requires_grad)
-        if self.grad is not None:
-            ret.grad = self.grad.to(device)
-        return ret
-
-    def shard(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
-        """The tensor split along `axis` over `devices` (None: a whole copy on each), one shard per device: equal
-        shards of ceil(size / len(devices)), the last smaller. Ops on it run per shard; a reduction over the split
-        axis combines the shards' partial results by a ring allreduce. A sharded tensor is resharded by copies.
-        The result is a new leaf (gradients do not flow back through `shard`) that keeps requires_grad."""
-        names = _check_devices(devices)
-        ax = None if axis is None else self._resolve_axis(axis)
-        if isinstance(self.lazydata, MultiLazyBuffer):
-            if names != self.device:  # other devices: gathered on the first of them, split from there
-                return self.to(names[0]).shard(names, axis)
-            multi = self.lazydata.resharded(ax)
-        else:
-            multi = MultiLazyBuffer.from_lazybuffer(self.lazydata, names, ax)
-        return Tensor(multi, requires_grad=self.requires_grad)
-
-    def shard_(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
-        """`shard` in place: self's data becomes the sharded value; returns self."""
-        self.lazydata = self.shard(devices, axis).lazydata
-        return self
-
-    def to_(self, device: str | tuple[str, ...] | list[str] | None) -> Tensor:
-        """Move self's data (and `.grad`) to `device` in place; returns self."""
-        moved = self.to(device)
-        self.lazydata, self.grad = moved.lazydata, moved.grad
-        return self
-
-    def clone(self, device: str | None = None) -> Tensor:
-        """A copy in memory of its own (later writes into self do not show in it); gradients flow through it."""
-        if device is not None and Device.canonicalize(device) != self.device:
-            return self.to(device).clone()
-        return F.Contiguous.apply(self, copy=True)
 
     def requires_grad_(self, requires_grad: bool | None = True) -> Tensor:
         """Set `requires_grad` (True, False, or None: undecided, the default) and return self."""
