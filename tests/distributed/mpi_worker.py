@@ -136,7 +136,10 @@ def check_lost(rank: int, size: int) -> None:
     try:
         dist.all_reduce(Tensor.ones(4))
     except dist.DistributedError as e:
-        print(f"RAISED {e}", flush=True)
+        # one write (print writes the text and its newline apart when unbuffered, PYTHONUNBUFFERED=1), so the two
+        # survivors' lines cannot interleave into one through mpiexec's forwarding
+        sys.stdout.write(f"RAISED {e}\n")
+        sys.stdout.flush()
         # the other survivor's deadline is moments away: leaving now would reach it first as a lost rank (mpiexec
         # -disable-auto-cleanup tells the others when a process ends without finalizing), not as its own timeout
         time.sleep(2.0)
