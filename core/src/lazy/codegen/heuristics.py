@@ -38,41 +38,40 @@ def _divides(size: object, amount: int) -> bool:
 def cpu_tiles(k: Kernel) -> Kernel | None:
     """The matmul micro-kernel for a CPU (a device without work groups), or None when the kernel does not fit it.
 
-    A reuse axis of whole vectors (N; the one contiguous in the output when it qualifies, else e.g. a convolution's
-    output channels) becomes `nv` vectors of the widest width W, another reuse axis (M) `mr` rows: mr * nv
-    accumulator registers, each reduce step loads nv vectors of the N-operand and broadcasts mr values of the
-    M-operand. mr and nv are the largest tile whose accumulators, operand vectors and broadcast fit the
-    vector registers the device declares, preferring more FMAs per load. The N-tile loop is then moved outside the
-    M-tile loop: one N panel of the reused operand stays in cache while the M rows stream past it (the other order
-    would stream the whole N-operand once per M tile), and the N operand is packed per N tile. Where an operand would
-    still be gathered along the lanes, `dot_tiles` is tried instead."""
+    A reuse axis of whole vectors (N) becomes `nv` vectors of the widest width W, another reuse axis (M) `mr` rows:
+    mr * nv accumulator registers, each reduce step loads nv vectors of the N-operand and broadcasts mr values of the
+    M-operand. The pair must be an outer product (`outer_product`): a convolution's output width and height are both
+    reuse axes, but the input varies along both, so a tile over them reloads it for every accumulator. Among the
+    pairs and tiles whose accumulators, operand vectors and broadcast fit the vector registers the device declares,
+    the most accumulators win, then the fewest loads per step, then N contiguous in the output (plain vector
+    stores), then the innermost M. The N-tile loop is then moved outside the M-tile loop: one N panel of the reused
+    operand stays in cache while the M rows stream past it (the other order would stream the whole N-operand once
+    per M tile), and the N operand is packed per N tile. Where an operand would still be gathered along the lanes,
+    `dot_tiles` is tried instead."""
     axes = reuse_axes(k)
     if len(axes) < 2 or not k.caps.vector_widths:
         return None
-    full, width = k.full_shape, max(k.caps.vector_widths)
-    # N: a reuse axis of whole vectors, the one contiguous in the output if it qualifies (plain vector stores); M: the
-    # innermost other reuse axis
-    n_axes = sorted(
-        (a for a in axes if _divides(full[a], width)),
-        key=lambda a: (k.output_stride(a) == 1, any(k.stride_of(b, a) == 1 for b in k.membufs[1:])),
-    )
-    if not n_axes:
-        return dot_tiles(k, axes)
-    n_axis = n_axes[-1]
-    m_axis = [a for a in axes if a != n_axis][-1]
-    regs = k.caps.vector_registers
-    best: tuple[int, int, int] | None = None  # (accumulators, -loads per step, mr), nv
-    choice = (0, 0)
-    for nv in (4, 3, 2, 1):
-        for mr in (8, 7, 6, 5, 4, 3, 2):
-            if mr * nv + nv + 1 > regs or not _divides(full[n_axis], width * nv) or not _divides(full[m_axis], mr):
-                continue
-            score = (mr * nv, -(mr + nv), mr)
-            if best is None or score > best:
-                best, choice = score, (mr, nv)
+    full, width, regs = k.full_shape, max(k.caps.vector_widths), k.caps.vector_registers
+    best: tuple[object, ...] | None = None
+    choice = (0, 0, 0, 0)  # n_axis, m_axis, nv, mr
+    for n_axis in (a for a in axes if _divides(full[a], width)):
+        for m_axis in (a for a in axes if a != n_axis and outer_product(k, n_axis, a)):
+            for nv in (4, 3, 2, 1):
+                # (mr == width would make M's upcast a vector as wide as N's lanes: the lowerer could take either
+                # as the lanes, `Kernel.vector_lanes_axis`, and the tile would lose its shape)
+                for mr in (m for m in (8, 7, 6, 5, 4, 3, 2) if m != width):
+                    if (
+                        mr * nv + nv + 1 > regs
+                        or not _divides(full[n_axis], width * nv)
+                        or not _divides(full[m_axis], mr)
+                    ):
+                        continue
+                    score = (mr * nv, -(mr + nv), k.output_stride(n_axis) == 1, mr, m_axis)
+                    if best is None or score > best:
+                        best, choice = score, (n_axis, m_axis, nv, mr)
     if best is None:
-        return None
-    mr, nv = choice
+        return dot_tiles(k, axes)
+    n_axis, m_axis, nv, mr = choice
     opts = []
     if n_axis > m_axis:  # N outermost first (the axes trade places), then the tiles, later axes first so that an
         opts.append(Opt(OptOps.SWAP, m_axis, n_axis))  # axis upcast whole (and so removed) shifts no other
@@ -96,6 +95,14 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     if gathers:
         return dot_tiles(k, axes) or trial
     return unroll_short_reduce(trial)
+
+
+def outer_product(k: Kernel, n_axis: int, m_axis: int) -> bool:
+    """Whether a register tile over `m_axis` x `n_axis` reuses what it loads in the reduction: some input varies along
+    N but not M (its vectors serve every row of the tile), another along M but not N (each of its values is broadcast
+    across the lanes), and none along both (it would be loaded once per accumulator)."""
+    varies = [(k.stride_of(b, n_axis) != 0, k.stride_of(b, m_axis) != 0) for b in k.membufs[1:]]
+    return (True, False) in varies and (False, True) in varies and (True, True) not in varies
 
 
 def unroll_short_reduce(k: Kernel) -> Kernel:

@@ -357,26 +357,54 @@ class Lowerer:
 
     def emit_pack(self, plan: PackPlan) -> None:
         """Copy the tile of input buffer `plan.buf` the loops inside this point read into a scratch array: one loop
-        per tile axis (the compiler vectorizes the innermost, contiguous in the tile), padding copied as zeros."""
+        per tile axis, padding copied as zeros. Where the buffer is contiguous along the tile's innermost axis too,
+        that axis is copied a whole vector at a time (`pack_width`): the copy is then vector code whatever the
+        compiler vectorizes (a convolution's packed rows were a third of its time as a scalar loop)."""
         buf = next(b for b in self.k.membufs if b.idx == plan.buf)
         tile = self.define_tile(plan)
         st = self.k.st_of(buf)
         loop_vars = {i: Variable(f"pack{plan.buf}_{i}", 0, size - 1) for i, size in zip(plan.axes, plan.sizes)}
-        idxs = self.source_idxs(plan, dict(loop_vars))
+        width = self.pack_width(plan, buf, loop_vars)
+        inner = plan.axes[-1]
+        if width > 1:  # the innermost loop counts vectors
+            loop_vars[inner] = Variable(f"pack{plan.buf}_{inner}", 0, plan.sizes[-1] // width - 1)
+        coords: dict[int, Node] = {i: var * width if i == inner else var for i, var in loop_vars.items()}
+        idxs = self.source_idxs(plan, coords)
         ranges = []
         for axis, size in zip(plan.axes, plan.sizes):
-            rng = self.b.add(UOps.RANGE, self.index, (self.index_const(0), self.index_const(size)), (-1, False))
+            if (count := size // width if axis == inner else size) == 1:  # (a tile row of one vector: no loop)
+                self.var_uops[loop_vars[axis]] = self.index_const(0)
+                continue
+            rng = self.b.add(UOps.RANGE, self.index, (self.index_const(0), self.index_const(count)), (-1, False))
             self.b.open_scope()
             self.var_uops[loop_vars[axis]] = rng
             ranges.append(rng)
         src_idx, valid = st.expr_idxs(idxs)
-        value = self.scalar_load(buf, src_idx, valid)
+        if width > 1:
+            value = self.b.add(UOps.LOAD, buf.dtype.vec(width), (self.bufs_uop[buf.idx], self.node(src_idx)))
+        else:
+            value = self.scalar_load(buf, src_idx, valid)
         dst: Node = NumNode(0)
         for axis, stride in zip(plan.axes, strides_of(plan.sizes)):
-            dst = dst + loop_vars[axis] * stride
+            dst = dst + coords[axis] * stride
         self.b.add(UOps.STORE, None, (tile, self.node(dst), value))
         self.close_loops(ranges)
         self.packed[plan.buf] = (plan, tile)
+
+    def pack_width(self, plan: PackPlan, buf: MemBuffer, loop_vars: dict[int, Variable]) -> int:
+        """The vector width a pack copies its innermost tile axis with: the widest the device has that divides the
+        axis, when the kernel computes in vectors (float32) and every lane of such a vector is the next element of
+        the buffer, unmasked; else 1."""
+        if self.vec_axis is None or buf.dtype != dtypes.float32:
+            return 1
+        inner, st = plan.axes[-1], self.k.st_of(buf)
+        for width in sorted((w for w in self.k.caps.vector_widths if plan.sizes[-1] % w == 0), reverse=True):
+            start = Variable(f"pack{plan.buf}_{inner}", 0, plan.sizes[-1] // width - 1) * width
+            lanes = [st.expr_idxs(self.source_idxs(plan, {**loop_vars, inner: start + n})) for n in range(width)]
+            first = lanes[0][0]
+            if all(isinstance(v, NumNode) and v.b == 1 and i == first + n for n, (i, v) in enumerate(lanes)):
+                return width
+        return 1
 
     def emit_group_packs(self, plans: list[PackPlan], in_loop: bool) -> None:
         """Fill work-group tiles in local memory: the group's items share each copy, item t taking elements t,

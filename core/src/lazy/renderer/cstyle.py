@@ -270,6 +270,12 @@ class CStyleLanguage(Renderer):
     def render_vector_store(self, buf: str, idx: str, val: str, dtype: DType) -> str:
         return f"*(({self.buffer_prefix}{self.render_dtype(dtype)}*)({buf}+{idx})) = {val};"
 
+    def render_held(self, name: str, dtype: DType) -> str | None:
+        """A statement after a vector load that got a variable (it has several users: a micro-kernel's operand
+        vector, used by a row of multiply-adds) keeping the value in a register, or None (the default). A compiler
+        may otherwise fold the load into every user's memory operand: one load per use instead of one."""
+        return None
+
     # --- the kernel -------------------------------------------------------------------------------------------------
     def render_param(self, name: str, dtype: DType, written: bool) -> str:
         if not dtype.is_ptr:
@@ -411,6 +417,8 @@ class _KernelWriter:
     def on_load(self, u: UOp) -> None:
         buf, idx, *gated = (self.ref(s) for s in u.src)
         self.value(u, self.lang.render_load(buf, idx, u.dtype, *gated))  # type: ignore[arg-type]
+        if u.dtype.count > 1 and id(u) not in self.inline and (held := self.lang.render_held(self.ref(u), u.dtype)):  # type: ignore[union-attr]
+            self.emit(held)
 
     def on_store(self, u: UOp) -> None:
         buf, idx, val, *gate = (self.ref(s) for s in u.src)
