@@ -840,6 +840,14 @@ class Compiled:
     def pending(self) -> bool:
         return self.timeline_signal.value < self.timeline_submitted
 
+    def launch_now(self, program: Any, bufs: tuple[Any, ...], vals: tuple[int, ...]) -> bool:
+        """Run one kernel launch at once on the calling thread, outside the queues, where that is the same as
+        submitting it and cheaper (a device whose queue is idle, a kernel too small to be worth handing to another
+        thread); returns whether it ran. A failure is kept for `synchronize` to raise, as a queued one is. Core's
+        default never does: every launch goes through `compute_queue_t`. (An eager tiny op on the CPU: the queue's
+        commands, signals and promises were a quarter of its time.)"""
+        return False
+
     def synchronize(self) -> None:
         """Wait until everything submitted to this device has finished. Values handed out by `next_value` whose
         submission never happened (or failed) are not waited for: nothing would ever set them."""

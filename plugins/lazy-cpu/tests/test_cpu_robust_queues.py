@@ -165,3 +165,40 @@ def test_ctrl_c_during_a_kernel_exits_at_once():
 def test_ctrl_c_during_a_wait_then_the_device_works():
     code, out = run_interrupted("catch")
     assert code == 0 and "interrupted" in out and "after: [16.0, 16.0] [1.0, 2.0, 3.0, 4.0]" in out, out
+
+
+@pytest.mark.timeout(30, method="thread")
+def test_small_kernels_run_at_once_only_when_the_queue_is_idle(dev):
+    """`launch_now`: on an idle device a kernel too small to split runs on the calling thread without a queue; while
+    the worker has queued work it is refused, so the kernel queues behind that work, in order."""
+    prg = load_program(dev, add_one_uops(64))
+    a, out = to_device(dev, np.arange(64, dtype=np.float32)), to_device(dev, np.zeros(64, np.float32))
+    assert not dev.launch_now(prg, (out, a), ())  # loaded without a spec: its work is unknown, so it may be split
+    prg.work = 64
+    assert dev.launch_now(prg, (out, a), ())
+    np.testing.assert_array_equal(from_device(dev, out, np.zeros(64, np.float32)), np.arange(64) + 1)
+    gate = dev.signal_t(0)
+    dev.compute_queue_t().wait(gate, 1).exec(prg, (a, out)).signal(dev.timeline_signal, dev.next_value()).submit(dev)
+    assert not dev.launch_now(prg, (out, a), ())  # a + 1 must wait for the queued out + 1 written into a
+    dev.compute_queue_t().exec(prg, (out, a)).signal(dev.timeline_signal, dev.next_value()).submit(dev)
+    gate.value = 1
+    dev.synchronize()
+    np.testing.assert_array_equal(from_device(dev, out, np.zeros(64, np.float32)), np.arange(64) + 3)
+
+
+def test_an_eager_tiny_op_builds_no_queue(monkeypatch):
+    """A realize of a tiny op on an idle CPU device launches its kernel directly (the queue's commands, signals and
+    promises were a quarter of the op's time), with the same result and a device that still synchronizes."""
+    from lazy import Tensor
+    from lazy_cpu.queues import CPUComputeQueue
+
+    x = Tensor(np.arange(16, dtype=np.float32), device="CPU")
+    (x + 1).realize()
+    Device["CPU"].synchronize()
+    submits = []
+    monkeypatch.setattr(CPUComputeQueue, "submit", lambda self, d: submits.append(self))
+    y = (x + 2).realize()
+    assert not submits
+    Device["CPU"].synchronize()
+    monkeypatch.undo()
+    np.testing.assert_array_equal(y.numpy(), np.arange(16) + 2)

@@ -84,6 +84,10 @@ class CompiledRunner(Runner):
 
     def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
         dev = self.dev
+        if not wait and dev.launch_now(
+            self.program, tuple(b.opaque for b in bufs), tuple(var_vals[v] for v in self.spec.vars)
+        ):
+            return None
         queue = dev.compute_queue_t()
         if wait:
             start, end = dev.signal_t(0), dev.signal_t(0)

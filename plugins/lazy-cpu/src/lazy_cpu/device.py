@@ -533,6 +533,21 @@ class HostDevice(Compiled):
             return most
         return wanted or CORE_SHARES.share(self.device, cores)
 
+    def launch_now(self, program: Any, bufs: tuple[Any, ...], vals: tuple[int, ...]) -> bool:
+        """A kernel too small to split over the cores runs on the calling thread when the queue worker is idle: as
+        the queue would run it (`CPUComputeQueue` runs such submissions inline too), without building one."""
+        worker = self.queue_worker
+        if getattr(program, "work", float("inf")) >= self.split_min_work or worker.closed:
+            return False
+        with self.submit_lock:
+            if not worker.idle():
+                return False
+            try:
+                program(*bufs, vals=vals)
+            except Exception as e:  # kept for `synchronize`, as a queued command's failure is
+                worker.error = worker.error or e
+        return True
+
     def siblings(self) -> int:
         """How many instances of this device's kind are open, itself included."""
         return CORE_SHARES.siblings(self.device)
