@@ -502,9 +502,9 @@ class CompileStats:
         self.problems: dict[str, int] = defaultdict(int)  # why an entry was not used or not written -> how often
         self.reporting = False
 
-    def add(self, what: str, seconds: float | None = None) -> None:
+    def add(self, what: str, seconds: float | None = None, count: int = 1) -> None:
         with self.lock:
-            self.counts[what] += 1
+            self.counts[what] += count
             if seconds is not None:
                 self.seconds[what] += seconds
             self._report_at_exit()
@@ -603,13 +603,24 @@ def store_cached(kind: str, key_digest: bytes, payload: bytes) -> None:
 
 
 class Compiler:
-    """Turns rendered source into a binary. `cachekey` names the compiler and its flags (None: never cache)."""
+    """Turns rendered source into a binary. `cachekey` names the compiler and its flags (None: never cache).
+
+    `batch_src_max`: sources up to this many characters are worth compiling several at a time (`compile_batch`,
+    which the engine uses for the new small kernels of a schedule); 0, the default, never batches."""
+
+    batch_src_max = 0
 
     def __init__(self, cachekey: str | None = None):
         self.cachekey = cachekey
 
     def compile(self, src: str) -> bytes:
         raise NotImplementedError(f"{type(self).__name__} must implement compile")
+
+    def compile_batch(self, srcs: list[str]) -> list[bytes]:
+        """The binaries of several sources, in order, each as `compile` would give it (what the runtime loads): one
+        `compile` each by default. A compiler whose fixed cost per run dominates small kernels (a C compiler's
+        process start and link) may build them together, each binary then holding the batch."""
+        return [self.compile(src) for src in srcs]
 
     def for_work(self, work: float) -> Compiler:
         """The compiler for a kernel of estimated `work` (`ProgramSpec.estimated_work`): this one, or a cheaper
@@ -631,14 +642,38 @@ class Compiler:
     def compile_cached(self, src: str) -> bytes:
         """`compile(src)`, through the on-disk cache: each entry is checked (format, key, length, checksum) before
         use; one that fails is recompiled and replaced, with a note at LAZY_DEBUG>=1."""
-        if self.cachekey is None:
-            return self.compile_timed(src)
-        key_digest = sha256(f"{self.cachekey}\0{src}".encode())
-        if (lib := load_cached("compile", key_digest)) is not None:
+        if (lib := self.cached_binary(src)) is not None:
             return lib
         lib = self.compile_timed(src)
-        store_cached("compile", key_digest, lib)
+        if self.cachekey is not None:
+            store_cached("compile", self._cache_key(src), lib)
         return lib
+
+    def cached_binary(self, src: str) -> bytes | None:
+        """The binary of `src` from the on-disk cache, or None (not there, or this compiler never caches)."""
+        return None if self.cachekey is None else load_cached("compile", self._cache_key(src))
+
+    def compile_cached_batch(self, srcs: list[str]) -> list[bytes]:
+        """`compile_cached` of each source, the ones not in the cache built by one `compile_batch`. When the batch
+        fails, each source is compiled alone, so the error names the kernel that does not compile."""
+        libs = [self.cached_binary(src) for src in srcs]
+        missing = [i for i, lib in enumerate(libs) if lib is None]
+        if len(missing) > 1:
+            start = time.perf_counter()
+            try:
+                built = self.compile_batch([srcs[i] for i in missing])
+            except CompileError:  # compiled one by one below: the first that fails raises, naming its kernel
+                built = []
+            else:
+                compile_stats.add("compiler", time.perf_counter() - start, count=len(missing))
+            for i, lib in zip(missing, built):
+                libs[i] = lib
+                if self.cachekey is not None:
+                    store_cached("compile", self._cache_key(srcs[i]), lib)
+        return [lib if lib is not None else self.compile_cached(src) for lib, src in zip(libs, srcs)]
+
+    def _cache_key(self, src: str) -> bytes:
+        return sha256(f"{self.cachekey}\0{src}".encode())
 
 
 @record(frozen=True)

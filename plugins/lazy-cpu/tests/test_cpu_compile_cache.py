@@ -17,7 +17,7 @@ from lazy import Context, Device, Tensor
 from lazy.codegen.program import get_program
 from lazy.device import CompileError, ProgramSpec
 from lazy.engine import realize
-from lazy_cpu.device import SMALL_KERNEL_WORK, ClangCompiler
+from lazy_cpu.device import SMALL_KERNEL_WORK, ClangCompiler, CPUProgram, unpack_batch
 from lazy_cpu.hostcpu import x86_fma
 
 SCRIPT = """
@@ -106,3 +106,50 @@ def test_kernels_written_in_vectors_compile_with_cheaper_flags(device):
     without_fma.vectors_cheap = False
     assert without_fma.for_program(matmul) is without_fma
     np.testing.assert_allclose((a @ a).numpy(), np.full((256, 256), 256, np.float32))  # built the cheaper way
+
+
+def test_kernels_of_one_batch_keep_their_own_code():
+    """`compile_batch` builds several kernels in one compiler run; each binary names its kernel's symbol in the
+    batch's shared object, so two kernels of one name (E_16 for different constants) stay apart, helpers their
+    preludes share are defined once, and the batch is loaded once."""
+    dev = Device["CPU"]
+    src = "void k(float* restrict out) {{ out[0] = {value}f; }}"
+    x = Tensor(np.arange(16, dtype=np.float32), device="CPU")
+    vector = get_program((x * 3).schedule()[-1].ast, dev.renderer).src  # a prelude (guarded helpers) and E_16
+    libs = dev.compiler.compile_batch([src.format(value=1.0), src.format(value=2.0), vector, vector])
+    assert all(unpack_batch(lib) is not None for lib in libs) and len({unpack_batch(lib)[1] for lib in libs}) == 1  # type: ignore[index]
+    first, second = CPUProgram(dev, "k", libs[0]), CPUProgram(dev, "k", libs[1])
+    assert first.lib is second.lib  # one load of the batch
+    out = np.zeros(1, np.float32)
+    first(out.ctypes.data)
+    assert out[0] == 1.0
+    second(out.ctypes.data)
+    assert out[0] == 2.0
+
+
+def test_a_batch_that_fails_names_the_kernel_that_does_not_compile(tmp_path):
+    compiler = ClangCompiler("CPU")
+    good, bad = "void k1(float* restrict out) { out[0] = 1.0f; }", "void k2(float* restrict out) { out[0] = nothing; }"
+    with Context(CACHE_DIR=str(tmp_path)):
+        with pytest.raises(CompileError, match="nothing"):
+            compiler.compile_cached_batch([good, bad])
+        assert compiler.cached_binary(good) is not None and compiler.cached_binary(bad) is None
+
+
+def test_a_schedules_small_kernels_compile_in_batches(tmp_path, monkeypatch):
+    """The new small kernels of one realize build in a few compiler runs, not one each (a C compiler's start and
+    link were most of a small kernel's build time), with each kernel's own result."""
+    runs: list[str] = []
+    compile_one = ClangCompiler.compile
+    monkeypatch.setattr(ClangCompiler, "compile", lambda self, src: runs.append(src) or compile_one(self, src))
+    realize.method_cache.clear()
+    realize.schedule_cache.clear()
+    base = np.arange(16, dtype=np.float32)
+    with Context(CACHE_DIR=str(tmp_path)):
+        x = Tensor(base, device="CPU").realize()
+        runs.clear()
+        outs = [(x * (i + 2) + 1).contiguous() for i in range(12)]  # 12 kernels, each of its own constants
+        Tensor.realize(*outs)
+    assert 1 <= len(runs) <= 3, len(runs)
+    for i, out in enumerate(outs):
+        np.testing.assert_array_equal(out.numpy(), base * (i + 2) + 1)

@@ -173,17 +173,30 @@ def compiled_program(ast: LazyOp, dev: Compiled, opts: list[Opt] | None = None) 
     generation. An entry is written once its source compiled; one that fails its checks or does not load is generated
     again and replaced, with a note at LAZY_DEBUG>=1. At LAZY_DEBUG>=4, and while LAZY_VIZ records, code generation
     always runs, so the source (and UOps, optimisations) are there to print or record."""
-    import pickle  # here, not at the top: `import lazy` stays light
+    spec, new_key = program_source(ast, dev, opts)
+    lib = dev.compiler.for_program(spec).compile_cached(spec.src)
+    if new_key is not None:
+        remember_program(new_key, spec)
+    return spec, lib
 
+
+def program_source(ast: LazyOp, dev: Compiled, opts: list[Opt] | None = None) -> tuple[ProgramSpec, bytes | None]:
+    """The program for `ast` on `dev` (see `compiled_program`), from the on-disk program cache or generated, and the
+    key to `remember_program` it under once its source compiled (None: it came from the cache)."""
     key = program_key(ast, dev.renderer, dev.compiler.cachekey, opts)
     if DEBUG < 4 and not VIZ and (spec := _load_program(key)) is not None:
-        return spec, dev.compiler.for_program(spec).compile_cached(spec.src)
+        return spec, None
     start = time.perf_counter()
     spec = get_program(ast, dev.renderer, opts, record=bool(VIZ))  # recorded before compiling: a failure shows too
     compile_stats.add("codegen", time.perf_counter() - start)
-    lib = dev.compiler.for_program(spec).compile_cached(spec.src)
+    return spec, key
+
+
+def remember_program(key: bytes, spec: ProgramSpec) -> None:
+    """Keep `spec` (without its UOps) in the on-disk program cache under `key` (from `program_source`)."""
+    import pickle  # here, not at the top: `import lazy` stays light
+
     store_cached("program", key, pickle.dumps(replace(spec, uops=None), pickle.HIGHEST_PROTOCOL))
-    return spec, lib
 
 
 def _load_program(key: bytes) -> ProgramSpec | None:

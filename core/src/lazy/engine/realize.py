@@ -10,7 +10,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import lazy.profile as profile
 from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device, peers
@@ -288,16 +288,24 @@ def get_runner(device: str, ast: LazyOp, opts: list[Opt] | None = None) -> Compi
     key = (device, ast, BEAM.value, NOOPT.value, tuple(opts) if opts is not None else None)
     if (hit := method_cache.get(key)) is not None:
         return hit
-    if profile.active():
-        # the event is made when the block ends, by when the kernel has its name
-        timing = profile.on_host("compile", "", device, "compiler", {"digest": ast.digest.hex()})
-        with timing:
-            runner = _build_runner(device, ast, opts)
-            timing.name = runner.name
-    else:
-        runner = _build_runner(device, ast, opts)
+    runner = _timed_build(device, ast, lambda device, ast: _build_runner(device, ast, opts))
     method_cache[key] = runner
     return runner
+
+
+T = TypeVar("T")
+
+
+def _timed_build(device: str, ast: LazyOp, build: Callable[[str, LazyOp], T]) -> T:
+    """`build(device, ast)`, reported as a "compile" profile event while profiling."""
+    if not profile.active():
+        return build(device, ast)
+    # the event is made when the block ends, by when the kernel has its name
+    timing = profile.on_host("compile", "", device, "compiler", {"digest": ast.digest.hex()})
+    with timing:
+        out = build(device, ast)
+        timing.name = out.name if isinstance(out, Runner) else out.spec.name if isinstance(out, _Held) else ""
+    return out
 
 
 def _build_runner(device: str, ast: LazyOp, opts: list[Opt] | None) -> CompiledRunner:
@@ -401,32 +409,80 @@ capturing: list[Callable[[ExecItem, tuple[Any, ...]], None]] = []
 
 
 def precompile(schedule: list[ScheduleItem]) -> None:
-    """Compile the kernels of a schedule that are not cached yet on a thread pool (compilers run as subprocesses or
-    release the GIL, so new kernels build in parallel); errors surface here, before anything runs. With BEAM or
-    `LAZY_DEBUG>=4` they compile one by one as the schedule runs instead."""
+    """Build the kernels of a schedule that are not cached yet before anything runs, so errors surface here: this
+    thread generates the programs (Python: it holds the GIL) while a pool of one thread per core compiles them
+    (compilers run as subprocesses or release the GIL). Sources a compiler batches (`Compiler.batch_src_max`) go in
+    batches of about four such sources' length: a C compiler's start and link were most of what each of a CNN
+    step's ~100 small kernels cost to build. With BEAM or `LAZY_DEBUG>=4` kernels build one by one as the schedule
+    runs instead."""
     todo = {(si.bufs[0].device, si.ast): si for si in schedule if si.ast.op is Ops.SINK}
     todo = {k: si for k, si in todo.items() if (k[0], k[1], BEAM.value, NOOPT.value, None) not in method_cache}
     if len(todo) < 2 or BEAM >= 1:  # BEAM times candidates on the device: one kernel at a time
         return
     if DEBUG >= 4:  # kernels print their source as they compile: one at a time keeps the listing in schedule order
         return
-    from concurrent.futures import ThreadPoolExecutor  # on first use: it pulls in logging, which `import lazy` need not
+    from concurrent.futures import Future, ThreadPoolExecutor  # on first use: it pulls in logging
 
     where = profile.origin() if profile.active() else None  # the pool's compile events belong to this realize
 
     with progress("compiling", total=len(todo), unit="kernels", leave=False) as bar:
 
-        def build(key: tuple[str, LazyOp]) -> CompiledRunner:
-            if where is None:
-                runner = get_runner(*key)
-            else:
-                with profile.adopt(where):
-                    runner = get_runner(*key)
-            bar.update()  # from the pool's threads: a bar is thread-safe
-            return runner
+        def build(batch: list[_Held]) -> None:
+            with profile.adopt(where) if where is not None else contextlib.nullcontext():
+                libs = batch[0].compiler.compile_cached_batch([h.spec.src for h in batch])
+            for h, lib in zip(batch, libs):
+                _install(h, lib)
+                bar.update()  # from the pool's threads: a bar is thread-safe
 
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            list(pool.map(build, todo))
+            built: list[Future[None]] = []
+            batches: dict[int, list[_Held]] = {}  # id(compiler) -> sources waiting for a batch
+            for device, ast in todo:
+                held = _timed_build(device, ast, _generate)
+                limit = held.compiler.batch_src_max
+                if not 0 < len(held.spec.src) <= limit:
+                    built.append(pool.submit(build, [held]))
+                    continue
+                batch = batches.setdefault(id(held.compiler), [])
+                batch.append(held)
+                if sum(len(h.spec.src) for h in batch) >= 4 * limit:
+                    built.append(pool.submit(build, batches.pop(id(held.compiler))))
+            built += [pool.submit(build, batch) for batch in batches.values()]
+            for future in built:
+                future.result()  # the first error raises here, before anything runs
+
+
+@record(frozen=True)
+class _Held:
+    """A kernel generated but not compiled yet, waiting for its compiler (alone, or in a batch)."""
+
+    device: str
+    ast: LazyOp
+    spec: ProgramSpec
+    compiler: Any
+    program_key: bytes | None  # where to remember the generated program once it compiled (None: it was cached)
+
+
+def _generate(device: str, ast: LazyOp) -> _Held:
+    """The kernel's program (from the program cache, or generated) and the compiler for it."""
+    dev = get_device(device)
+    check_dtypes(ast, dev)
+    from lazy.codegen.program import program_source  # the code generator loads with the first kernel
+
+    spec, program_key = program_source(ast, dev)
+    return _Held(device, ast, spec, dev.compiler.for_program(spec), program_key)
+
+
+def _install(held: _Held, lib: bytes) -> CompiledRunner:
+    """The runner of a compiled kernel, in the method cache (and its program in the program cache, when new)."""
+    from lazy.codegen.program import remember_program
+
+    if held.program_key is not None:
+        remember_program(held.program_key, held.spec)
+    runner = CompiledRunner(held.spec, get_device(held.device), lib)
+    runner.ast = held.ast
+    method_cache[(held.device, held.ast, BEAM.value, NOOPT.value, None)] = runner
+    return runner
 
 
 def copy_now(dest: Buffer, src: Buffer) -> None:

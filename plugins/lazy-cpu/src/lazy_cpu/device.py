@@ -7,7 +7,9 @@ from __future__ import annotations
 import copy
 import ctypes
 import functools
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,6 +43,7 @@ HUGE_PAGE = 2 << 20
 HUGE_PAGE_MIN = 4 << 20
 MADV_HUGEPAGE = 14  # Linux; elsewhere madvise refuses the advice and the buffer keeps normal pages
 C_COMPILERS = ("clang", "gcc", "cc")  # in order of preference
+KERNEL_NAME = re.compile(r"^void (\w+)\(", re.MULTILINE)  # a rendered kernel's function (its helpers are static)
 SPLIT_MIN_WORK = 1 << 17  # ops (or 4-byte elements moved) below which a kernel runs on the calling thread alone
 # Kernel chunks never block, so threads beyond the cores only add switching; a few per core still lets one measure
 # oversubscription (and covers an affinity mask narrower than the machine), while e.g. 1000 would start 1000 threads
@@ -284,12 +287,14 @@ class HostProgram(NativeKernel):
 
 
 class CPUProgram(HostProgram):
-    """A shared object built by the C compiler, loaded with ctypes."""
+    """A shared object built by the C compiler, loaded with ctypes: the kernel's own, or a batch's
+    (`ClangCompiler.compile_batch`), where the kernel is a symbol the binary names and the batch is loaded once."""
 
     def __init__(self, dev: HostDevice, name: str, lib: bytes, spec: ProgramSpec | None = None):
         super().__init__(dev, name, spec)
-        self.lib = load_shared_object(name, lib)
-        self.cfunc = getattr(self.lib, name)
+        symbol, so = unpack_batch(lib) or (name, lib)
+        self.lib = load_shared_object(name, so)
+        self.cfunc = getattr(self.lib, symbol)
         self.address = ctypes.cast(self.cfunc, ctypes.c_void_p).value or 0
 
     def bind(self, argtypes: list[type]) -> Callable[..., Any]:
@@ -298,14 +303,35 @@ class CPUProgram(HostProgram):
 
 
 def load_shared_object(name: str, lib: bytes) -> ctypes.CDLL:
-    """Load the bytes of a shared object (through a temporary file, removed once loaded)."""
-    fd, path = tempfile.mkstemp(prefix=f"lazy_{name}_", suffix=".so")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(lib)
-        return ctypes.CDLL(path)
-    finally:
-        os.unlink(path)
+    """Load the bytes of a shared object (through a temporary file, removed once loaded); the same bytes twice (the
+    kernels of one batch) load once."""
+    digest = hashlib.sha256(lib).digest()
+    with _LOADED_LOCK:
+        if (loaded := _LOADED.get(digest)) is not None:
+            return loaded
+        fd, path = tempfile.mkstemp(prefix=f"lazy_{name}_", suffix=".so")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(lib)
+            loaded = _LOADED[digest] = ctypes.CDLL(path)
+            return loaded
+        finally:
+            os.unlink(path)
+
+
+_LOADED: dict[bytes, ctypes.CDLL] = {}  # shared objects loaded in this process, by the SHA-256 of their bytes
+_LOADED_LOCK = threading.Lock()
+
+# a binary of `ClangCompiler.compile_batch`: this, the kernel's symbol, a NUL, then the batch's shared object
+BATCH_MAGIC = b"lazy-cpu batch 1\0"
+
+
+def unpack_batch(lib: bytes) -> tuple[str, bytes] | None:
+    """(symbol, shared object) of a batch's binary, or None for a kernel's own shared object."""
+    if not lib.startswith(BATCH_MAGIC):
+        return None
+    symbol, _, so = lib[len(BATCH_MAGIC) :].partition(b"\0")
+    return symbol.decode(), so
 
 
 class LLVMProgram(HostProgram):
@@ -352,6 +378,7 @@ class ClangCompiler(TieredCompiler):
     of less than `SMALL_KERNEL_WORK`, and kernels the code generator vectorized itself, compile at -O1
     (`for_program`), under a cache key of their own."""
 
+    batch_src_max = 8192  # small kernels compile in batches (see `compile_batch`)
     FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
              "-fwrapv"]  # fmt: skip
     # gcc's -O2 otherwise vectorizes only loops that need no epilogue, and if-converts (so vectorizes) no select of
@@ -381,6 +408,21 @@ class ClangCompiler(TieredCompiler):
         self.small.flags = ["-O1" if flag == "-O2" else flag for flag in self.flags]
         self.small.cachekey = self.identity(self.small.flags)
         self.small.small = self.small
+
+    def compile_batch(self, srcs: list[str]) -> list[bytes]:
+        """Several kernels as one translation unit, compiled and linked once (the C compiler's start and link were
+        ~80% of a small kernel's compile time). Each kernel's function is renamed in the batch (`#define`: two kernels
+        may share a name) and its binary is the batch's shared object naming that symbol (`unpack_batch`); the
+        renderer guards its preludes' helpers, so they are defined once."""
+        parts, symbols = [], []
+        for i, src in enumerate(srcs):
+            if (found := KERNEL_NAME.search(src)) is None:
+                raise CompileError(self.device, src, "no kernel function found to batch")
+            name = found.group(1)
+            symbols.append(f"lazy_batch{i}_{name}")
+            parts += [f"#define {name} {symbols[-1]}", src, f"#undef {name}"]
+        so = self.compile("\n".join(parts))
+        return [BATCH_MAGIC + symbol.encode() + b"\0" + so for symbol in symbols]
 
     def identity(self, flags: list[str]) -> str:
         """The compile cache key of this compiler with `flags`."""

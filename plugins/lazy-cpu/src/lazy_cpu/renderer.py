@@ -192,35 +192,44 @@ class ClangRenderer(CStyleLanguage):
         return f"LAZY_HOLD{dtype.itemsize}({name});" if dtype.itemsize in (16, 32, 64) else None
 
     def render_prelude(self, uops: list[UOp]) -> list[str]:
+        """Type definitions and helpers, each block behind an include guard, so that kernels concatenate into one
+        translation unit (`ClangCompiler.compile_batch`) with every helper defined once."""
         used = self.dtypes_used(uops)
-        lines = list(BF16_HELPERS) if any(d.scalar() == dtypes.bfloat16 for d in used) else []
+        blocks: list[tuple[str, list[str]]] = []
+        if any(d.scalar() == dtypes.bfloat16 for d in used):
+            blocks.append(("BF16", BF16_HELPERS))
         if any(d.scalar() == dtypes.float16 for d in used):
-            lines += HALF_TYPE
+            blocks.append(("HALF", list(HALF_TYPE)))
         if any(d.count > 1 and d.scalar() == dtypes.float32 for d in used):
-            lines += ELEMENTWISE_FMA_CHECK
+            blocks.append(("FMA_CHECK", ELEMENTWISE_FMA_CHECK))
         if any(u.op is UOps.LOAD and u.dtype is not None and u.dtype.count > 1 for u in uops):
-            lines += HOLD_MACRO
+            blocks.append(("HOLD", HOLD_MACRO))
         for vec in sorted((d for d in used if d.count > 1), key=lambda d: d.name):
-            name, elem = vec.name, self.type_map[vec.scalar()]
-            if vec.scalar() == dtypes.bool:  # a compare's result: int lanes holding 0 or 1 (never loaded or stored)
-                lines.append(f"typedef int {name} __attribute__((vector_size({vec.count * 4})));")
-                continue
-            lines += [f"typedef {elem} {name} __attribute__((vector_size({vec.itemsize})));",
-                      f"static inline {name} lazy_load_{name}(const {elem}* p) {{ {name} v; "
-                      f"__builtin_memcpy(&v, p, sizeof(v)); return v; }}",
-                      f"static inline void lazy_store_{name}({elem}* p, {name} v) {{ "
-                      f"__builtin_memcpy(p, &v, sizeof(v)); }}"]  # fmt: skip
-            if vec.scalar() in VECTOR_SELECT:  # a select and a NaN-propagating max as whole-vector bit operations
-                mask = f"int __attribute__((vector_size({vec.count * 4})))"
-                lines.append(
-                    f"static inline {name} lazy_where_{name}({mask} c, {name} a, {name} b) {{ "
-                    f"typedef {mask} m; m k = -c; return ({name})((k & (m)a) | (~k & (m)b)); }}"
-                )
-                if vec.scalar() == dtypes.float32:
-                    lines.append(
-                        f"static inline {name} lazy_max_{name}({name} a, {name} b) {{ "
-                        f"return lazy_where_{name}(-((a >= b) | (a != a)), a, b); }}"
-                    )
+            blocks.append((f"VEC_{vec.name}", self.vector_helpers(vec)))
+        return [line for guard, block in blocks for line in
+                (f"#ifndef LAZY_PRELUDE_{guard}", f"#define LAZY_PRELUDE_{guard}", *block, "#endif")]  # fmt: skip
+
+    def vector_helpers(self, vec: DType) -> list[str]:
+        """The typedef of vector dtype `vec` and its helpers: loads, stores, selects, max, FMA."""
+        name, elem = vec.name, self.type_map[vec.scalar()]
+        if vec.scalar() == dtypes.bool:  # a compare's result: int lanes holding 0 or 1 (never loaded or stored)
+            return [f"typedef int {name} __attribute__((vector_size({vec.count * 4})));"]
+        lines = [f"typedef {elem} {name} __attribute__((vector_size({vec.itemsize})));",
+                 f"static inline {name} lazy_load_{name}(const {elem}* p) {{ {name} v; "
+                 f"__builtin_memcpy(&v, p, sizeof(v)); return v; }}",
+                 f"static inline void lazy_store_{name}({elem}* p, {name} v) {{ "
+                 f"__builtin_memcpy(p, &v, sizeof(v)); }}"]  # fmt: skip
+        if vec.scalar() in VECTOR_SELECT:  # a select and a NaN-propagating max as whole-vector bit operations
+            mask = f"int __attribute__((vector_size({vec.count * 4})))"
+            lines.append(
+                f"static inline {name} lazy_where_{name}({mask} c, {name} a, {name} b) {{ "
+                f"typedef {mask} m; m k = -c; return ({name})((k & (m)a) | (~k & (m)b)); }}"
+            )
             if vec.scalar() == dtypes.float32:
-                lines += vector_fma(name, vec.count)
+                lines.append(
+                    f"static inline {name} lazy_max_{name}({name} a, {name} b) {{ "
+                    f"return lazy_where_{name}(-((a >= b) | (a != a)), a, b); }}"
+                )
+        if vec.scalar() == dtypes.float32:
+            lines += vector_fma(name, vec.count)
         return lines
