@@ -325,8 +325,17 @@ class Lowerer:
     def load(self, buf: MemBuffer, lane: Lane) -> UOp:
         if not self.vector_on:
             return self.scalar_load(buf, *self.index_of(buf, lane))
-        lanes = [self.index_of(buf, self.with_vec_lane(lane, i)) for i in range(self.vec_width)]
         vec = buf.dtype.vec(self.vec_width)
+        if (stride := self.lane_stride(buf)) in (0, 1):  # known from the view: no index per lane to compare
+            idx0, valid0 = self.index_of(buf, self.with_vec_lane(lane, 0))
+            if stride == 0:
+                return self.b.add(UOps.VECTORIZE, vec, (self.scalar_load(buf, idx0, valid0),) * self.vec_width)
+            assert isinstance(valid0, NumNode) and valid0.b == 1, "an unmasked view has no padding"
+            key = (buf.idx, idx0, valid0, self.vec_width)
+            if key not in self.load_cache:
+                self.load_cache[key] = self.b.add(UOps.LOAD, vec, (self.source(buf), self.node(idx0)))
+            return self.load_cache[key]
+        lanes = [self.index_of(buf, self.with_vec_lane(lane, i)) for i in range(self.vec_width)]
         if all(x == lanes[0] for x in lanes):  # broadcast along the vector axis: one scalar load
             return self.b.add(UOps.VECTORIZE, vec, (self.scalar_load(buf, *lanes[0]),) * self.vec_width)
         idx0, valid0 = lanes[0]
@@ -337,6 +346,21 @@ class Lowerer:
                 self.load_cache[key] = self.b.add(UOps.LOAD, vec, (self.source(buf), self.node(idx0)))
             return self.load_cache[key]
         return self.b.add(UOps.VECTORIZE, vec, tuple(self.scalar_load(buf, i, v) for i, v in lanes))
+
+    def lane_stride(self, buf: MemBuffer) -> int | None:
+        """How far apart in memory `buf`'s elements along the vector lanes are, where that is one number whatever
+        the loop variables (a packed tile, or one view with no mask and integer strides); None otherwise."""
+        assert self.vec_axis is not None
+        if buf.idx in self.packed:
+            plan = self.packed[buf.idx][0]
+            if self.vec_axis not in plan.axes:
+                return 0
+            return strides_of(plan.sizes)[plan.axes.index(self.vec_axis)]
+        st = self.k.st_of(buf)
+        view = st.views[0]
+        if len(st.views) != 1 or view.mask is not None or not all_int(view.strides) or self.tc_lane is not None:
+            return None
+        return 0 if st.shape[self.vec_axis] == 1 else int(view.strides[self.vec_axis])
 
     def source(self, buf: MemBuffer) -> UOp:
         """What a load of `buf` reads: its scratch tile once packed, else the buffer."""
