@@ -186,7 +186,9 @@ def test_packed_tiles_are_copied_a_vector_at_a_time() -> None:
 def test_micro_kernel_operands_stay_in_registers(tmp_path: pathlib.Path) -> None:
     """The C renderer holds a micro-kernel's operand vectors in registers (`LAZY_HOLDn`): gcc otherwise folds each
     load into every FMA that uses it, one load per FMA, more than the load ports take (matmul on a Zen 3 core: 51
-    GFLOP/s against 71 held). Read in the assembly: no FMA of the kernel takes a memory operand."""
+    GFLOP/s against 71 held). Read in the assembly: no FMA of the kernel takes a memory operand. And its indices are
+    64-bit (`Capabilities.wide_index`): no sign extension of a 32-bit index anywhere (under -fwrapv gcc extended
+    three of them in every step of the inner loop)."""
     if platform.machine().lower() not in ("x86_64", "amd64") or "fma" not in cpu_flags():
         pytest.skip(f"reads x86 assembly with FMA instructions; this machine is {platform.machine()} {describe()}")
     compiler = Device["CPU"].compiler
@@ -197,5 +199,7 @@ def test_micro_kernel_operands_stay_in_registers(tmp_path: pathlib.Path) -> None
                                                                    Device["CPU"].renderer)).flags):  # fmt: skip
         cmd = [compiler.cc, *[f for f in flags if f != "-shared"], "-S", "-x", "c", "-", "-o", str(out)]
         subprocess.run(cmd, input=src, capture_output=True, text=True, check=True)
-        fmas = [line.strip() for line in out.read_text().splitlines() if re.search(r"\bvfmadd\w*ps\b", line)]
+        asm = out.read_text().splitlines()
+        fmas = [line.strip() for line in asm if re.search(r"\bvfmadd\w*ps\b", line)]
         assert fmas and not [f for f in fmas if "(" in f], (flags, fmas)
+        assert not [line for line in asm if re.search(r"\b(movslq|cltq|movsxd)\b", line)], (flags, src)

@@ -705,8 +705,9 @@ def strides_of(sizes: tuple[int, ...]) -> list[int]:
 
 def lower_kernel(k: Kernel) -> tuple[list[UOp], Lowerer]:
     """The kernel's UOps with the narrowest index dtype that holds all its index values (int32 unless a size, offset
-    or index can pass 2**31 - 1), and the lowerer (launch sizes, parameters)."""
-    for index in INDEX_DTYPES:
+    or index can pass 2**31 - 1, or the renderer asks for `Capabilities.wide_index`), and the lowerer (launch sizes,
+    parameters)."""
+    for index in INDEX_DTYPES[1:] if k.caps.wide_index else INDEX_DTYPES:
         lowerer = Lowerer(k, index)
         try:
             return lowerer.lower(), lowerer

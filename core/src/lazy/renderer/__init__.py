@@ -109,6 +109,10 @@ class Capabilities:
     pack_max: int = 0  # bytes of scratch memory (DEFINE_LOCAL on a device without threads) a kernel may stage an
     # operand tile in (`OptOps.PACK`); 0: no packing
     upcast_max: int = 64  # most accumulator registers an upcast may create
+    # index arithmetic (loop counters, offsets) in int64 even where int32 holds every value: on a 64-bit CPU an
+    # address is 64-bit, and a C compiler told that int32 wraps (-fwrapv) cannot widen an index itself, so every
+    # operand address costs a sign extension (gcc -O1, a matmul's inner loop: 6 extra instructions a step)
+    wide_index: bool = False
     # transcendental ALU ops (EXP2, LOG2, SIN) the language has a fast, precise version of that works on vectors (a
     # GPU's exp2, OpenCL's exp2 on PoCL's vector math); the others are lowered to polynomial code
     # (`lazy.codegen.transcendental`), which vectorizes where a libm call would not

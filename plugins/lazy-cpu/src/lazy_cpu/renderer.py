@@ -8,6 +8,7 @@ from collections.abc import Callable
 from lazy.codegen.uops import UOp, UOps
 from lazy.dtype import DType, dtypes
 from lazy.ops import Ops
+from lazy.record import replace
 from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, checked_div
 from lazy_cpu.hostcpu import host_capabilities
 from lazy_cpu.llvmir import LLVMRenderer
@@ -133,7 +134,7 @@ class ClangRenderer(CStyleLanguage):
     held as its 16 bits and computed in float, and checked integer division."""
 
     device = "CPU"
-    caps = HOST_CAPS
+    caps = replace(HOST_CAPS, wide_index=True)  # gcc with -fwrapv: see `Capabilities.wide_index`
     buffer_suffix = " restrict"
     type_map = {**CStyleLanguage.type_map, dtypes.bool: "_Bool", dtypes.float16: "lazy_half",
                 dtypes.bfloat16: "unsigned short"}  # fmt: skip
