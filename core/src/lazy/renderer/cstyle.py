@@ -416,8 +416,10 @@ class _KernelWriter:
 
     def on_load(self, u: UOp) -> None:
         buf, idx, *gated = (self.ref(s) for s in u.src)
-        self.value(u, self.lang.render_load(buf, idx, u.dtype, *gated))  # type: ignore[arg-type]
-        if u.dtype.count > 1 and id(u) not in self.inline and (held := self.lang.render_held(self.ref(u), u.dtype)):  # type: ignore[union-attr]
+        dtype = u.dtype
+        assert dtype is not None
+        self.value(u, self.lang.render_load(buf, idx, dtype, *gated))
+        if dtype.count > 1 and id(u) not in self.inline and (held := self.lang.render_held(self.ref(u), dtype)):
             self.emit(held)
 
     def on_store(self, u: UOp) -> None:
