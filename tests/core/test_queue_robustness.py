@@ -191,3 +191,29 @@ def test_poll_waits_checks_between_sleeps_and_times_out_naming_what():
         poll(lambda: False, fault)
     with pytest.raises(DeviceError, match=r"timed out after 0.05s waiting for signal value 3"):
         poll(lambda: False, timeout=0.05, what="signal value 3")
+
+
+@pytest.mark.timeout(60, method="thread")
+def test_waiting_out_a_backlog_checks_its_setters_rarely(monkeypatch):
+    """A host waiting for the last of many promised values is woken by each one as it is set; it checks that the
+    threads promising its value are alive only at first, after a withdrawal or after a quiet slice: checking on every
+    wake walked every outstanding promise each time (quadratic in a queue's backlog, holding the GIL the worker
+    setting the values needs)."""
+    from lazy.hcq import HostSignal
+
+    signal, release = HostSignal(0), threading.Event()
+    setter = threading.Thread(target=release.wait, daemon=True)  # alive while the values are promised
+    setter.start()
+    for value in range(1, 201):
+        signal.promise(value, setter)
+    checks: list[int] = []
+    check = HostSignal._check_progress
+    monkeypatch.setattr(HostSignal, "_check_progress", lambda s, *a: checks.append(1) or check(s, *a))
+    waiter = threading.Thread(target=signal.wait, args=(200,))
+    waiter.start()
+    for value in range(1, 201):
+        signal.value = value
+        time.sleep(0.0005)  # the waiter wakes for each
+    waiter.join(10)
+    release.set()
+    assert not waiter.is_alive() and len(checks) <= 5, len(checks)

@@ -117,6 +117,7 @@ class HostSignal(Signal):
         # drops the reached ones from its top, so a backlog of many queued submissions costs log n per set, not n
         self._promises: list[tuple[int, int, threading.Thread]] = []
         self._promised = 0
+        self._withdrawn = 0  # how many promises were withdrawn: a waiter checks its setters again when it changes
 
     @property
     def value(self) -> int:
@@ -148,6 +149,7 @@ class HostSignal(Signal):
             if len(kept) != len(self._promises):
                 heapq.heapify(kept)
                 self._promises = kept
+            self._withdrawn += 1
             self._cond.notify_all()  # a waiter for this value must now fail instead of waiting on
 
     def wait(self, value: int, timeout: float | None = None, gate: bool = False) -> None:
@@ -155,14 +157,20 @@ class HostSignal(Signal):
             return
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            checked = None  # `_withdrawn` when the setters were last checked: again only after a withdrawal, or a
+            # slice with no news (each check walks every promise: a backlog of queued submissions, each setting the
+            # value and waking this thread, made the wait quadratic, and it held the GIL the worker needs)
             while self._value < value:
-                self._check_progress(value, gate)
+                if checked != self._withdrawn:
+                    self._check_progress(value, gate)
+                    checked = self._withdrawn
                 left = WAIT_SLICE_S if deadline is None else min(WAIT_SLICE_S, deadline - time.monotonic())
                 if left <= 0:
                     raise DeviceError(
                         f"timed out after {timeout}s waiting for signal value {value} (now {self._value})"
                     )
-                self._cond.wait(left)
+                if not self._cond.wait(left):
+                    checked = None
 
     def _check_progress(self, value: int, gate: bool) -> None:
         """Raise when no other thread will ever set `value` (called with the condition held)."""
