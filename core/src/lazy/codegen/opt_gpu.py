@@ -111,7 +111,8 @@ def register_tile(k: Kernel) -> Kernel | None:
         n_axis, m_axis = m_axis, n_axis
     n_upcasts = [(n_axis, width), (n_axis, nv)]  # an upcast of a whole axis removes it: the later axis first
     upcasts = [*n_upcasts, (m_axis, mr)] if n_axis > m_axis else [(m_axis, mr), *n_upcasts]
-    if (trial := k.applied(*(Opt(OptOps.UPCAST, axis, amount) for axis, amount in upcasts if amount > 1))) is None:
+    opts += [Opt(OptOps.UPCAST, axis, amount) for axis, amount in upcasts if amount > 1]
+    if (trial := k.applied(*opts)) is None:  # (the swap first: the upcasts name the axes' places after it)
         return None
     reduce_axes = trial.axes(Axis.REDUCE)
     if reduce_axes:
