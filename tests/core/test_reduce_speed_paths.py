@@ -219,20 +219,19 @@ def test_wide_rows_on_cpu():
 
 
 def test_long_sums_on_cpu():
-    """A long sum: split into partials over the cores (vector accumulators in each) at 2**24; an odd size has no
-    split, so its one accumulator rounds more."""
-    for n, rtol in (((1 << 24), 1e-6), ((1 << 22) + 1, 1e-4)):
+    """A long sum: split into partials over the cores (vector accumulators in each) at 2**24, and at an odd size (its
+    divisible prefix split, the rest summed apart)."""
+    for n, rtol in (((1 << 24), 1e-6), ((1 << 22) + 1, 1e-6)):
         a = rng(5).random(n, dtype=np.float32)
         np.testing.assert_allclose(Tensor(a, device="CPU").sum().item(), a.astype(np.float64).sum(), rtol=rtol)
 
 
-LONG_ODD_ROW = (
-    "a long row whose length no vector width divides is summed in one scalar accumulator (1.5e-4 relative error at "
-    "100003 elements); needs remainder lanes in the reduce lowering"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=LONG_ODD_ROW)
 def test_long_odd_row_softmax_is_accurate_on_cpu():
+    """A long row no split plan divides (100003 is prime) is split over its longest divisible prefix, the rest reduced
+    on its own: one accumulator over the whole row was 1.5e-4 off."""
     a = (rng(6).standard_normal((1, 100003)) * 4).astype(np.float32)
     np.testing.assert_allclose(Tensor(a, device="CPU").softmax(-1).numpy(), np_softmax(a, -1), rtol=1e-5, atol=0)
+    for n in (100003, (1 << 22) + 1):  # a max and a sum through the remainder, exact and within float32 rounding
+        b = rng(n).standard_normal(n).astype(np.float32)
+        assert Tensor(b, device="CPU").max().item() == b.max()
+        np.testing.assert_allclose(Tensor(b, device="CPU").sum().item(), b.astype(np.float64).sum(), rtol=1e-5)
