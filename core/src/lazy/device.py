@@ -655,22 +655,24 @@ class Compiler:
 
     def compile_cached_batch(self, srcs: list[str]) -> list[bytes]:
         """`compile_cached` of each source, the ones not in the cache built by one `compile_batch`. When the batch
-        fails, each source is compiled alone, so the error names the kernel that does not compile."""
+        fails, each source is compiled alone, so the error names the kernel that does not compile (the ones before
+        it are cached)."""
         libs = [self.cached_binary(src) for src in srcs]
         missing = [i for i, lib in enumerate(libs) if lib is None]
+        built: list[bytes] = []
         if len(missing) > 1:
             start = time.perf_counter()
             try:
                 built = self.compile_batch([srcs[i] for i in missing])
-            except CompileError:  # compiled one by one below: the first that fails raises, naming its kernel
+            except CompileError:
                 built = []
             else:
                 compile_stats.add("compiler", time.perf_counter() - start, count=len(missing))
-            for i, lib in zip(missing, built):
-                libs[i] = lib
-                if self.cachekey is not None:
-                    store_cached("compile", self._cache_key(srcs[i]), lib)
-        return [lib if lib is not None else self.compile_cached(src) for lib, src in zip(libs, srcs)]
+        for n, i in enumerate(missing):
+            libs[i] = lib = built[n] if built else self.compile_timed(srcs[i])
+            if self.cachekey is not None:
+                store_cached("compile", self._cache_key(srcs[i]), lib)
+        return [lib for lib in libs if lib is not None]
 
     def _cache_key(self, src: str) -> bytes:
         return sha256(f"{self.cachekey}\0{src}".encode())
