@@ -44,7 +44,7 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     reuse axes, but the input varies along both, so a tile over them reloads it for every accumulator. Among the
     pairs and tiles whose accumulators, operand vectors and broadcast fit the vector registers the device declares,
     the most accumulators win, then the fewest loads per step, then N contiguous in the output (plain vector
-    stores), then the innermost M. The N-tile loop is then moved outside the M-tile loop: one N panel of the reused
+    stores), then N contiguous in an input (vector loads), then the innermost M. The N-tile loop is then moved outside the M-tile loop: one N panel of the reused
     operand stays in cache while the M rows stream past it (the other order would stream the whole N-operand once
     per M tile), and the N operand is packed per N tile. Where an operand would still be gathered along the lanes,
     `dot_tiles` is tried instead."""
@@ -66,7 +66,8 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
                         or not _divides(full[m_axis], mr)
                     ):
                         continue
-                    score = (mr * nv, -(mr + nv), k.output_stride(n_axis) == 1, mr, m_axis)
+                    contiguous = any(k.stride_of(b, n_axis) == 1 for b in k.membufs[1:])  # (vector loads, no gather)
+                    score = (mr * nv, -(mr + nv), k.output_stride(n_axis) == 1, contiguous, mr, m_axis)
                     if best is None or score > best:
                         best, choice = score, (n_axis, m_axis, nv, mr)
     if best is None:
