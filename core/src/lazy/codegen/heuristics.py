@@ -44,10 +44,10 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     reuse axes, but the input varies along both, so a tile over them reloads it for every accumulator. Among the
     pairs and tiles whose accumulators, operand vectors and broadcast fit the vector registers the device declares,
     the most accumulators win, then the fewest loads per step, then N contiguous in the output (plain vector
-    stores), then N contiguous in an input (vector loads), then the innermost M. The N-tile loop is then moved outside the M-tile loop: one N panel of the reused
-    operand stays in cache while the M rows stream past it (the other order would stream the whole N-operand once
-    per M tile), and the N operand is packed per N tile. Where an operand would still be gathered along the lanes,
-    `dot_tiles` is tried instead."""
+    stores), then N contiguous in an input (vector loads), then the innermost M. The N-tile loop is then moved
+    outside the M-tile loop: one N panel of the reused operand stays in cache while the M rows stream past it (the
+    other order would stream the whole N-operand once per M tile), and the N operand is packed per N tile. Where an
+    operand would still be gathered along the lanes, `dot_tiles` is tried instead."""
     axes = reuse_axes(k)
     if len(axes) < 2 or not k.caps.vector_widths:
         return None
