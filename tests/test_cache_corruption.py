@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from lazy.device import CACHE_HEADER, cache_entry, read_cache_entry
+from lazy.diskcache import CACHE_HEADER, cache_entry, read_cache_entry
 
 DEVICES = ("CPU", "LLVM", "CL")
 KERNELS = 2  # per device: one gets its bytes damaged, one another device's entry

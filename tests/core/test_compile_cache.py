@@ -16,7 +16,8 @@ import pytest
 
 from lazy import Context, Device, Tensor
 from lazy.codegen import program
-from lazy.device import CACHE_HEADER, Compiler, cache_entry, compile_stats, read_cache_entry
+from lazy.device import Compiler
+from lazy.diskcache import CACHE_HEADER, cache_entry, compile_stats, read_cache_entry
 from lazy.engine import realize
 
 D = "PYTHON"
@@ -108,7 +109,7 @@ def test_a_damaged_program_entry_is_generated_again_and_replaced(cache, capsys, 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS, errno.EACCES], ids=["full-disk", "read-only", "denied"])
 def test_a_cache_that_cannot_be_written_is_noted_and_the_run_goes_on(cache, capsys, monkeypatch, code):
     """A write that fails half way (a full disk) or at once: no entry and no temporary file is left behind."""
-    import lazy.device
+    import lazy.diskcache
 
     class FailingFile:
         def __init__(self, fd: int, mode: str):
@@ -124,7 +125,7 @@ def test_a_cache_that_cannot_be_written_is_noted_and_the_run_goes_on(cache, caps
             self.file.write(data[: len(data) // 2])
             raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(lazy.device, "open", FailingFile, raising=False)  # this module's file writes only
+    monkeypatch.setattr(lazy.diskcache, "open", FailingFile, raising=False)  # this module's file writes only
     with Context(DEBUG=1):
         np.testing.assert_allclose(run_kernels(), EXPECTED)
     out = capsys.readouterr().out

@@ -8,7 +8,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2] / "core" / "src" / "lazy"
 
 # lowest first; one row of DESIGN.md's table per level
 LEVELS = [
-    ["lazy.helpers", "lazy.progress", "lazy.profile", "lazy.record"],
+    ["lazy.helpers", "lazy.progress", "lazy.profile", "lazy.record", "lazy.diskcache"],
     ["lazy.dtype"],
     ["lazy.symbolic"],
     ["lazy.shape"],

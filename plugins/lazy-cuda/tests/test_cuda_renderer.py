@@ -7,7 +7,8 @@ import pytest
 from cuda_testing import bfloat16_select, elementwise, group_sum, half_math, int64_variable, vector_odd_offset, wmma
 
 import lazy
-from lazy.device import CompileError, compile_stats
+from lazy.device import CompileError
+from lazy.diskcache import compile_stats
 from lazy.dtype import dtypes
 from lazy_cuda import cuda_targets
 from lazy_cuda.compiler import NVRTCCompiler

@@ -15,7 +15,8 @@ from lazy.codegen.lowerer import estimate_ops, lower_kernel
 from lazy.codegen.opt_gpu import gpu_optimizations
 from lazy.codegen.opt_reduce import reduce_optimizations
 from lazy.codegen.uops import UOps, pretty
-from lazy.device import Compiled, ProgramSpec, compile_stats, load_cached, store_cached
+from lazy.device import Compiled, ProgramSpec
+from lazy.diskcache import compile_stats, load_cached, store_cached
 from lazy.helpers import DEBUG, NOOPT, VIZ, prod, to_function_name
 from lazy.ops import LazyOp
 from lazy.record import fields as record_fields
