@@ -6,6 +6,7 @@ cheaper flags, as do kernels the code generator vectorized."""
 from __future__ import annotations
 
 import copy
+import ctypes
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from lazy import Context, Device, Tensor
 from lazy.codegen.program import get_program
 from lazy.device import CompileError, ProgramSpec
 from lazy.engine import realize
-from lazy_cpu.device import SMALL_KERNEL_WORK, ClangCompiler, CPUProgram, unpack_batch
+from lazy_cpu.device import SMALL_KERNEL_WORK, ClangCompiler, CPUProgram, load_shared_object, unpack_batch
 from lazy_cpu.hostcpu import x86_fma
 
 SCRIPT = """
@@ -153,3 +154,24 @@ def test_a_schedules_small_kernels_compile_in_batches(tmp_path, monkeypatch):
     assert 1 <= len(runs) <= 3, len(runs)
     for i, out in enumerate(outs):
         np.testing.assert_array_equal(out.numpy(), base * (i + 2) + 1)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernels link without libraries on Linux only")
+def test_kernels_link_no_libraries_yet_call_libm_and_compiler_helpers():
+    """On Linux a kernel's shared object names no library (the C library's link was a third of a small compile): what
+    it calls from libm resolves in the process when it loads, the compiler's helpers come from the static libgcc."""
+    src = """
+float expf(float);
+float lazy_test_libm(float a) { return expf(a); }
+float lazy_test_half(float a) { volatile _Float16 h = (_Float16)a; return (float)h; }
+"""
+    so = ClangCompiler("CPU").compile(src)
+    assert b"libc.so" not in so and b"libm.so" not in so  # no DT_NEEDED entry names them
+    lib = load_shared_object("link_test", so)
+    for name, arg, want in (
+        ("lazy_test_libm", 1.0, np.float32(np.e)),  # glibc's expf is correctly rounded
+        ("lazy_test_half", 1.1, np.float32(np.float16(1.1))),
+    ):
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
+        assert np.float32(fn(arg)) == want, name
