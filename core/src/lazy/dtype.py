@@ -169,6 +169,7 @@ class dtypes:
         return table[np_dtype]
 
     @staticmethod
+    @functools.cache
     def min(dtype: DType) -> ConstType:
         """The lowest value of `dtype`: -inf for floats (tinygrad's rule, fp8e4m3 included), False for bool."""
         if dtypes.is_int(dtype):
@@ -176,6 +177,7 @@ class dtypes:
         return False if dtype == dtypes.bool else -math.inf
 
     @staticmethod
+    @functools.cache
     def max(dtype: DType) -> ConstType:
         """The highest value of `dtype`: inf for floats, True for bool."""
         if dtypes.is_int(dtype):
@@ -336,6 +338,7 @@ def _ancestors(dtype: DType) -> frozenset[DType]:
     return frozenset({dtype}).union(*(_ancestors(p) for p in PROMO_LATTICE[dtype]))
 
 
+@functools.cache  # asked on every binary op of the Tensor front end, with few distinct arguments
 def least_upper_dtype(*ds: DType) -> DType:
     """The smallest dtype every one of `ds` promotes to (PyTorch's type promotion; tinygrad's for fp8)."""
     scalars = [d.scalar() for d in ds]

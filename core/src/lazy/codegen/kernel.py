@@ -118,8 +118,15 @@ class Kernel:
 
     @property
     def full_shape(self) -> tuple[sint, ...]:
-        return tuple(max(st.shape[i] for st in self.sts) if all(isinstance(st.shape[i], int) for st in self.sts)
-                     else self._sym_dim(i) for i in range(len(self.kinds)))  # fmt: skip
+        # asked thousands of times while a kernel is optimised and lowered; every change of the trackers assigns a new
+        # list (never one changed in place), so the cache holds the list it was computed from
+        sts, cached = self.sts, self.__dict__.get("_full_shape")
+        if cached is not None and cached[0] is sts and len(cached[1]) == len(self.kinds):
+            return cached[1]
+        shape = tuple(max(st.shape[i] for st in sts) if all(isinstance(st.shape[i], int) for st in sts)
+                      else self._sym_dim(i) for i in range(len(self.kinds)))  # fmt: skip
+        self._full_shape = (sts, shape)
+        return shape
 
     def _sym_dim(self, i: int) -> sint:
         return next(st.shape[i] for st in self.sts if not (isinstance(st.shape[i], int) and st.shape[i] == 1))

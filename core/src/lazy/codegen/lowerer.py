@@ -84,6 +84,7 @@ class Lowerer:
 
     def __init__(self, k: Kernel, index: DType = INDEX_DTYPES[0]):
         self.k, self.b, self.index = k, UOpBuilder(), index
+        self.index_range = (dtypes.min(index), dtypes.max(index))
         self.var_uops: dict[Variable, UOp] = {}
         self.full_shape = k.full_shape
         # a lane fixes each upcast/unrolled axis; on a TC axis it holds which fragment element is meant (`tc_code`)
@@ -109,7 +110,7 @@ class Lowerer:
     def check_index(self, lo: int, hi: int, what: sint) -> None:
         """Every index value the kernel computes must fit its index dtype (else a signed overflow: undefined in C, a
         wrap in LLVM and on the PYTHON device): `lower_kernel` lowers again with a wider one when one does not."""
-        if lo < dtypes.min(self.index) or hi > dtypes.max(self.index):
+        if lo < self.index_range[0] or hi > self.index_range[1]:
             shown = what.key if isinstance(what, Node) else what
             raise IndexOverflow(f"the index value {shown} in [{lo}, {hi}] does not fit int{8 * self.index.itemsize}")
 

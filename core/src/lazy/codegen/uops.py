@@ -146,13 +146,13 @@ class UOpBuilder:
     def add(self, op: UOps, dtype: DType | None = None, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         uop = UOp(op, dtype, src, arg)
         if op in self.PURE:
-            if (hit := self.cache.get(uop.key)) is not None:
+            if (hit := self.cache.get(key := uop.key)) is not None:
                 return hit
             if op is UOps.ALU and dtype is not None and (better := rewrite(self.graph, arg, dtype, src)) is not None:
                 return better
-            self.cache[uop.key] = uop
+            self.cache[key] = uop
             if op not in (UOps.CONST, UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR):
-                self.scopes[-1].append(uop.key)
+                self.scopes[-1].append(key)
         self.uops.append(uop)
         return uop
 
