@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, get_args
 import lazy.profile as profile
 from lazy.diskcache import compile_stats, load_cached, sha256, store_cached
 from lazy.dtype import DType, storage_to_values, to_np_dtype
-from lazy.helpers import GlobalCounters
+from lazy.helpers import TIERED, GlobalCounters
 from lazy.record import field, record
 from lazy.renderer import Capabilities, Renderer
 
@@ -482,6 +482,23 @@ class Compiler:
         """The compiler for `spec`'s source: `for_work` of its estimated work by default. A plugin may also look at
         what the code generator did (e.g. `vector_width`: code already vectorized needs no auto-vectorizer)."""
         return self.for_work(spec.estimated_work())
+
+    def quick_for(self, spec: ProgramSpec) -> Compiler | None:
+        """A much cheaper configuration to build `spec` with first, slower to run than `for_program(spec)`'s, or None
+        (the default: there is none, or the kernel already gets it). See `tiers`."""
+        return None
+
+    def tiers(self, spec: ProgramSpec) -> tuple[Compiler, Compiler | None]:
+        """(the compiler to build `spec` with now, the one to build it with again once it runs a second time, or
+        None). With a quick tier (`quick_for`) and `LAZY_TIERED=1`, a kernel builds quickly first unless its full
+        build is in the on-disk cache: one that runs once (a weight's initialisation, a cold process's first step)
+        never waits for the full build; one that runs again is rebuilt in full in the background
+        (`lazy.engine.realize.CompiledRunner`), and a jit builds its kernels in full when it captures them."""
+        full = self.for_program(spec)
+        quick = self.quick_for(spec) if TIERED else None
+        if quick is None or quick is full or full.cached_binary(spec.src) is not None:
+            return full, None
+        return quick, full
 
     def compile_timed(self, src: str) -> bytes:
         """`compile(src)`, counted and timed for the LAZY_DEBUG report."""

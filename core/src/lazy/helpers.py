@@ -82,6 +82,12 @@ EMULATE = Setting(
 PLUGINS = Setting("PLUGINS", "", "comma-separated allow-list of plugin names (entry-point names); empty: all")
 CACHE_DIR = Setting("CACHE_DIR", "", "directory for the compile cache (default: ~/.cache/lazy); 'off' disables it")
 THREADS = Setting("THREADS", 0, "CPU threads for one kernel (0: one per core; capped at 4 per core)")
+TIERED = Setting(
+    "TIERED",
+    1,
+    "1: a kernel with a cheaper build (a compiler's quick tier) builds with it first, in full once it runs again; "
+    "0: every kernel builds in full at once",
+)
 TRAINING = Setting(
     "TRAINING", False, "1: training mode (dropout drops, batchnorm uses batch statistics), like Tensor.train()"
 )

@@ -175,3 +175,106 @@ float lazy_test_half(float a) { volatile _Float16 h = (_Float16)a; return (float
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
         assert np.float32(fn(arg)) == want, name
+
+
+def _division(device: str) -> tuple[Tensor, np.ndarray]:
+    """A large scalar kernel (an int division has no vector form here): its full build is the expensive one."""
+    n = np.arange(1 << 18, dtype=np.int32)
+    return (Tensor(n, device=device) // 7) + (Tensor(n, device=device) % 5), n // 7 + n % 5
+
+
+def _runner(out: Tensor) -> realize.CompiledRunner:
+    (si,) = out.schedule()
+    return realize.get_runner(si.bufs[0].device, si.ast)
+
+
+@pytest.mark.parametrize("device", ["CPU", "LLVM"])
+def test_a_kernel_builds_quickly_first_and_in_full_once_it_runs_again(tmp_path, device, monkeypatch):
+    """A kernel whose full build is costly builds with the compiler's quick tier first (a weight's initialisation,
+    a cold first step run once); once it has run again and done enough work to be worth it (here: any), it asks for
+    the full build in the background, which then replaces it."""
+    monkeypatch.setattr(realize, "UPGRADE_WORK", 0)
+    realize.method_cache.clear()
+    realize.schedule_cache.clear()
+    compiler = Device[device].compiler
+    with Context(CACHE_DIR=str(tmp_path)):
+        out, want = _division(device)
+        runner = _runner(out)
+        assert runner.upgrade is compiler and runner.upgrading is None
+        assert runner.lib == compiler.small.cached_binary(runner.spec.src)  # the quick build, cached under its key
+        assert compiler.cached_binary(runner.spec.src) is None
+        np.testing.assert_array_equal(out.numpy(), want)
+        assert runner.upgrading is None  # one run: it may never run again
+        again, _ = _division(device)
+        np.testing.assert_array_equal(again.numpy(), want)
+        assert runner.upgrading is not None
+        assert runner.upgrading.wait(timeout=120)
+        assert runner.upgrade is None and runner.lib == compiler.cached_binary(runner.spec.src)
+        third, _ = _division(device)
+        np.testing.assert_array_equal(third.numpy(), want)  # the full build computes the same
+
+
+def test_a_kernel_whose_full_build_is_cached_builds_in_full_at_once(tmp_path):
+    realize.method_cache.clear()
+    realize.schedule_cache.clear()
+    compiler = Device["CPU"].compiler
+    with Context(CACHE_DIR=str(tmp_path)):
+        out, want = _division("CPU")
+        spec = _runner(out).spec
+        compiler.compile_cached(spec.src)  # as an earlier process that ran the kernel again left it
+        realize.method_cache.clear()
+        runner = _runner(out)
+        assert runner.upgrade is None and runner.lib == compiler.cached_binary(spec.src)
+        np.testing.assert_array_equal(out.numpy(), want)
+    with Context(CACHE_DIR=str(tmp_path), TIERED=0):
+        realize.method_cache.clear()
+        assert _runner(_division("CPU")[0]).upgrade is None  # LAZY_TIERED=0: every kernel in full at once
+
+
+def test_a_jit_replays_the_full_builds_of_its_kernels(tmp_path):
+    """What a jit captures runs on: it builds its kernels in full when it captures them, before its graph is made."""
+    from lazy import TinyJit
+
+    realize.method_cache.clear()
+    realize.schedule_cache.clear()
+    n = np.arange(1 << 18, dtype=np.int32)
+
+    @TinyJit
+    def f(x: Tensor) -> Tensor:
+        return ((x // 7) + (x % 5)).realize()
+
+    with Context(CACHE_DIR=str(tmp_path)):
+        x = Tensor(n, device="CPU").realize()
+        np.testing.assert_array_equal(f(x).numpy(), n // 7 + n % 5)  # eager: the quick build
+        (quick,) = [r for r in realize.method_cache.values() if r.upgrade is not None]
+        np.testing.assert_array_equal(f(x).numpy(), n // 7 + n % 5)  # the capture
+        assert quick.upgrade is None and quick.lib == Device["CPU"].compiler.cached_binary(quick.spec.src)
+        for _ in range(2):
+            np.testing.assert_array_equal(f(Tensor(n + 1, device="CPU")).numpy(), (n + 1) // 7 + (n + 1) % 5)
+
+
+def test_a_failed_full_build_keeps_the_quick_one(tmp_path, monkeypatch):
+    realize.method_cache.clear()
+    realize.schedule_cache.clear()
+    dev = Device["CPU"]
+    with Context(CACHE_DIR=str(tmp_path)):
+        out, want = _division("CPU")
+        runner = _runner(out)
+        quick = runner.lib
+        monkeypatch.setattr(dev.compiler, "compile", lambda src: (_ for _ in ()).throw(CompileError("CPU", src, "x")))
+        realize.upgrade_kernels([runner])
+        assert runner.upgrade is None and runner.lib == quick
+        np.testing.assert_array_equal(out.numpy(), want)
+
+
+def test_a_kernel_that_did_little_work_keeps_its_quick_build(tmp_path):
+    """A kernel run a few times (a script, a test) does too little for its full build to pay: it is not built twice."""
+    realize.method_cache.clear()
+    realize.schedule_cache.clear()
+    with Context(CACHE_DIR=str(tmp_path)):
+        out, want = _division("CPU")
+        runner = _runner(out)
+        for _ in range(3):
+            np.testing.assert_array_equal(_division("CPU")[0].numpy(), want)
+        assert runner.runs == 3 and runner.work_done < realize.UPGRADE_WORK
+        assert runner.upgrading is None and runner.upgrade is not None

@@ -15,7 +15,7 @@ from lazy.codegen.lowerer import estimate_ops, lower_kernel
 from lazy.codegen.opt_gpu import gpu_optimizations
 from lazy.codegen.opt_reduce import reduce_optimizations
 from lazy.codegen.uops import UOps, pretty
-from lazy.device import Compiled, ProgramSpec
+from lazy.device import Compiled, Compiler, ProgramSpec
 from lazy.diskcache import compile_stats, load_cached, store_cached
 from lazy.helpers import DEBUG, NOOPT, VIZ, prod, to_function_name
 from lazy.ops import LazyOp
@@ -168,17 +168,20 @@ def program_key(ast: LazyOp, renderer: Renderer, compiler_key: str | None, opts:
     return hashlib.sha256(repr(identity).encode()).digest()
 
 
-def compiled_program(ast: LazyOp, dev: Compiled, opts: list[Opt] | None = None) -> tuple[ProgramSpec, bytes]:
-    """The program for `ast` on `dev` and its binary: `get_program` and `dev.compiler.compile_cached`, with the
+def compiled_program(ast: LazyOp, dev: Compiled, opts: list[Opt] | None = None,
+                     tiered: bool = False) -> tuple[ProgramSpec, bytes, Compiler | None]:  # fmt: skip
+    """The program for `ast` on `dev`, its binary and (`tiered`: built with the compiler's quick tier,
+    `Compiler.tiers`) the compiler of its full build, else None: `get_program` and `compile_cached`, with the
     lowered program (without its UOps, which only code generation reads) cached on disk, so a hit skips code
     generation. An entry is written once its source compiled; one that fails its checks or does not load is generated
     again and replaced, with a note at LAZY_DEBUG>=1. At LAZY_DEBUG>=4, and while LAZY_VIZ records, code generation
     always runs, so the source (and UOps, optimisations) are there to print or record."""
     spec, new_key = program_source(ast, dev, opts)
-    lib = dev.compiler.for_program(spec).compile_cached(spec.src)
+    compiler, upgrade = dev.compiler.tiers(spec) if tiered else (dev.compiler.for_program(spec), None)
+    lib = compiler.compile_cached(spec.src)
     if new_key is not None:
         remember_program(new_key, spec)
-    return spec, lib
+    return spec, lib, upgrade
 
 
 def program_source(ast: LazyOp, dev: Compiled, opts: list[Opt] | None = None) -> tuple[ProgramSpec, bytes | None]:

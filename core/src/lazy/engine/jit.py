@@ -21,7 +21,7 @@ from lazy.engine.captured import (
     device_order,
     map_tensors,
 )
-from lazy.engine.realize import ExecItem, PeerRead, capturing, keep_peer_reads_safe, realize
+from lazy.engine.realize import ExecItem, PeerRead, capturing, keep_peer_reads_safe, realize, upgrade_kernels
 from lazy.helpers import DEBUG, JIT
 from lazy.lazy import LazyBuffer
 from lazy.multi import MultiLazyBuffer
@@ -248,6 +248,7 @@ class TinyJit(Generic[R]):
         keep |= {id(b if b.base is None else b.base) for b in lent}
         # memory code outside lazy sees (DLPack) keeps its own allocation
         plan_memory(items, {id(b): b for b in recorded.written if id(b) not in keep and not b.shared})
+        upgrade_kernels([ei.runner for ei in items])  # replays run the kernels' full builds
         where = {id(buf): k for k, buf in enumerate(call.buffers)}
         replace = {(i, j): where[id(b)] for i, ei in enumerate(items) for j, b in enumerate(ei.bufs) if id(b) in where}
         template = map_tensors(ret, lambda x: _output_rule(x, call))

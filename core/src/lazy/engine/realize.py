@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
+from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import lazy.profile as profile
-from lazy.device import Buffer, Compiled, DeviceError, ProgramSpec, close_callbacks, get_device, peers
+from lazy.device import Buffer, Compiled, Compiler, DeviceError, ProgramSpec, close_callbacks, get_device, peers
 from lazy.helpers import BEAM, DEBUG, NOOPT, VIZ, GlobalCounters, colored
 from lazy.lazy import LazyBuffer, Snapshot, forget_graph, outliving_readers
 from lazy.ops import LazyOp, Ops
@@ -49,15 +51,26 @@ class Runner:
 
 
 class CompiledRunner(Runner):
-    """A kernel compiled for one device, launched through the device's compute queue."""
+    """A kernel compiled for one device, launched through the device's compute queue.
 
-    def __init__(self, spec: ProgramSpec, dev: Compiled, lib: bytes | None = None):
+    A kernel built with its compiler's quick tier (`Compiler.tiers`) keeps the compiler of its full build in
+    `upgrade`: once it has run again and done `UPGRADE_WORK` in all, it asks for that build in the background
+    (`_Upgrades`), and the full binary replaces the quick one when it is ready; `upgrade_kernels` builds it at once
+    (a jit capturing the kernel)."""
+
+    def __init__(self, spec: ProgramSpec, dev: Compiled, lib: bytes | None = None, upgrade: Compiler | None = None):
         # the device is the instance it runs on: a spec names the renderer's device, shared by instances (CPU:1's
         # kernels render as CPU's), so graph batches and a pickled jit would put CPU:1's kernels on CPU
         self.spec, self.dev, self.name, self.device = spec, dev, spec.name, dev.device
         self.op_estimate, self.mem_estimate = spec.op_estimate, spec.mem_estimate
-        self.lib = dev.compiler.for_program(spec).compile_cached(spec.src) if lib is None else lib
+        if lib is None:
+            compiler, upgrade = dev.compiler.tiers(spec)
+            lib = compiler.compile_cached(spec.src)
+        self.lib = lib
         self.program = dev.runtime(spec.name, self.lib, spec)
+        self.upgrade = upgrade  # the compiler of the full build while this is the quick one, else None
+        self.runs, self.work, self.work_done = 0, spec.estimated_work() if upgrade is not None else 0.0, 0.0
+        self.upgrading: threading.Event | None = None  # set once the full build replaced this one (or failed)
         self.static_dims = spec.launch_dims({}) if not spec.vars else None
         self.ast: LazyOp | None = None  # set by `get_runner`: the kernel's AST, for its digest
         self._digest: str | None = None
@@ -82,8 +95,29 @@ class CompiledRunner(Runner):
         return Exec(self.program, tuple(b.opaque for b in bufs), vals, tuple(gs) if gs else None,
                     tuple(ls) if ls else None)  # fmt: skip
 
+    def rebuild(self) -> None:
+        """Build the kernel in full (`upgrade`) and run that binary from now on; a failure keeps the quick one (with a
+        note at LAZY_DEBUG=1): it computes the same, only slower."""
+        compiler = self.upgrade
+        if compiler is None:
+            return
+        try:
+            lib = compiler.compile_cached(self.spec.src)
+            program = self.dev.runtime(self.spec.name, lib, self.spec)
+        except Exception as e:  # noqa: BLE001 (the kernel it replaces still works)
+            if DEBUG >= 1:
+                print(f"lazy: {self.name}: the full build failed, the quick one stays: {e}", file=sys.stderr)
+        else:
+            self.lib, self.program = lib, program  # one launch reads `program` once: either binary is whole
+        self.upgrade = None
+
     def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
         dev = self.dev
+        if self.upgrade is not None and self.upgrading is None:
+            self.runs += 1
+            self.work_done += self.work
+            if self.runs >= 2 and self.work_done >= UPGRADE_WORK:
+                _UPGRADES.request(self)
         if not wait and dev.launch_now(
             self.program, tuple(b.opaque for b in bufs), tuple(var_vals[v] for v in self.spec.vars)
         ):
@@ -228,6 +262,64 @@ def settle_peer_reads() -> None:
         get_device(device).synchronize_if_pending()
 
 
+# The estimated work (`ProgramSpec.estimated_work`) a quick kernel runs, in all, before its full build is worth it: a
+# full build costs ~0.1-0.3 s more than the quick one and saves about half of each run (the CNN step's threefry kernel
+# of 25600 words runs 0.92 ms quick, 0.23 ms full; -O2 takes 0.29 s to build it, -O1 0.08 s), so it pays after work
+# of the order of 2**30 operations. A script that runs a kernel a few times (a test) never builds it twice.
+UPGRADE_WORK = 2.0**30
+
+
+class _Upgrades:
+    """The full builds of quick kernels that ran again: one background thread builds them in the order they were
+    asked for (it compiles while the kernels keep running, as a JIT does; one at a time leaves the cores to them). It
+    is a daemon: a process that ends does not wait for builds it no longer needs."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.todo: SimpleQueue[CompiledRunner] = SimpleQueue()
+        self.thread: threading.Thread | None = None
+
+    def request(self, runner: CompiledRunner) -> None:
+        with self.lock:
+            if runner.upgrading is not None or runner.upgrade is None:
+                return
+            runner.upgrading = threading.Event()
+            if self.thread is None or not self.thread.is_alive():  # (a forked child has none)
+                self.thread = threading.Thread(target=self._work, name="lazy-upgrade", daemon=True)
+                self.thread.start()
+        self.todo.put(runner)
+
+    def _work(self) -> None:
+        while True:
+            runner = self.todo.get()
+            try:
+                runner.rebuild()
+            finally:
+                cast(threading.Event, runner.upgrading).set()
+
+
+_UPGRADES = _Upgrades()
+
+
+def upgrade_kernels(runners: list[Runner]) -> None:
+    """Give these kernels their full builds now (what a jit replays should run at full speed), on a pool of one
+    thread per core; the background thread skips the ones it was asked for and finds done."""
+    pending = list({id(r): r for r in runners if isinstance(r, CompiledRunner) and r.upgrade is not None}.values())
+    if not pending:
+        return
+    with _UPGRADES.lock:
+        for r in pending:
+            r.upgrading = r.upgrading or threading.Event()
+    from concurrent.futures import ThreadPoolExecutor  # on first use: it pulls in logging
+
+    try:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            list(pool.map(CompiledRunner.rebuild, pending))
+    finally:
+        for r in pending:
+            cast(threading.Event, r.upgrading).set()
+
+
 def _load_compiled_runner(spec: ProgramSpec, lib: bytes, device: str | None = None, digest: str = "") -> CompiledRunner:
     runner = CompiledRunner(spec, get_device(spec.device if device is None else device), lib)
     runner._digest = digest
@@ -318,8 +410,8 @@ def _build_runner(device: str, ast: LazyOp, opts: list[Opt] | None) -> CompiledR
         opts = beam_search(ast, dev, BEAM.value)
     from lazy.codegen.program import compiled_program  # the code generator loads with the first kernel
 
-    spec, lib = compiled_program(ast, dev, opts)
-    runner = CompiledRunner(spec, dev, lib)
+    spec, lib, upgrade = compiled_program(ast, dev, opts, tiered=opts is None)
+    runner = CompiledRunner(spec, dev, lib, upgrade)
     runner.ast = ast
     return runner
 
@@ -460,6 +552,7 @@ class _Held:
     ast: LazyOp
     spec: ProgramSpec
     compiler: Any
+    upgrade: Any  # the compiler of the kernel's full build when `compiler` is its quick tier (`Compiler.tiers`)
     program_key: bytes | None  # where to remember the generated program once it compiled (None: it was cached)
 
 
@@ -470,7 +563,7 @@ def _generate(device: str, ast: LazyOp) -> _Held:
     from lazy.codegen.program import program_source  # the code generator loads with the first kernel
 
     spec, program_key = program_source(ast, dev)
-    return _Held(device, ast, spec, dev.compiler.for_program(spec), program_key)
+    return _Held(device, ast, spec, *dev.compiler.tiers(spec), program_key)
 
 
 def _install(held: _Held, lib: bytes) -> CompiledRunner:
@@ -479,7 +572,7 @@ def _install(held: _Held, lib: bytes) -> CompiledRunner:
 
     if held.program_key is not None:
         remember_program(held.program_key, held.spec)
-    runner = CompiledRunner(held.spec, get_device(held.device), lib)
+    runner = CompiledRunner(held.spec, get_device(held.device), lib, held.upgrade)
     runner.ast = held.ast
     method_cache[(held.device, held.ast, BEAM.value, NOOPT.value, None)] = runner
     return runner
