@@ -489,10 +489,10 @@ class Compiler:
         return None
 
     def tiers(self, spec: ProgramSpec) -> tuple[Compiler, Compiler | None]:
-        """(the compiler to build `spec` with now, the one to build it with again once it runs a second time, or
-        None). With a quick tier (`quick_for`) and `LAZY_TIERED=1`, a kernel builds quickly first unless its full
-        build is in the on-disk cache: one that runs once (a weight's initialisation, a cold process's first step)
-        never waits for the full build; one that runs again is rebuilt in full in the background
+        """(the compiler to build `spec` with now, the one to build it with again once it proves to run on, or None).
+        With a quick tier (`quick_for`) and `LAZY_TIERED=1`, a kernel builds quickly first unless its full build is
+        in the on-disk cache: one that runs once (a weight's initialisation, a cold process's first step) never
+        waits for the full build; one that runs again and does enough work is rebuilt in full in the background
         (`lazy.engine.realize.CompiledRunner`), and a jit builds its kernels in full when it captures them."""
         full = self.for_program(spec)
         quick = self.quick_for(spec) if TIERED else None

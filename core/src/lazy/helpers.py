@@ -85,8 +85,8 @@ THREADS = Setting("THREADS", 0, "CPU threads for one kernel (0: one per core; ca
 TIERED = Setting(
     "TIERED",
     1,
-    "1: a kernel with a cheaper build (a compiler's quick tier) builds with it first, in full once it runs again; "
-    "0: every kernel builds in full at once",
+    "1: a kernel with a cheaper build (a compiler's quick tier) builds with it first, in full once it runs on (or a "
+    "jit captures it); 0: every kernel builds in full at once",
 )
 TRAINING = Setting(
     "TRAINING", False, "1: training mode (dropout drops, batchnorm uses batch statistics), like Tensor.train()"
