@@ -278,3 +278,17 @@ def test_a_kernel_that_did_little_work_keeps_its_quick_build(tmp_path):
             np.testing.assert_array_equal(_division("CPU")[0].numpy(), want)
         assert runner.runs == 3 and runner.work_done < realize.UPGRADE_WORK
         assert runner.upgrading is None and runner.upgrade is not None
+
+
+def test_profiled_runs_count_toward_the_full_build(tmp_path, monkeypatch):
+    """While profiling (LAZY_DEBUG=2 times every kernel), runs count as they do otherwise."""
+    monkeypatch.setattr(realize, "UPGRADE_WORK", 0)
+    realize.method_cache.clear()
+    realize.schedule_cache.clear()
+    with Context(CACHE_DIR=str(tmp_path), DEBUG=2):
+        out, want = _division("CPU")
+        runner = _runner(out)
+        for _ in range(2):
+            np.testing.assert_array_equal(_division("CPU")[0].numpy(), want)
+        assert runner.upgrading is not None and runner.upgrading.wait(timeout=120)
+        assert runner.upgrade is None

@@ -111,13 +111,17 @@ class CompiledRunner(Runner):
             self.lib, self.program = lib, program  # one launch reads `program` once: either binary is whole
         self.upgrade = None
 
-    def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
-        dev = self.dev
+    def count_run(self) -> None:
+        """One more run of a quick build: once it has run again and done `UPGRADE_WORK`, its full build is asked for."""
         if self.upgrade is not None and self.upgrading is None:
             self.runs += 1
             self.work_done += self.work
             if self.runs >= 2 and self.work_done >= UPGRADE_WORK:
                 _UPGRADES.request(self)
+
+    def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
+        dev = self.dev
+        self.count_run()
         if not wait and dev.launch_now(
             self.program, tuple(b.opaque for b in bufs), tuple(var_vals[v] for v in self.spec.vars)
         ):
@@ -140,6 +144,7 @@ class CompiledRunner(Runner):
         from lazy.hcq import submit_timed
 
         dev = self.dev
+        self.count_run()
         queue = dev.compute_queue_t().record(self.launch(bufs, var_vals)).signal(dev.timeline_signal, dev.next_value())
         until, stamps = submit_timed(dev, queue)
         profile.submitted(dev, until, stamps, [self.event(var_vals, counts)])
