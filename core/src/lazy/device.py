@@ -95,6 +95,12 @@ class BufferSpec:
     host: bool = False
     nolru: bool = False
 
+    def __hash__(self) -> int:  # every allocation and free looks its (size, spec) up in an LRU cache
+        return self.host + 2 * self.nolru
+
+
+PLAIN = BufferSpec()  # the spec of most buffers, shared
+
 
 AllocatorFeature = Literal["as_buffer", "offset", "transfer", "address", "wrap"]
 ALLOCATOR_FEATURES: tuple[AllocatorFeature, ...] = get_args(AllocatorFeature)
@@ -138,10 +144,10 @@ class Allocator:
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
         if size < 0:
             raise ValueError(f"cannot allocate a buffer of {size} bytes")
-        return self._alloc(size, spec or BufferSpec())
+        return self._alloc(size, spec or PLAIN)
 
     def free(self, opaque: Any, size: int, spec: BufferSpec | None = None) -> None:
-        self._free(opaque, size, spec or BufferSpec())
+        self._free(opaque, size, spec or PLAIN)
 
     def _alloc(self, size: int, spec: BufferSpec) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement _alloc")
@@ -219,8 +225,8 @@ class LRUAllocator(Allocator):
         self.cache: dict[tuple[int, BufferSpec], list[Any]] = defaultdict(list)
 
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
-        spec = spec or BufferSpec()
-        if cached := self.cache.get((size, spec)):
+        spec = spec or PLAIN
+        if cached := self.cache.get((size, spec)):  # (`get`: the defaultdict adds no empty list on a miss)
             return cached.pop()
         try:
             return super().alloc(size, spec)
@@ -229,7 +235,7 @@ class LRUAllocator(Allocator):
             return super().alloc(size, spec)
 
     def free(self, opaque: Any, size: int, spec: BufferSpec | None = None) -> None:
-        spec = spec or BufferSpec()
+        spec = spec or PLAIN
         if spec.nolru:
             super().free(opaque, size, spec)
         else:
@@ -264,7 +270,7 @@ class Buffer:
                  base: Buffer | None = None, offset: int = 0):  # fmt: skip
         if dtype.count != 1 or dtype.is_ptr:
             raise TypeError(f"a Buffer holds scalar elements, not {dtype}")
-        self.device, self.size, self.dtype, self.spec = device, size, dtype, spec or BufferSpec()
+        self.device, self.size, self.dtype, self.spec = device, size, dtype, spec or PLAIN
         self.base, self.offset = base, offset  # offset in bytes into base
         self._opaque = opaque
         self.allocated_here = False
@@ -333,9 +339,10 @@ class Buffer:
             else:  # no sub-buffers: copies go through the base, and a view at offset 0 is the base's own memory
                 self._opaque = self.base._opaque if self.offset == 0 else _THROUGH_BASE
         else:
-            self._opaque = opaque if opaque is not None else self.allocator.alloc(self.nbytes, self.spec)
+            nbytes = self.size * self.dtype.itemsize
+            self._opaque = opaque if opaque is not None else self.allocator.alloc(nbytes, self.spec)
             self.allocated_here = opaque is None
-            GlobalCounters.mem_used += self.nbytes
+            GlobalCounters.mem_used += nbytes
         return self
 
     @property
@@ -361,9 +368,10 @@ class Buffer:
         if self.owner is not None:  # foreign memory: lazy's queued work must be done before its owner may free it
             self._release_owner()
         elif self.base is None:
-            GlobalCounters.mem_used -= self.nbytes
+            nbytes = self.size * self.dtype.itemsize
+            GlobalCounters.mem_used -= nbytes
             if self.allocated_here:
-                self.allocator.free(self._opaque, self.nbytes, self.spec)
+                self.allocator.free(self._opaque, nbytes, self.spec)
         self._opaque = None
 
     def _release_owner(self) -> None:

@@ -79,7 +79,7 @@ class Function:
     def apply(cls, *x: Tensor, **kwargs: Any) -> Tensor:
         from lazy.tensor import Tensor
 
-        inputs = tuple(t.lazydata for t in x)
+        inputs = tuple([t.lazydata for t in x])
         ctx = cls(inputs[0].device, *x)
         ret = Tensor.__new__(Tensor)
         ret.lazydata = out = ctx.forward(*inputs, **kwargs)

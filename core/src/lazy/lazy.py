@@ -16,9 +16,11 @@ from lazy.rewrite import rewrite
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Node, Variable, sint
 
-# identical live nodes are shared: structure -> a weak reference to the node (an entry leaves with its node; a plain
-# dict of weak references costs less per lookup than a WeakValueDictionary, which the eager path pays for every op)
-_cache: dict[tuple[Any, ...], weakref.ref[LazyBuffer]] = {}
+# identical live nodes are shared: the hash of a structure (`_key`) -> a weak reference to the node, whose own key must
+# equal the one looked up (an entry leaves with its node; a plain dict of weak references costs less per lookup than a
+# WeakValueDictionary, and keying by the hash hashes a key once per node, not at every lookup, store and removal: the
+# eager path pays these for every op)
+_cache: dict[int, weakref.ref[LazyBuffer]] = {}
 # the constants of recent ops, kept alive (a strong, bounded cache): `x + 1` in a loop makes its broadcast constant
 # once, not three nodes per op
 _consts: dict[tuple[Any, ...], LazyBuffer] = {}
@@ -40,19 +42,21 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
         op, arg, srcs, base = Ops.CONST, 0, (), None
         st = ShapeTracker.from_shape(st.shape)
     key = _key(device, st, dtype, op, arg, srcs, base)
-    if op is not Ops.EMPTY and (ref := _cache.get(key)) is not None and (hit := ref()) is not None:
-        return hit
+    slot = hash(key)
+    if op is not Ops.EMPTY and (ref := _cache.get(slot)) is not None and (hit := ref()) is not None:
+        if hit._cache_key == key:
+            return hit
     ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
-    if op is not Ops.EMPTY:
-        _cache[key] = weakref.ref(ret, lambda ref, key=key: _uncache(key, ref))  # type: ignore[misc]
-        ret._cache_key = key
+    if op is not Ops.EMPTY:  # (a node of another structure with the same hash loses its entry, not its sharing)
+        _cache[slot] = weakref.ref(ret, lambda ref, slot=slot: _uncache(slot, ref))  # type: ignore[misc]
+        ret._cache_key, ret._cache_slot = key, slot
     return ret
 
 
-def _uncache(key: tuple[Any, ...], ref: weakref.ref[LazyBuffer]) -> None:
+def _uncache(slot: int, ref: weakref.ref[LazyBuffer]) -> None:
     """A cached node died: drop its entry, unless a newer node of the same structure took the key since."""
-    if _cache.get(key) is ref:
-        del _cache[key]
+    if _cache.get(slot) is ref:
+        del _cache[slot]
 
 
 def _key(device: str, st: ShapeTracker, dtype: DType, op: Ops | None, arg: Any, srcs: tuple[LazyBuffer, ...],
@@ -72,8 +76,8 @@ def _key(device: str, st: ShapeTracker, dtype: DType, op: Ops | None, arg: Any, 
 def forget_graph(lb: LazyBuffer) -> None:
     """After `lb` (a base) is realized its sources are no longer needed: drop them so memory can be freed (the
     cache key holds them too)."""
-    if (key := lb._cache_key) is not None and (ref := _cache.get(key)) is not None and ref() is lb:
-        del _cache[key]
+    if lb._cache_key is not None and (ref := _cache.get(slot := lb._cache_slot)) is not None and ref() is lb:
+        del _cache[slot]
     lb.srcs, lb._cache_key = (), None
 
 
@@ -238,6 +242,7 @@ class LazyBuffer:
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                  srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):  # fmt: skip
         self._cache_key: tuple[Any, ...] | None = None
+        self._cache_slot = 0  # the hash of `_cache_key`, its entry in `_cache`
         self._structure: tuple[Any, ...] | None = None
         self.device, self.st, self.dtype = device, st, dtype
         self.shape: tuple[sint, ...] = st.shape
@@ -343,12 +348,13 @@ class LazyBuffer:
 
     @staticmethod
     def const_like(val: ConstType | Node, dtype: DType, device: str, shape: tuple[sint, ...]) -> LazyBuffer:
-        # a bound variable's value would not be part of the key: such constants (and shapes) are never kept
+        # a bound variable's value would not be part of the key: such constants (and shapes) are never kept, so a
+        # lookup (first: most calls are hits) finds none. 0.0 == -0.0 == False: the type and a float's hex keep such
+        # constants apart
+        key = (val.hex() if type(val) is float else val, type(val), dtype, device, shape)
+        if (hit := _consts.get(key)) is not None and not hit.base.done:
+            return hit
         keep = not isinstance(val, Node) and all_int(shape)
-        if keep:  # 0.0 == -0.0 == False: the type and a float's hex keep such constants apart
-            key = (val.hex() if type(val) is float else val, type(val), dtype, device, shape)
-            if (hit := _consts.get(key)) is not None and not hit.base.done:
-                return hit
         value = val if isinstance(val, Node) else dtypes.as_const(val, dtype)
         if prod(shape) == 0:  # nothing to broadcast: an empty constant of that shape
             return LazyBuffer.metaop(Ops.CONST, shape, dtype, device, arg=value)
@@ -458,7 +464,8 @@ class LazyBuffer:
             out_dtype = dtypes.bool if op in GroupOp.Comparison else dtype
         if (simpler := rewrite(_LAZY_GRAPH, op, out_dtype, srcs)) is not None:  # constants fold (lazy.rewrite)
             return simpler
-        return create_lazybuffer(self.device, ShapeTracker.from_shape(self.shape), out_dtype, op, arg, srcs)
+        st = self.st if self._base is None else ShapeTracker.from_shape(shape)  # (a base's tracker is the plain one)
+        return create_lazybuffer(self.device, st, out_dtype, op, arg, srcs)
 
     def r(self, op: Ops, axis: tuple[int, ...]) -> LazyBuffer:
         new_shape = tuple(1 if i in axis else s for i, s in enumerate(self.shape))

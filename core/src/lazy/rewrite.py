@@ -90,6 +90,15 @@ RULES: tuple[Rule, ...] = (
 _RULES_BY_OP: dict[Ops, list[Rule]] = {}
 for _rule in RULES:
     _RULES_BY_OP.setdefault(_rule.op, []).append(_rule)
+# per op, the constants its rules look for, or None when one of its rules can match operands that are no constant (a
+# name used twice): a node none of whose constant operands is among them matches no rule (the eager path's shortcut,
+# `x + 1`). Equal numbers hash equal (0 == 0.0 == -0.0 == False), as the patterns' comparison treats them.
+_RULE_CONSTS: dict[Ops, frozenset[Any] | None] = {
+    op: None
+    if any(len(names := [p for p in rule.srcs if not isinstance(p, Const)]) != len(set(names)) for rule in rules)
+    else frozenset(p.value for rule in rules for p in rule.srcs if isinstance(p, Const))
+    for op, rules in _RULES_BY_OP.items()
+}
 
 
 def fold_value(op: Ops, dtype: DType, values: Sequence[Any]) -> tuple[bool, Any]:
@@ -129,7 +138,15 @@ def rewrite(graph: Graph[NodeT], op: Ops, dtype: DType, srcs: Sequence[NodeT]) -
         folds, value = fold_value(op, dtype, values)
         if folds:
             return graph.make_const(value, dtype, srcs[0])
-    for rule in _RULES_BY_OP.get(op, ()):
+    if (rules := _RULES_BY_OP.get(op)) is None:
+        return None
+    if (wanted := _RULE_CONSTS[op]) is not None:
+        try:
+            if not any(value is not None and value in wanted for value in values):
+                return None
+        except TypeError:  # an unhashable constant (a vector's): the rules decide
+            pass
+    for rule in rules:
         if not rule.when(dtype):
             continue
         for order in _orders(op, len(srcs)):

@@ -72,6 +72,7 @@ class CompiledRunner(Runner):
         self.runs, self.work, self.work_done = 0, spec.estimated_work() if upgrade is not None else 0.0, 0.0
         self.upgrading: threading.Event | None = None  # set once the full build replaced this one (or failed)
         self.static_dims = spec.launch_dims({}) if not spec.vars else None
+        self.vars = spec.vars
         self.ast: LazyOp | None = None  # set by `get_runner`: the kernel's AST, for its digest
         self._digest: str | None = None
 
@@ -121,11 +122,12 @@ class CompiledRunner(Runner):
 
     def __call__(self, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
         dev = self.dev
-        self.count_run()
-        if not wait and dev.launch_now(
-            self.program, tuple(b.opaque for b in bufs), tuple(var_vals[v] for v in self.spec.vars)
-        ):
-            return None
+        if self.upgrade is not None:
+            self.count_run()
+        if not wait:
+            opaques = tuple([b.opaque for b in bufs])
+            if dev.launch_now(self.program, opaques, tuple([var_vals[v] for v in self.vars]) if self.vars else ()):
+                return None
         queue = dev.compute_queue_t()
         if wait:
             start, end = dev.signal_t(0), dev.signal_t(0)
@@ -434,8 +436,11 @@ def estimate(runner: Runner, var_vals: dict[Variable, int]) -> tuple[int, int]:
 def count_run(runner: Runner, var_vals: dict[Variable, int]) -> tuple[int, int]:
     """Add one run of `runner` to `GlobalCounters` (a kernel launch, its operations and memory traffic); returns
     (ops, bytes). Eager runs and jit replays (graph batches too) count alike."""
-    ops, mem = estimate(runner, var_vals)
-    GlobalCounters.kernel_count += isinstance(runner, CompiledRunner)
+    ops, mem = runner.op_estimate, runner.mem_estimate
+    if type(ops) is not int or type(mem) is not int:
+        ops, mem = estimate(runner, var_vals)
+    if isinstance(runner, CompiledRunner):
+        GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ops
     GlobalCounters.global_mem += mem
     return ops, mem
@@ -454,15 +459,18 @@ class ExecItem:
 
     def run(self, var_vals: dict[Variable, int] | None = None, wait: bool = False) -> float | None:
         vals = self.var_vals if var_vals is None else {**self.var_vals, **var_vals}
+        runner = self.runner
         shared = False
-        for buf in self.bufs[1:] if self.runner.borrows_output else self.bufs:
-            buf.ensure_allocated()
-            shared = shared or buf.shared
+        for buf in self.bufs[1:] if runner.borrows_output else self.bufs:  # (every eager op: kept to plain reads)
+            if buf._opaque is None:
+                buf.allocate()
+            if (buf if buf.base is None else buf.base)._shared:
+                shared = True
         if profile.active():  # LAZY_DEBUG>=2 too: it times every run
             elapsed = self._run_profiled(vals, wait)
         else:
-            elapsed = self.runner(self.bufs, vals, wait=wait)
-            count_run(self.runner, vals)
+            elapsed = runner(self.bufs, vals, wait=wait)
+            count_run(runner, vals)
             if elapsed is not None:
                 GlobalCounters.time_sum_s += elapsed
         if shared:  # code outside lazy sees this memory (DLPack): the work on it is done when realize() returns
@@ -618,11 +626,13 @@ class CachedSchedule:
 
     steps: list[Step]
     snapshots: tuple[int, ...] = ()
+    key: Any = None  # the structure's key (with the settings a schedule depends on)
 
 
-# structure key -> its cached schedule, most recently used last; bounded, as a graph whose constants change every
-# step (a learning-rate schedule) would otherwise add an entry per call
-schedule_cache: dict[Any, CachedSchedule] = {}
+# the hash of a structure key -> its cached schedule (whose own key must equal the one looked up: two keys of one hash
+# are not the same structure), most recently used last. A key is hashed once per realize: it is a deep tuple. Bounded,
+# as a graph whose constants change every step (a learning-rate schedule) would otherwise add an entry per call.
+schedule_cache: dict[int, CachedSchedule] = {}
 SCHEDULE_CACHE_SIZE = 1024
 
 
@@ -647,11 +657,13 @@ def realize(outs: list[LazyBuffer]) -> None:
             run_schedule(create_schedule(outs))
             return
         key = (structure.key, BEAM.value, NOOPT.value)
-        cached = schedule_cache.pop(key, None)
+        slot = hash(key)
+        if (cached := schedule_cache.pop(slot, None)) is not None and cached.key != key:
+            cached = None  # another structure of the same hash: this one's entry replaces it
         copies: list[LazyBuffer] = []
         if cached is not None and structure.assigns:
             if (snapshots := _snapshots(structure, cached)) is None:  # other targets need a snapshot this time
-                schedule_cache[key] = cached
+                schedule_cache[slot] = cached
                 with _released(structure):
                     schedule = create_schedule(outs)
                 run_schedule(schedule)
@@ -663,11 +675,11 @@ def realize(outs: list[LazyBuffer]) -> None:
             with _released(structure):  # an assign's scheduling counts references to the graph's nodes
                 schedule = create_schedule(outs)
             precompile(schedule)
-            if (made := _cacheable(schedule, structure)) is None:
+            if (made := _cacheable(schedule, structure, key)) is None:
                 run_schedule(schedule)
                 return
             cached, copies = made
-        schedule_cache[key] = cached
+        schedule_cache[slot] = cached
         if len(schedule_cache) > SCHEDULE_CACHE_SIZE:
             del schedule_cache[next(iter(schedule_cache))]
         _run_steps(cached.steps, [*structure.nodes, *copies])
@@ -693,11 +705,13 @@ def _snapshots(structure: Structure, cached: CachedSchedule) -> list[Snapshot] |
     return [Snapshot(target, found[target]) for target in order]
 
 
-def _cacheable(schedule: list[ScheduleItem], structure: Structure) -> tuple[CachedSchedule, list[LazyBuffer]] | None:
+def _cacheable(schedule: list[ScheduleItem], structure: Structure,
+               key: Any) -> tuple[CachedSchedule, list[LazyBuffer]] | None:  # fmt: skip
     """`schedule` kept for `structure`, with the snapshot copies it made (see `CachedSchedule`); None when it reads a
-    node the structure does not reach. Replaying it is right whenever the same targets need copies: every kernel of
-    the schedule that reads a target's old value runs before the target's assign, or reads its copy, which is made
-    first; the readers `_snapshots` finds are pointed at the new copies, for when they are realized later."""
+    node the structure does not reach (`key`: the structure's, kept with it). Replaying it is right whenever the same
+    targets need copies: every kernel of the schedule that reads a target's old value runs before the target's
+    assign, or reads its copy, which is made first; the readers `_snapshots` finds are pointed at the new copies, for
+    when they are realized later."""
     index = {id(lb): i for i, lb in enumerate(structure.nodes)}
     copies = sorted(
         (
@@ -713,7 +727,7 @@ def _cacheable(schedule: list[ScheduleItem], structure: Structure) -> tuple[Cach
     nodes = [*structure.nodes, *(copy for _, copy in copies)]
     if (steps := _steps(schedule, nodes)) is None:
         return None
-    return CachedSchedule(steps, tuple(at for at, _ in copies)), [copy for _, copy in copies]
+    return CachedSchedule(steps, tuple(at for at, _ in copies), key), [copy for _, copy in copies]
 
 
 @contextlib.contextmanager

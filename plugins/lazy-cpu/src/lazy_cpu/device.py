@@ -270,12 +270,24 @@ class HostProgram(NativeKernel):
     def bind(self, argtypes: list[type]) -> Callable[..., Any]:
         raise NotImplementedError
 
-    def __call__(self, *bufs: Any, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
-                 wait: bool = False) -> float | None:  # fmt: skip
+    def _bound(self, bufs: tuple[Any, ...], vals: tuple[int, ...]) -> Callable[..., Any]:
         fxn = self.fxn
         if fxn is None:
             ints = len(vals) + (2 if self.core_split else 0)
             fxn = self.fxn = self.bind([ctypes.c_void_p] * len(bufs) + [ctypes.c_int64] * ints)
+        return fxn
+
+    def run_whole(self, bufs: tuple[Any, ...], vals: tuple[int, ...]) -> None:
+        """All of the kernel on the calling thread (`HostDevice.launch_now`: one too small to split)."""
+        fxn = self.fxn or self._bound(bufs, vals)
+        if self.core_split:
+            fxn(*bufs, *vals, 0, self.core_split)
+        else:
+            fxn(*bufs, *vals)
+
+    def __call__(self, *bufs: Any, global_size: Any = None, local_size: Any = None, vals: tuple[int, ...] = (),
+                 wait: bool = False) -> float | None:  # fmt: skip
+        fxn = self._bound(bufs, vals)
         start = time.perf_counter() if wait else 0.0
         if not self.core_split:
             fxn(*bufs, *vals)
@@ -607,7 +619,7 @@ class HostDevice(Compiled):
             if not worker.idle():
                 return False
             try:
-                program(*bufs, vals=vals)
+                program.run_whole(bufs, vals)
             except Exception as e:  # kept for `synchronize`, as a queued command's failure is
                 worker.error = worker.error or e
         return True
