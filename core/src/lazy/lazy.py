@@ -233,14 +233,18 @@ def _view_of(base: LazyBuffer, like: LazyBuffer) -> LazyBuffer:
 
 
 class LazyBuffer:
-    is_snapshot = False  # a copy of an assign target's old value, made for readers that may outlive the assign
+    # slots: every eager op makes nodes, and a per-node __dict__ was one more object to allocate and collect
+    __slots__ = ("is_snapshot", "_consumers", "_consumers_kept", "_cache_key", "_cache_slot", "_structure", "device",
+                 "st", "dtype", "shape", "size", "_base", "_buffer", "op", "arg", "srcs", "forced_realize", "done",
+                 "__weakref__")  # fmt: skip
     # the nodes made reading this one (its views, bases with it among their sources), as weak refs; the dead ones
     # are dropped whenever the list has doubled since the last time
     _consumers: list[weakref.ref[LazyBuffer]]
-    _consumers_kept = 0
 
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                  srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):  # fmt: skip
+        self.is_snapshot = False  # a copy of an assign target's old value, made for readers that may outlive it
+        self._consumers_kept = 0
         self._cache_key: tuple[Any, ...] | None = None
         self._cache_slot = 0  # the hash of `_cache_key`, its entry in `_cache`
         self._structure: tuple[Any, ...] | None = None

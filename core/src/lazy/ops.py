@@ -22,6 +22,10 @@ from lazy.shape import ShapeTracker
 class Ops(Enum):
     """Every primitive. Groups below say which are unary/binary/ternary ALU ops, reductions and meta ops."""
 
+    # members are singletons, equal only to themselves: hashed by identity in C, not by Enum's Python `__hash__` (every
+    # graph node's and kernel's key holds one; a set of them iterates in no fixed order, as with any PYTHONHASHSEED)
+    __hash__ = object.__hash__
+
     # unary
     EXP2 = auto()
     LOG2 = auto()

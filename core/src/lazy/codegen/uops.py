@@ -53,6 +53,10 @@ from lazy.rewrite import rewrite
 
 
 class UOps(Enum):
+    # members are singletons, equal only to themselves: hashed by identity in C, not by Enum's Python `__hash__` (every
+    # graph node's and kernel's key holds one; a set of them iterates in no fixed order, as with any PYTHONHASHSEED)
+    __hash__ = object.__hash__
+
     DEFINE_GLOBAL = auto()
     DEFINE_VAR = auto()
     DEFINE_LOCAL = auto()
