@@ -200,7 +200,10 @@ def dedup(xs: Iterable[T]) -> list[T]:
 
 
 def all_int(xs: Iterable[Any]) -> bool:
-    return all(isinstance(x, int) for x in xs)
+    for x in xs:  # (a loop, not all() of a generator: every shape is checked, on the eager path too)
+        if not isinstance(x, int):
+            return False
+    return True
 
 
 def flatten(xss: Iterable[Iterable[T]]) -> list[T]:

@@ -42,7 +42,10 @@ class ShapeTracker:
     @staticmethod
     def from_shape(shape: Sequence[sint]) -> ShapeTracker:
         shape = tuple(shape)
-        return _from_static_shape(shape) if all(type(s) is int for s in shape) else ShapeTracker((View.create(shape),))
+        for s in shape:
+            if type(s) is not int:
+                return ShapeTracker((View.create(shape),))
+        return _from_static_shape(shape)
 
     @functools.cached_property
     def static(self) -> bool:
@@ -223,7 +226,10 @@ class ShapeTracker:
 
 
 def _all_static(arg: Any) -> bool:
-    return all(_all_static(a) if isinstance(a, tuple) else type(a) is int for a in arg)
+    for a in arg:  # (a loop: every movement op checks its argument)
+        if not (_all_static(a) if type(a) is tuple else type(a) is int):
+            return False
+    return True
 
 
 @functools.lru_cache(maxsize=4096)
