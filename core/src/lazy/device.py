@@ -222,11 +222,12 @@ class LRUAllocator(Allocator):
     """Keeps freed buffers by (size, spec) and hands them out again: allocation is the slow part on most devices."""
 
     def __init__(self) -> None:
-        self.cache: dict[tuple[int, BufferSpec], list[Any]] = defaultdict(list)
+        self.cache: dict[tuple[int, bool, bool], list[Any]] = defaultdict(list)  # (size, host, nolru) -> opaques
 
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
         spec = spec or PLAIN
-        if cached := self.cache.get((size, spec)):  # (`get`: the defaultdict adds no empty list on a miss)
+        # (keyed by the spec's fields, which hash in C: every eager op allocates and frees a buffer)
+        if cached := self.cache.get((size, spec.host, spec.nolru)):  # (`get`: a miss adds no empty list)
             return cached.pop()
         try:
             return super().alloc(size, spec)
@@ -239,10 +240,11 @@ class LRUAllocator(Allocator):
         if spec.nolru:
             super().free(opaque, size, spec)
         else:
-            self.cache[(size, spec)].append(opaque)
+            self.cache[(size, spec.host, False)].append(opaque)
 
     def free_cache(self) -> None:
-        for (size, spec), opaques in self.cache.items():
+        for (size, host, nolru), opaques in self.cache.items():
+            spec = BufferSpec(host, nolru)
             for opaque in opaques:
                 super().free(opaque, size, spec)
         self.cache.clear()
@@ -260,7 +262,7 @@ def peers(dest: str, src: str) -> bool:
 
 
 # The handle of a view whose allocator has no sub-buffers (no "offset" feature): it has none of its own.
-_THROUGH_BASE = object()
+THROUGH_BASE = object()
 
 
 class Buffer:
@@ -337,7 +339,7 @@ class Buffer:
             if self.allocator.supports("offset"):
                 self._opaque = self.allocator._offset(self.base._opaque, self.nbytes, self.offset)
             else:  # no sub-buffers: copies go through the base, and a view at offset 0 is the base's own memory
-                self._opaque = self.base._opaque if self.offset == 0 else _THROUGH_BASE
+                self._opaque = self.base._opaque if self.offset == 0 else THROUGH_BASE
         else:
             nbytes = self.size * self.dtype.itemsize
             self._opaque = opaque if opaque is not None else self.allocator.alloc(nbytes, self.spec)
@@ -349,7 +351,7 @@ class Buffer:
     def opaque(self) -> Any:
         """The allocator's handle of this memory, for a kernel or a queue command."""
         opaque = self.ensure_allocated()._opaque
-        if opaque is _THROUGH_BASE:
+        if opaque is THROUGH_BASE:
             alloc = type(self.allocator).__name__
             raise DeviceError(f"{self.device}: a kernel cannot take a view at byte {self.offset} of a buffer: the "
                               f"allocator {alloc} has no sub-buffers (it does not declare the 'offset' feature); make "

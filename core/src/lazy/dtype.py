@@ -58,9 +58,7 @@ class DType:
     def ptr(self) -> PtrDType:
         return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count)
 
-    @property
-    def is_ptr(self) -> bool:
-        return False
+    is_ptr = False  # (a class attribute, not a property: every Buffer checks it)
 
     @property
     def min(self) -> ConstType:
@@ -83,9 +81,7 @@ class PtrDType(DType):
     def base(self) -> DType:
         return DType(self.priority, self.itemsize, self.name, self.fmt, self.count)
 
-    @property
-    def is_ptr(self) -> bool:
-        return True
+    is_ptr = True
 
 
 class dtypes:

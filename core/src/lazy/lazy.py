@@ -48,15 +48,23 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
             return hit
     ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
     if op is not Ops.EMPTY:  # (a node of another structure with the same hash loses its entry, not its sharing)
-        _cache[slot] = weakref.ref(ret, lambda ref, slot=slot: _uncache(slot, ref))  # type: ignore[misc]
-        ret._cache_key, ret._cache_slot = key, slot
+        ref = _cache[slot] = _SlotRef(ret, _uncache)
+        ref.slot = ret._cache_slot = slot
+        ret._cache_key = key
     return ret
 
 
-def _uncache(slot: int, ref: weakref.ref[LazyBuffer]) -> None:
-    """A cached node died: drop its entry, unless a newer node of the same structure took the key since."""
-    if _cache.get(slot) is ref:
-        del _cache[slot]
+class _SlotRef(weakref.ref):
+    """A weak reference to a cached node that knows its entry's slot (made in C: no callback closure per node)."""
+
+    __slots__ = ("slot",)
+    slot: int
+
+
+def _uncache(ref: _SlotRef) -> None:
+    """A cached node died: drop its entry, unless a newer node of the same structure took the slot since."""
+    if _cache.get(ref.slot) is ref:
+        del _cache[ref.slot]
 
 
 def _key(device: str, st: ShapeTracker, dtype: DType, op: Ops | None, arg: Any, srcs: tuple[LazyBuffer, ...],
@@ -356,7 +364,7 @@ class LazyBuffer:
         # lookup (first: most calls are hits) finds none. 0.0 == -0.0 == False: the type and a float's hex keep such
         # constants apart
         key = (val.hex() if type(val) is float else val, type(val), dtype, device, shape)
-        if (hit := _consts.get(key)) is not None and not hit.base.done:
+        if (hit := _consts.get(key)) is not None and not (hit._base or hit).done:
             return hit
         keep = not isinstance(val, Node) and all_int(shape)
         value = val if isinstance(val, Node) else dtypes.as_const(val, dtype)
@@ -562,7 +570,10 @@ class _LazyGraph:
         base = lb._base or lb
         if base.op is not Ops.CONST or base.done or isinstance(base.arg, Node):  # most operands: not a constant
             return None
-        return base.arg if all(v.mask is None for v in lb.st.views) else None
+        for view in lb.st.views:
+            if view.mask is not None:
+                return None
+        return base.arg
 
     @staticmethod
     def make_const(value: Any, dtype: DType, like: LazyBuffer) -> LazyBuffer:

@@ -134,7 +134,10 @@ def _match(pattern: tuple[Operand, ...], nodes: list[NodeT], values: list[Any]) 
 def rewrite(graph: Graph[NodeT], op: Ops, dtype: DType, srcs: Sequence[NodeT]) -> NodeT | None:
     """A simpler node equal to `op(*srcs)` of `dtype` in `graph`, or None when no rule applies."""
     values = [graph.const_value(src) for src in srcs]
-    if all(value is not None for value in values):
+    for value in values:  # (loops, not all()/any() of generators: every op of the lazy graph comes here)
+        if value is None:
+            break
+    else:
         folds, value = fold_value(op, dtype, values)
         if folds:
             return graph.make_const(value, dtype, srcs[0])
@@ -142,7 +145,10 @@ def rewrite(graph: Graph[NodeT], op: Ops, dtype: DType, srcs: Sequence[NodeT]) -
         return None
     if (wanted := _RULE_CONSTS[op]) is not None:
         try:
-            if not any(value is not None and value in wanted for value in values):
+            for value in values:
+                if value is not None and value in wanted:
+                    break
+            else:
                 return None
         except TypeError:  # an unhashable constant (a vector's): the rules decide
             pass

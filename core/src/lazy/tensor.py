@@ -411,10 +411,10 @@ class Tensor(
     def _broadcasted(self, y: TensorLike, reverse: bool = False, op: str = "op") -> tuple[Tensor, Tensor]:
         x: Tensor = self
         kind = type(y)
-        if (kind is float and dtypes.is_float(x.dtype)) or (kind is int and x.dtype != dtypes.bool):
+        lb = x.lazydata
+        if (kind is float and dtypes.is_float(lb.dtype)) or (kind is int and lb.dtype != dtypes.bool):
             # the common case, `x + 1` or `1 - x`: a number of x's dtype, made in x's shape directly (no reshape or
             # expand ops; constants of recent ops are kept, see `LazyBuffer.const_like`)
-            lb = x.lazydata
             const = Tensor.__new__(Tensor)
             const.lazydata = lb.const(y)  # type: ignore[arg-type]
             const.requires_grad, const.grad, const._ctx = False, None, None

@@ -292,3 +292,35 @@ def test_profiled_runs_count_toward_the_full_build(tmp_path, monkeypatch):
             np.testing.assert_array_equal(_division("CPU")[0].numpy(), want)
         assert runner.upgrading is not None and runner.upgrading.wait(timeout=120)
         assert runner.upgrade is None
+
+
+def test_of_two_full_builds_at_once_the_first_to_finish_stays(tmp_path, monkeypatch):
+    """The background thread and a jit's capture may build one kernel in full at the same time: the first build to
+    finish is kept and the later one dropped, so the program a captured graph was made with never changes."""
+    import threading
+
+    realize.method_cache.clear()
+    realize.schedule_cache.clear()
+    dev = Device["CPU"]
+    with Context(CACHE_DIR=str(tmp_path)):
+        out, want = _division("CPU")
+        runner = _runner(out)
+        real, gate, started = dev.compiler.compile_cached, threading.Event(), threading.Event()
+
+        def held_back(src: str) -> bytes:  # the first build (the background one) waits until the second is done
+            if not started.is_set():
+                started.set()
+                assert gate.wait(timeout=60)
+            return real(src)
+
+        monkeypatch.setattr(dev.compiler, "compile_cached", held_back)
+        slow = threading.Thread(target=runner.rebuild)
+        slow.start()
+        assert started.wait(timeout=60)
+        runner.rebuild()  # the second build finishes first: its program is the one kept
+        kept = runner.program
+        assert runner.upgrade is None and runner.lib == real(runner.spec.src)
+        gate.set()
+        slow.join(timeout=60)
+        assert runner.program is kept
+        np.testing.assert_array_equal(out.numpy(), want)

@@ -15,7 +15,17 @@ from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import lazy.profile as profile
-from lazy.device import Buffer, Compiled, Compiler, DeviceError, ProgramSpec, close_callbacks, get_device, peers
+from lazy.device import (
+    THROUGH_BASE,
+    Buffer,
+    Compiled,
+    Compiler,
+    DeviceError,
+    ProgramSpec,
+    close_callbacks,
+    get_device,
+    peers,
+)
 from lazy.helpers import BEAM, DEBUG, NOOPT, VIZ, GlobalCounters, colored
 from lazy.lazy import LazyBuffer, Snapshot, forget_graph, outliving_readers
 from lazy.ops import LazyOp, Ops
@@ -48,6 +58,9 @@ class Runner:
         """Run as `__call__` does while profiling is on, and report the work as a `lazy.profile.Event` (`counts`: this
         run's operations and bytes). Here: nothing to report (an allocation, a view moved onto other memory)."""
         return self(bufs, var_vals, wait=wait)
+
+
+_REBUILT = threading.Lock()  # held while a full build replaces a quick one (`CompiledRunner.rebuild`)
 
 
 class CompiledRunner(Runner):
@@ -98,7 +111,9 @@ class CompiledRunner(Runner):
 
     def rebuild(self) -> None:
         """Build the kernel in full (`upgrade`) and run that binary from now on; a failure keeps the quick one (with a
-        note at LAZY_DEBUG=1): it computes the same, only slower."""
+        note at LAZY_DEBUG=1): it computes the same, only slower. Two builds may run at once (the background thread's
+        and a jit capture's, `upgrade_kernels`): the first to finish is kept and the other dropped, so the program
+        never changes once a capture has built its graph around it."""
         compiler = self.upgrade
         if compiler is None:
             return
@@ -106,11 +121,16 @@ class CompiledRunner(Runner):
             lib = compiler.compile_cached(self.spec.src)
             program = self.dev.runtime(self.spec.name, lib, self.spec)
         except Exception as e:  # noqa: BLE001 (the kernel it replaces still works)
-            if DEBUG >= 1:
-                print(f"lazy: {self.name}: the full build failed, the quick one stays: {e}", file=sys.stderr)
-        else:
-            self.lib, self.program = lib, program  # one launch reads `program` once: either binary is whole
-        self.upgrade = None
+            with _REBUILT:
+                if self.upgrade is compiler:
+                    self.upgrade = None
+                    if DEBUG >= 1:
+                        print(f"lazy: {self.name}: the full build failed, the quick one stays: {e}", file=sys.stderr)
+            return
+        with _REBUILT:
+            if self.upgrade is compiler:  # not built by another thread meanwhile
+                self.lib, self.program = lib, program  # one launch reads `program` once: either binary is whole
+                self.upgrade = None
 
     def count_run(self) -> None:
         """One more run of a quick build: once it has run again and done `UPGRADE_WORK`, its full build is asked for."""
@@ -125,7 +145,11 @@ class CompiledRunner(Runner):
         if self.upgrade is not None:
             self.count_run()
         if not wait:
-            opaques = tuple([b.opaque for b in bufs])
+            opaques = tuple([b._opaque for b in bufs])  # (each buffer's handle read directly: `opaque` costs a call)
+            for opaque in opaques:  # (identity only: a plugin's handle may compare oddly with None)
+                if opaque is None or opaque is THROUGH_BASE:  # not allocated yet, or a view with no handle (raises)
+                    opaques = tuple([b.opaque for b in bufs])
+                    break
             if dev.launch_now(self.program, opaques, tuple([var_vals[v] for v in self.vars]) if self.vars else ()):
                 return None
         queue = dev.compute_queue_t()
@@ -458,25 +482,8 @@ class ExecItem:
         return self.runner
 
     def run(self, var_vals: dict[Variable, int] | None = None, wait: bool = False) -> float | None:
-        vals = self.var_vals if var_vals is None else {**self.var_vals, **var_vals}
-        runner = self.runner
-        shared = False
-        for buf in self.bufs[1:] if runner.borrows_output else self.bufs:  # (every eager op: kept to plain reads)
-            if buf._opaque is None:
-                buf.allocate()
-            if (buf if buf.base is None else buf.base)._shared:
-                shared = True
-        if profile.active():  # LAZY_DEBUG>=2 too: it times every run
-            elapsed = self._run_profiled(vals, wait)
-        else:
-            elapsed = runner(self.bufs, vals, wait=wait)
-            count_run(runner, vals)
-            if elapsed is not None:
-                GlobalCounters.time_sum_s += elapsed
-        if shared:  # code outside lazy sees this memory (DLPack): the work on it is done when realize() returns
-            for device in {buf.device for buf in self.bufs if buf.shared}:
-                get_device(device).synchronize()
-        return elapsed
+        return run_runner(self.runner, self.bufs, self.var_vals if var_vals is None else {**self.var_vals, **var_vals},
+                          wait)  # fmt: skip
 
     def _run_profiled(self, vals: dict[Variable, int], wait: bool) -> float | None:
         debug = DEBUG >= 2  # waits for each run, to print its time
@@ -491,6 +498,29 @@ class ExecItem:
                 f"{colored(self.runner.device, 'cyan'):>16s} {self.runner.name:40s} {ms:9.3f} ms {gflops:9.2f} GFLOP/s"
             )
         return elapsed
+
+
+def run_runner(runner: Runner, bufs: list[Buffer], var_vals: dict[Variable, int], wait: bool = False) -> float | None:
+    """One run of `runner` on `bufs` (what `ExecItem.run` does; a cached schedule's steps call it without making
+    ExecItems): buffers allocated, the work counted in `GlobalCounters` (and timed and reported while profiling), and
+    finished before returning where code outside lazy shares the memory."""
+    shared = False
+    for buf in bufs[1:] if runner.borrows_output else bufs:  # (every eager op comes here: plain reads)
+        if buf._opaque is None:
+            buf.allocate()
+        if (buf if buf.base is None else buf.base)._shared:
+            shared = True
+    if profile.active():  # LAZY_DEBUG>=2 too: it times every run
+        elapsed = ExecItem(runner, bufs, var_vals)._run_profiled(var_vals, wait)
+    else:
+        elapsed = runner(bufs, var_vals, wait=wait)
+        count_run(runner, var_vals)
+        if elapsed is not None:
+            GlobalCounters.time_sum_s += elapsed
+    if shared:  # code outside lazy sees this memory (DLPack): the work on it is done when realize() returns
+        for device in {buf.device for buf in bufs if buf.shared}:
+            get_device(device).synchronize()
+    return elapsed
 
 
 def lower_schedule_item(si: ScheduleItem) -> ExecItem:
@@ -764,12 +794,17 @@ def _run_steps(steps: list[Step], nodes: list[LazyBuffer]) -> None:
     for step in steps:
         runner = step.runner if step.kernel is None else get_runner(*step.kernel)
         assert runner is not None
-        ei = ExecItem(runner, [nodes[i].buffer for i in step.bufs], step.var_vals)
-        ei.run()
-        outputs = tuple(nodes[i] for i in step.outputs)
-        for cb in capturing:
-            cb(ei, outputs)
-        for out in outputs:
+        bufs = [nodes[i].buffer for i in step.bufs]
+        if capturing:  # a jit records the run as an ExecItem
+            ei = ExecItem(runner, bufs, step.var_vals)
+            ei.run()
+            outputs = tuple([nodes[i] for i in step.outputs])
+            for cb in capturing:
+                cb(ei, outputs)
+        else:
+            run_runner(runner, bufs, step.var_vals)
+        for i in step.outputs:
+            out = nodes[i]
             out.done = True
             forget_graph(out)
 

@@ -535,4 +535,4 @@ def graph_structure(outs: list[LazyBuffer]) -> Structure:
                 nodes.append(src)
             srcs.append(at)
         parts.append((lb.structure, forced, *srcs))
-    return Structure((tuple(parts), tuple(index[id(out)] for out in outs)), nodes, tuple(assigns))
+    return Structure((tuple(parts), tuple([index[id(out)] for out in outs])), nodes, tuple(assigns))

@@ -57,8 +57,8 @@ class ShapeTracker:
             return _cached_move(self, op, arg)
         return getattr(self, f"_{op}")(arg)
 
-    @property
-    def shape(self) -> tuple[sint, ...]:
+    @functools.cached_property
+    def shape(self) -> tuple[sint, ...]:  # (cached: every graph node reads it)
         return self.views[-1].shape
 
     @functools.cached_property
