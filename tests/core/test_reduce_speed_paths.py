@@ -226,6 +226,24 @@ def test_long_sums_on_cpu():
         np.testing.assert_allclose(Tensor(a, device="CPU").sum().item(), a.astype(np.float64).sum(), rtol=rtol)
 
 
+def test_long_partial_sums_read_two_rows_at_once():
+    """The partial sums of a long sum (`lazy.codegen.opt_reduce.paired_streams`) compute two of their rows together,
+    so each thread reads two streams of memory; a short reduction does not."""
+    def cpu_kernels(t: Tensor) -> list[Kernel]:
+        return [build_kernel(si.ast, Device["CPU"].renderer) for si in kernels(t)]
+
+    n = 1 << 22
+    first, _ = cpu_kernels(Tensor(np.ones(n, np.float32), device="CPU").sum())
+    upcasts = [first.full_shape[i] for i in first.axes(Axis.UPCAST)]
+    assert 2 in upcasts and first.full_shape[first.axes(Axis.GLOBAL)[0]] >= 16, first
+    (short,) = cpu_kernels(Tensor(np.ones((64, 4096), np.float32), device="CPU").sum(1))
+    assert 2 not in [short.full_shape[i] for i in short.axes(Axis.UPCAST)], short
+    a = rng(6).random(n, dtype=np.float32)
+    np.testing.assert_allclose(Tensor(a, device="CPU").sum().item(), a.astype(np.float64).sum(), rtol=1e-6)
+    b = rng(7).random((64, 1 << 17), dtype=np.float32)  # long rows, each split into partials
+    np.testing.assert_allclose(Tensor(b, device="CPU").sum(1).numpy(), b.astype(np.float64).sum(1), rtol=1e-5)
+
+
 def test_long_odd_row_softmax_is_accurate_on_cpu():
     """A long row no split plan divides (100003 is prime) is split over its longest divisible prefix, the rest reduced
     on its own: one accumulator over the whole row was 1.5e-4 off."""

@@ -13,7 +13,7 @@ from lazy.codegen.heuristics import cpu_tiles, reuse_axes, tile_optimizations
 from lazy.codegen.kernel import Axis, Kernel, Opt, OptOps
 from lazy.codegen.lowerer import estimate_ops, lower_kernel
 from lazy.codegen.opt_gpu import gpu_optimizations
-from lazy.codegen.opt_reduce import reduce_optimizations
+from lazy.codegen.opt_reduce import paired_streams, reduce_optimizations
 from lazy.codegen.uops import UOps, pretty
 from lazy.device import Compiled, Compiler, ProgramSpec
 from lazy.diskcache import compile_stats, load_cached, store_cached
@@ -35,7 +35,7 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     if not k.reduceops:
         return elementwise_lanes(k)
     if not reuse_axes(k):
-        return reduce_optimizations(k)
+        return paired_streams(reduce_optimizations(k))
     return cpu_tiles(k) or tile_optimizations(k)
 
 
