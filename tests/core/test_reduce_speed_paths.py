@@ -229,6 +229,7 @@ def test_long_sums_on_cpu():
 def test_long_partial_sums_read_two_rows_at_once():
     """The partial sums of a long sum (`lazy.codegen.opt_reduce.paired_streams`) compute two of their rows together,
     so each thread reads two streams of memory; a short reduction does not."""
+
     def cpu_kernels(t: Tensor) -> list[Kernel]:
         return [build_kernel(si.ast, Device["CPU"].renderer) for si in kernels(t)]
 

@@ -253,13 +253,18 @@ def test_a_jit_replays_the_full_builds_of_its_kernels(tmp_path):
             np.testing.assert_array_equal(f(Tensor(n + 1, device="CPU")).numpy(), (n + 1) // 7 + (n + 1) % 5)
 
 
-def test_a_failed_full_build_keeps_the_quick_one(tmp_path, monkeypatch):
+def _fresh_division() -> tuple[realize.CompiledRunner, Tensor, np.ndarray]:
+    """`_division` on CPU built anew (empty method and schedule caches): its kernel's runner, the result, numpy's."""
     realize.method_cache.clear()
     realize.schedule_cache.clear()
+    out, want = _division("CPU")
+    return _runner(out), out, want
+
+
+def test_a_failed_full_build_keeps_the_quick_one(tmp_path, monkeypatch):
     dev = Device["CPU"]
     with Context(CACHE_DIR=str(tmp_path)):
-        out, want = _division("CPU")
-        runner = _runner(out)
+        runner, out, want = _fresh_division()
         quick = runner.lib
         monkeypatch.setattr(dev.compiler, "compile", lambda src: (_ for _ in ()).throw(CompileError("CPU", src, "x")))
         realize.upgrade_kernels([runner])
@@ -299,12 +304,9 @@ def test_of_two_full_builds_at_once_the_first_to_finish_stays(tmp_path, monkeypa
     finish is kept and the later one dropped, so the program a captured graph was made with never changes."""
     import threading
 
-    realize.method_cache.clear()
-    realize.schedule_cache.clear()
     dev = Device["CPU"]
     with Context(CACHE_DIR=str(tmp_path)):
-        out, want = _division("CPU")
-        runner = _runner(out)
+        runner, out, want = _fresh_division()
         real, gate, started = dev.compiler.compile_cached, threading.Event(), threading.Event()
 
         def held_back(src: str) -> bytes:  # the first build (the background one) waits until the second is done
