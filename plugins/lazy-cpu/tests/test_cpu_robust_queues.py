@@ -85,6 +85,8 @@ def test_a_split_kernel_waits_for_its_own_chunks_after_an_interrupted_one():
             release.wait() if tag == "interrupted" else time.sleep(0.2)
         finished.append((tag, lo))
 
+    # Ctrl-C raises KeyboardInterrupt here even when the tests run in the background (started with SIGINT ignored)
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):  # Ctrl-C while the calling thread waits for the other chunks
             threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
@@ -93,6 +95,7 @@ def test_a_split_kernel_waits_for_its_own_chunks_after_an_interrupted_one():
         pool.run(chunk, ("next",), 3, 3)
         assert sorted(lo for tag, lo in finished if tag == "next") == [0, 1, 2]  # not the interrupted run's chunks
     finally:
+        signal.signal(signal.SIGINT, handler)
         release.set()
         pool.close()
 

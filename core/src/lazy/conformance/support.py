@@ -106,8 +106,10 @@ def run_program(device: Compiled, program: Any, bufs: tuple[Buffer, ...], vals: 
 def run_interrupted(script: str, *args: str, limit: float = 20.0) -> tuple[int, str]:
     """Run `script` (Python source) with `args` in a subprocess without LAZY_ settings, send it Ctrl-C (SIGINT) 0.5 s
     after it prints a line starting with "launched", and return (exit code, output). Fails the test when it is still
-    running `limit` seconds after the interrupt."""
+    running `limit` seconds after the interrupt. The child takes Ctrl-C as an interactive Python does even when the
+    tests run in the background (a shell starts background jobs with SIGINT ignored, and children inherit that)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LAZY_")}
+    script = f"import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n{script}"
     proc = subprocess.Popen([sys.executable, "-c", script, *args], env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)  # fmt: skip
     try:
