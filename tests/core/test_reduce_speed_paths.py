@@ -183,6 +183,54 @@ def test_strided_reduce_axis_is_not_vectorized():
     CASES["sum"].check(run_loop_style(out), a.T, 1, "of a transposed (64, 3)")
 
 
+def test_short_heavy_reductions_gather_output_lanes():
+    """The exp-sum passes of a softmax over a few classes (read along rows: each output's inputs are strided along
+    the output axis, and 10 classes fill no vector) compute their exp2 polynomial on vectors of outputs, each lane's
+    input loaded on its own (`gathered_output_lanes`); a cheap body over the same layout (a plain row sum) and a
+    device with a native exp2 (the PYTHON device) keep their scalar loops."""
+    a = (rng(8).standard_normal((64, 10)) * 4).astype(np.float32)
+    cpu = Device["CPU"].renderer
+    assert Ops.EXP2 not in cpu.caps.native_math and max(cpu.caps.vector_widths) >= 4, "the CPU lowers exp2 itself"
+    x = Tensor(a, device="CPU").realize()
+    for out in (x.softmax(-1), x.log_softmax(-1)):
+        asts = [si.ast for si in kernels(out)]
+        heavy = [build_kernel(ast, cpu) for ast in asts if _reduces_exp(ast)]
+        assert heavy, "an exp-sum pass"
+        for k in heavy:
+            axis, width = choose_vector_axis(k)
+            assert axis is not None and k.kinds[axis] is Axis.UPCAST and width == max(cpu.caps.vector_widths), k
+    (plain,) = [build_kernel(si.ast, cpu) for si in kernels(x.sum(-1))]
+    assert choose_vector_axis(plain)[1] < max(cpu.caps.vector_widths), plain
+    (loops,) = [k for k in reduce_kernels(Tensor(a, device="PYTHON").realize().softmax(-1)) if _reduces_exp(k.ast)]
+    assert Axis.UPCAST not in loops.kinds or choose_vector_axis(loops)[1] < 4, loops
+
+
+def _reduces_exp(ast) -> bool:
+    nodes = ast.toposort()
+    return any(n.op is Ops.EXP2 for n in nodes) and any(n.op in (Ops.SUM, Ops.RMAX) for n in nodes)
+
+
+@pytest.mark.parametrize("shape", [(64, 10), (24, 5), (7, 3), (40, 1), (8, 0)])
+def test_short_heavy_reductions_and_their_gradients_on_cpu(shape):
+    """Softmax, log_softmax and cross entropy over a few classes, with their gradients, as a small classifier trains
+    (the forward and backward exp-sums get gathered lanes where the batch divides by a vector width)."""
+    a = (rng(9).standard_normal(shape) * 4).astype(np.float32)
+    for name in ("softmax", "log_softmax"):
+        CASES[name].check(CASES[name].run(Tensor(a, device="CPU"), -1).numpy(), a, -1, f"of {shape}")
+    if not a.size:
+        return
+    labels = rng(10).integers(0, shape[1], shape[0]).astype(np.int32)
+    x = Tensor(a, device="CPU", requires_grad=True)
+    loss = x.sparse_categorical_crossentropy(Tensor(labels, device="CPU"))
+    loss.backward()
+    p = np_softmax(a, -1)
+    want_loss = -np.log(p[np.arange(shape[0]), labels]).mean()
+    np.testing.assert_allclose(loss.item(), want_loss, rtol=2e-5, atol=2e-6)
+    want_grad = (p - np.eye(shape[1])[labels]) / shape[0]
+    assert x.grad is not None
+    np.testing.assert_allclose(x.grad.numpy(), want_grad, rtol=2e-4, atol=2e-6)
+
+
 # -- odd, empty and large sizes against numpy --------------------------------------------------------------------------
 
 ODD = [1, 7, 17, 1023, 1025, 0]

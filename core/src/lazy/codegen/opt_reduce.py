@@ -87,6 +87,40 @@ def paired_streams(k: Kernel) -> Kernel:
     return k
 
 
+# A reduction whose body computes at least this many operations per element (a polynomial exp2 is ~30) pays for
+# gathering its inputs into vector lanes along a strided output axis (`gathered_output_lanes`)
+GATHER_MIN_OPS = 24
+
+
+def narrow_lanes(k: Kernel) -> int:
+    """How many lanes `k` computes on when that is fewer than the device's widest vector (1 for none), else 0."""
+    axis, width = choose_vector_axis(k)
+    return width if k.caps.vector_widths and (axis is None or width < max(k.caps.vector_widths)) else 0
+
+
+def gathered_output_lanes(k: Kernel, than: int = 1) -> Kernel | None:
+    """A short reduction with a heavy body (a softmax's exp over a few classes, read along rows: the output axis is
+    strided in the input) that gets fewer lanes otherwise (`than`, see `narrow_lanes`): the innermost output axis
+    as wider vector lanes, each lane's input loaded on its own and the body computed on whole vectors. None when it
+    does not apply; else the kernel with that upcast, its reduce loop not yet unrolled."""
+    globals_ = [a for a in k.axes(Axis.GLOBAL) if isinstance(k.full_shape[a], int)]
+    if k.body_ops() < GATHER_MIN_OPS or not globals_:
+        return None
+    axis, size = globals_[-1], k.full_shape[globals_[-1]]
+    for width in sorted(k.caps.vector_widths, reverse=True):
+        if width <= than or size % width:
+            continue
+        trial = k.applied(Opt(OptOps.UPCAST, axis, width))
+        if trial is not None and trial.vector_axis() == trial.shape_len - 1:  # (upcasts are placed last)
+            return trial
+    return None
+
+
 def reduce_optimizations(k: Kernel) -> Kernel:
-    """A reduction that reuses no operand: vector lanes along a contiguous output axis, then the reduce unroll."""
-    return unroll_reduce(upcast_contiguous_output(k))
+    """A reduction that reuses no operand: vector lanes along a contiguous output axis, then the reduce unroll; when
+    neither gives full vector lanes, gathered lanes along the output axis for a heavy body (`gathered_output_lanes`)."""
+    done = unroll_reduce(upcast_contiguous_output(k))
+    if not (lanes := narrow_lanes(done)):
+        return done
+    gathered = gathered_output_lanes(k, lanes)
+    return done if gathered is None else unroll_reduce(gathered)
