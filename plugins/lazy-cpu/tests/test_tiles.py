@@ -110,6 +110,33 @@ def test_matmul_tile_is_vectors_of_the_widest_width_with_the_n_operand_packed() 
                for u in uops)  # fmt: skip
 
 
+def test_an_input_read_after_the_reduction_keeps_the_matmul_tile() -> None:
+    """A residual added to a matmul, or the weight a fused SGD step updates with it, is read once per output after the
+    reduction: it varies along both tile axes, but the kernel still gets the matmul's register tile (it fell back to
+    a plain upcast at half the speed)."""
+    a, b, c = Tensor.empty(256, 256), Tensor.empty(256, 256), Tensor.empty(256, 256)
+    plain = cpu_tiles(matmul_kernel(256, 256, 256))
+    assert plain is not None
+    for out in (a @ b + c, c - 0.1 * (a.T @ b)):
+        (si,) = [s for s in create_schedule([out.lazydata]) if s.kind == "kernel"]
+        k = cpu_tiles(Kernel(si.ast, Device["CPU"].renderer.caps))
+        assert k is not None and k.vector_axis() is not None, si.ast
+        assert k.registers() == plain.registers() and len(k.packs) == 1, k.applied_opts
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("m,k,n", [(64, 64, 64), (33, 65, 17), (1, 7, 1023), (96, 1023, 40)])
+def test_matmul_with_an_elementwise_epilogue(device: str, m: int, k: int, n: int) -> None:
+    rng = np.random.default_rng(m + k + n)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    c = rng.standard_normal((m, n), dtype=np.float32)
+    ta, tb, tc = (Tensor(v, device=device) for v in (a, b, c))
+    ref = a.astype(np.float64) @ b
+    close((ta @ tb + tc).numpy(), ref + c, k)
+    close((tc - 0.5 * (ta @ tb)).relu().numpy(), np.maximum(c - 0.5 * ref, 0), k)
+    close((ta @ tb + tc.T.contiguous().T).numpy(), ref + c, k)
+
+
 def test_pack_is_refused_where_it_cannot_pay_or_fit() -> None:
     k = matmul_kernel(256, 256, 256)  # loops M, N: B depends on the innermost, so nothing inside reuses its tile
     with pytest.raises(KernelOptError):

@@ -92,7 +92,7 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     # at a time: dot products along a contiguous reduce axis do better where the kernel has one
     vec = trial.vector_axis()
     gathers = vec is not None and any(trial.st_of(b).real_strides()[vec] not in (0, 1) and b.idx not in trial.packs
-                                      for b in trial.membufs[1:])  # fmt: skip
+                                      for b in trial.reduce_inputs())  # fmt: skip
     if gathers:
         return dot_tiles(k, axes) or trial
     return unroll_short_reduce(trial)
@@ -101,8 +101,10 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
 def outer_product(k: Kernel, n_axis: int, m_axis: int) -> bool:
     """Whether a register tile over `m_axis` x `n_axis` reuses what it loads in the reduction: some input varies along
     N but not M (its vectors serve every row of the tile), another along M but not N (each of its values is broadcast
-    across the lanes), and none along both (it would be loaded once per accumulator)."""
-    varies = [(k.stride_of(b, n_axis) != 0, k.stride_of(b, m_axis) != 0) for b in k.membufs[1:]]
+    across the lanes), and none along both (it would be loaded once per accumulator). Inputs read only after the
+    reduction (a residual added to a matmul, the weights of a fused optimizer step) are read once per output
+    element whatever the tile: they do not count."""
+    varies = [(k.stride_of(b, n_axis) != 0, k.stride_of(b, m_axis) != 0) for b in k.reduce_inputs()]
     return (True, False) in varies and (False, True) in varies and (True, True) not in varies
 
 

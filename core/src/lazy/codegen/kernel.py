@@ -478,6 +478,14 @@ class Kernel:
     def membufs(self) -> list[MemBuffer]:
         return [b for b in self.bufs if isinstance(b, MemBuffer)]
 
+    def reduce_inputs(self) -> list[MemBuffer]:
+        """The input buffers read inside a reduction (a matmul's operands), not only after it (an epilogue's residual or
+        the weight a fused optimizer step updates): what a register tile's reuse is about."""
+        if (found := self.__dict__.get("_reduce_inputs")) is None:
+            inside = {n.arg for r in self.reduceops for n in r.toposort() if n.op is Ops.LOAD}
+            found = self.__dict__["_reduce_inputs"] = [b for b in self.membufs[1:] if b in inside]
+        return found
+
     def st_of(self, buf: MemBuffer | ConstBuffer) -> ShapeTracker:
         return self.sts[self.bufs.index(buf)]
 
