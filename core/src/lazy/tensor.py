@@ -444,10 +444,20 @@ class Tensor(
         return x._broadcast_to(shape), y._broadcast_to(shape)
 
     def _broadcast_to(self, shape: tuple[sint, ...]) -> Tensor:
-        if self.shape == shape:
+        """Self repeated along its axes of size 1 (and new leading axes) to `shape`. Internal: the ops are applied
+        directly, without the argument handling of the public `reshape` and `expand` (each eager binary op of
+        tensors of two shapes comes here: the softmax family a dozen times)."""
+        have = self.shape
+        if have == shape:
             return self
-        padded = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if self.ndim < len(shape) else self
-        return padded.expand(shape)
+        if len(have) > len(shape):
+            raise ShapeError(f"expand: cannot expand {have} to fewer dimensions {shape}")
+        padded = (1,) * (len(shape) - len(have)) + have
+        for p, s in zip(padded, shape):
+            if p != s and not (isinstance(p, int) and p == 1):
+                raise ShapeError(f"expand: cannot expand {have} to {shape}")
+        x = F.Reshape.apply(self, shape=padded) if padded != have else self
+        return x if padded == shape else F.Expand.apply(x, shape=shape)
 
     def cast(self, dtype: DType | str) -> Tensor:
         """The values converted to `dtype` (a DType or its name, such as "float16"); self when it already has that
