@@ -17,6 +17,7 @@ from lazy.codegen.kernel import Axis, Kernel
 from lazy.codegen.lowerer import choose_vector_axis, lower_kernel
 from lazy.codegen.program import build_kernel, get_program
 from lazy.codegen.uops import UOps
+from lazy.dtype import dtypes
 from lazy.engine.realize import CompiledRunner, ExecItem
 from lazy.ops import Ops
 from lazy.plugins import Device
@@ -203,6 +204,35 @@ def test_short_heavy_reductions_gather_output_lanes():
     assert choose_vector_axis(plain)[1] < max(cpu.caps.vector_widths), plain
     (loops,) = [k for k in reduce_kernels(Tensor(a, device="PYTHON").realize().softmax(-1)) if _reduces_exp(k.ast)]
     assert Axis.UPCAST not in loops.kinds or choose_vector_axis(loops)[1] < 4, loops
+
+
+def test_int_labels_and_bool_constants_keep_vector_lanes_bool_data_does_not():
+    """The cross entropy's backward compares int32 labels with the classes under a mask that is all true (a bool
+    constant): both vectorize (int lanes compared, the mask a constant vector). A bool tensor in memory does not: a
+    bool vector is int lanes of 0 or 1, never loaded from bytes; its kernel stays scalar and right."""
+    a = (rng(11).standard_normal((64, 10)) * 4).astype(np.float32)
+    labels = rng(12).integers(0, 10, 64).astype(np.int32)
+    cpu = Device["CPU"].renderer
+    x = Tensor(a, device="CPU", requires_grad=True)
+    y = Tensor(labels, device="CPU").realize()
+    x.sparse_categorical_crossentropy(y).backward()
+    assert x.grad is not None
+    uses_labels = [
+        build_kernel(si.ast, cpu)
+        for si in kernels(x.grad)
+        if any(b.arg.dtype == dtypes.int32 for b in si.ast.toposort() if b.op is Ops.LOAD) and _reduces_exp(si.ast)
+    ]
+    assert uses_labels, "a reduce kernel of the gradient reads the labels"
+    for k in uses_labels:
+        assert choose_vector_axis(k)[0] is not None, k
+    p = np_softmax(a, -1)
+    np.testing.assert_allclose(x.grad.numpy(), (p - np.eye(10)[labels]) / 64, rtol=2e-4, atol=2e-6)
+    mask = rng(13).random((64, 10)) < 0.5
+    m = Tensor(mask, device="CPU").realize()
+    out = m.where(Tensor(a, device="CPU").exp(), 0).sum(-1)
+    (k,) = [build_kernel(si.ast, cpu) for si in kernels(out)]
+    assert choose_vector_axis(k)[0] is None, k
+    np.testing.assert_allclose(out.numpy(), np.where(mask, np.exp(a.astype(np.float64)), 0).sum(-1), rtol=2e-5)
 
 
 def _reduces_exp(ast) -> bool:

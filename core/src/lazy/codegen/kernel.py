@@ -76,6 +76,11 @@ class Opt:
 VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SUM, Ops.RMAX, Ops.MAX,
                         Ops.STORE, Ops.SINK, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.RECIP, Ops.SQRT, Ops.EXP2,
                         Ops.LOG2})  # fmt: skip
+# what a vectorized kernel's inputs may hold: float32 and int32 data (labels, indices: compared, never converted, as
+# CAST has no vector form), and constants of those and of bool (a mask that is all true). Not bool data: a bool vector
+# is a compare's result, int lanes of 0 or 1, never loaded from bytes
+VECTOR_LOADS = frozenset({dtypes.float32, dtypes.int32})
+VECTOR_INPUTS = VECTOR_LOADS | {dtypes.bool}
 TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
 BODY_BUDGET = 1024  # most (lanes x operations) an optimisation may unroll into straight-line code
 SHARED_TILES = 4  # a work group's local memory holds this many packed tiles at their largest (two operands, with room
@@ -425,7 +430,9 @@ class Kernel:
         # float32 throughout; a reduction's result cast to its buffer's dtype is stored lane by lane (an elementwise
         # kernel's cast is left to the C compiler's own vectorization, which measured 1.5x faster)
         computed = self.stored_value() if self.reduceops else self.ast.src[0].src[0]
-        if any(b.dtype != dtypes.float32 for b in self.bufs[1:]) or computed.dtype != dtypes.float32:
+        if computed.dtype != dtypes.float32 or any(
+            b.dtype not in (VECTOR_INPUTS if isinstance(b, ConstBuffer) else VECTOR_LOADS) for b in self.bufs[1:]
+        ):
             return None
         if not all(n.op in VECTOR_OPS for n in computed.toposort()):
             return None
