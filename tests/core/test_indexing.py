@@ -211,11 +211,12 @@ def test_setitem_on_a_tensor_with_a_history_keeps_gradient_right():
     y[1] = 0.0  # y has a recorded history (requires_grad undecided): gradient() must see the assignment
     np.testing.assert_array_equal(y.sum().gradient(x)[0].numpy(), [2.0, 0.0, 2.0])
     np.testing.assert_array_equal(y.numpy(), [2.0, 0.0, 6.0])
-    z = (x * 2).realize()
+    z = (x * 3).realize()  # (not x * 2: that would be y's node again, shared, and written by copy)
     buf = z.lazydata.base.realized
     z[1] = 0.0  # realized with a history: written into its buffer, and gradient() still right
-    np.testing.assert_array_equal(z.sum().gradient(x)[0].numpy(), [2.0, 0.0, 2.0])
+    np.testing.assert_array_equal(z.sum().gradient(x)[0].numpy(), [3.0, 0.0, 3.0])
     assert z.realize().lazydata.base.realized is buf
+    np.testing.assert_array_equal(y.numpy(), [2.0, 0.0, 6.0])
     a = np.arange(6).reshape(2, 3)
     assert Tensor(a)[True].shape == (1, 2, 3)  # a scalar True adds an axis, like None
     np.testing.assert_array_equal(Tensor(a)[..., [True, False, True]].numpy(), a[..., [True, False, True]])

@@ -349,6 +349,17 @@ class Add(Function):
         return (grad_output if self.needs_input_grad[0] else None, grad_output if self.needs_input_grad[1] else None)
 
 
+class Sub(Function):
+    """x - y as one recorded op; its graph is that of x + (-y) (there is no SUB primitive)."""
+
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        return x.e(Ops.ADD, y.e(Ops.NEG))
+
+    def backward(self, grad_output: B, ret: B, x: B, y: B) -> tuple[B | None, B | None]:
+        return (grad_output if self.needs_input_grad[0] else None,
+                grad_output.e(Ops.NEG) if self.needs_input_grad[1] else None)  # fmt: skip
+
+
 class Mul(Function):
     def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
         return x.e(Ops.MUL, y)

@@ -45,6 +45,7 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
     slot = hash(key)
     if op is not Ops.EMPTY and (ref := _cache.get(slot)) is not None and (hit := ref()) is not None:
         if hit._cache_key == key:
+            hit.shared = True
             return hit
     ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
     if op is not Ops.EMPTY:  # (a node of another structure with the same hash loses its entry, not its sharing)
@@ -242,9 +243,9 @@ def _view_of(base: LazyBuffer, like: LazyBuffer) -> LazyBuffer:
 
 class LazyBuffer:
     # slots: every eager op makes nodes, and a per-node __dict__ was one more object to allocate and collect
-    __slots__ = ("is_snapshot", "_consumers", "_consumers_kept", "_cache_key", "_cache_slot", "_structure", "device",
-                 "st", "dtype", "shape", "size", "_base", "_buffer", "op", "arg", "srcs", "forced_realize", "done",
-                 "__weakref__")  # fmt: skip
+    __slots__ = ("is_snapshot", "shared", "_consumers", "_consumers_kept", "_cache_key", "_cache_slot", "_structure",
+                 "device", "st", "dtype", "shape", "size", "_base", "_buffer", "op", "arg", "srcs", "forced_realize",
+                 "done", "__weakref__")  # fmt: skip
     # the nodes made reading this one (its views, bases with it among their sources), as weak refs; the dead ones
     # are dropped whenever the list has doubled since the last time
     _consumers: list[weakref.ref[LazyBuffer]]
@@ -252,6 +253,10 @@ class LazyBuffer:
     def __init__(self, device: str, st: ShapeTracker, dtype: DType, op: Ops | None = None, arg: Any = None,
                  srcs: tuple[LazyBuffer, ...] = (), base: LazyBuffer | None = None):  # fmt: skip
         self.is_snapshot = False  # a copy of an assign target's old value, made for readers that may outlive it
+        # handed to more than one holder (the identical-node cache returned it again; a tensor became it by assign
+        # while another tensor held it): an in-place write would show in every holder, so `Tensor.assign` writes a
+        # shared realized node's new value into memory of its own instead
+        self.shared = False
         self._consumers_kept = 0
         self._cache_key: tuple[Any, ...] | None = None
         self._cache_slot = 0  # the hash of `_cache_key`, its entry in `_cache`

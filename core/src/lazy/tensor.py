@@ -74,6 +74,31 @@ def _shards_of(tensors: tuple[Tensor, ...]) -> list[LazyBuffer]:
     return out
 
 
+def _refs_two_frames_down(x: object) -> int:
+    return _refs_here(x)
+
+
+def _refs_here(x: object) -> int:
+    return sys.getrefcount(x)
+
+
+# the references `_unshared` counts on a temporary passed to `Tensor.assign` (its local, `_unshared`'s, the count's
+# argument): measured as `lazy.lazy._OWN_REFS` is, not assumed; one more means someone else holds it
+_ASSIGN_REFS = _refs_two_frames_down(object())
+
+
+def _unshared(x: Tensor) -> LazyBuffer:
+    """`x`'s value for a tensor that becomes it by assign: a copy when `x` is in memory already (a later write through
+    the tensor must not change `x`), else `x`'s node, marked shared when anything but the assign's caller holds `x`
+    (a realized value then gets a copy at the first in-place write)."""
+    value = x.lazydata
+    if value.base.realized is not None:
+        return value.clone()
+    if sys.getrefcount(x) > _ASSIGN_REFS:
+        value.base.shared = True
+    return value
+
+
 class Tensor(
     MovementMixin,
     CreationMixin,
@@ -266,8 +291,15 @@ class Tensor(
             self.lazydata = self.lazydata.assign(x.lazydata)
             return self
         lb, target = self.lazydata, self.lazydata.base
-        if target.realized is None or not target.st.contiguous or target.op is Ops.CONST:
-            self.lazydata = x.lazydata  # no memory of its own yet: the tensor simply becomes the value
+        if (
+            target.realized is None
+            or not target.st.contiguous
+            or target.op is Ops.CONST
+            or (lb is target and target.shared)
+        ):
+            # no memory of its own yet, or memory other tensors hold too (two identical expressions made one node):
+            # the tensor becomes the value, in memory it does not share with `x` (`_unshared`)
+            self.lazydata = _unshared(x)
         elif lb is target:
             self.lazydata = target.assign(x.lazydata)
         elif storable_view(lb.st):  # a view of a buffer (a KV cache's slice): write those elements in place
@@ -640,7 +672,7 @@ class Tensor(
         x, y2 = self._broadcasted(y, reverse, "sub")
         if x.dtype == dtypes.bool:
             raise TypeError("subtraction of bool tensors is not supported; use logical_xor or cast first")
-        return F.Add.apply(x, F.Neg.apply(y2))
+        return F.Sub.apply(x, y2)
 
     def mul(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         """self * y, broadcast, in the promoted dtype; `reverse=True` gives y * self."""

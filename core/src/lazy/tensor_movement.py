@@ -82,7 +82,9 @@ class MovementMixin(TensorBase):
         order = tuple(self._resolve_axis(a) for a in argfix(order, *args))
         if sorted(order) != list(range(self.ndim)):
             raise ShapeError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
-        return self._apply(F.Permute, order=order)
+        # the axes in their order: self, as reshape to the same shape gives (composite ops permute "to" the order
+        # they already have, and every recorded op costs an eager op's Python)
+        return self if order == tuple(range(self.ndim)) else self._apply(F.Permute, order=order)
 
     def transpose(self, dim0: int = 1, dim1: int = 0) -> Self:
         """A view with axes `dim0` and `dim1` swapped (by default the first two)."""

@@ -764,13 +764,21 @@ class NNOpsMixin(TensorBase):
         n_classes = self.shape[-1]
         assert isinstance(n_classes, int)
         Y._check_index("sparse_categorical_crossentropy", 0, n_classes, f"{n_classes} classes", ignore=ignore_index)
-        keep = (Y != ignore_index) if ignore_index != -1 else Y.ones_like(dtype=dtypes.bool)
-        y = (Y.unsqueeze(-1) == type(self).arange(n_classes, device=self.device)) & keep.unsqueeze(-1)
-        picked = y.where(log_probs, 0).sum(-1)
-        loss = -((1 - label_smoothing) * picked + label_smoothing * log_probs.mean(-1) * keep)
-        if reduction == "mean":
+        # (ignore_index -1: every label counts, one that is -1 picks no class; no mask is built then, and without
+        # label smoothing no smoothing term: each op costs an eager step's Python, and 0 * a mean of -inf was NaN)
+        keep = (Y != ignore_index) if ignore_index != -1 else None
+        y = Y.unsqueeze(-1) == type(self).arange(n_classes, device=self.device)
+        picked = (y if keep is None else y & keep.unsqueeze(-1)).where(log_probs, 0).sum(-1)
+        loss = -picked
+        if label_smoothing:
+            smooth = log_probs.mean(-1) if keep is None else log_probs.mean(-1) * keep
+            loss = -((1 - label_smoothing) * picked + label_smoothing * smooth)
+        if reduction != "mean":
+            return loss._do_reduction(reduction)
+        if keep is not None:
             return loss.sum() / keep.sum()
-        return loss._do_reduction(reduction)
+        count = Y.numel()
+        return loss.sum() / count if isinstance(count, int) and count else loss.sum() / Y.ones_like().sum()
 
     def cross_entropy(self, Y: Self, reduction: str = "mean", label_smoothing: PyFloat = 0.0) -> Self:
         """Cross entropy of logits with classes on axis 1 (PyTorch's layout: (N, C) or (N, C, d1, ...)) against
