@@ -74,6 +74,18 @@ def test_expand_of_computed_buffer_realizes_it_first(abc):
     assert kernels(big) == 2
 
 
+def test_a_sum_of_zeros_is_a_constant():
+    """A sum of a zero constant, padded or not (the gradient of a branch that was not used), folds to zero: no
+    kernel computes it."""
+    for z in (Tensor.zeros(4, 5, device=D), Tensor.zeros(4, 3, device=D).pad(((0, 0), (1, 1))), -Tensor.zeros(6)):
+        total = z.sum(-1)
+        assert total.lazydata.is_unrealized_const() and total.lazydata.const_value() == 0
+        np.testing.assert_array_equal(total.numpy(), np.zeros(z.shape[:-1]))
+    padded_ones = Tensor.ones(2, 3, device=D).pad(((0, 0), (1, 1))).sum(-1)  # not zero: summed by a kernel
+    assert not padded_ones.lazydata.is_unrealized_const()
+    np.testing.assert_array_equal(padded_ones.numpy(), [3.0, 3.0])
+
+
 def test_unsafe_pad_realizes_before_padding(abc):
     (a, _, _), (ta, _, _) = abc
     out = (ta.abs() + 1).reciprocal().pad(((1, 1), (0, 0))) * 2

@@ -55,6 +55,11 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
     return ret
 
 
+def _is_zero(value: Any) -> bool:
+    """A constant that is exactly zero (of either sign): its padding is zero too, and any sum of it is +0."""
+    return not isinstance(value, Node) and type(value) in (int, float, bool) and value == 0
+
+
 class _SlotRef(weakref.ref):
     """A weak reference to a cached node that knows its entry's slot (made in C: no callback closure per node)."""
 
@@ -492,6 +497,8 @@ class LazyBuffer:
             return LazyBuffer.const_like(identity_element(op, self.dtype), self.dtype, self.device, new_shape)
         if self.is_unrealized_unmasked_const() and op is Ops.RMAX and not isinstance(self.const_value(), Node):
             return self.const(self.const_value(), new_shape)
+        if op is Ops.SUM and self.is_unrealized_const() and _is_zero(self.const_value()):
+            return self.const(0, new_shape)  # a sum of zeros (padded or not): a gradient of an unused branch
         if (split := self._split_reduce(op, axis, new_shape)) is not None:
             return split
         return create_lazybuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op, axis, (self,))

@@ -101,18 +101,18 @@ def narrow_lanes(k: Kernel) -> int:
 def gathered_output_lanes(k: Kernel, than: int = 1) -> Kernel | None:
     """A short reduction with a heavy body (a softmax's exp over a few classes, read along rows: the output axis is
     strided in the input) that gets fewer lanes otherwise (`than`, see `narrow_lanes`): the innermost output axis
-    as wider vector lanes, each lane's input loaded on its own and the body computed on whole vectors. None when it
-    does not apply; else the kernel with that upcast, its reduce loop not yet unrolled."""
-    globals_ = [a for a in k.axes(Axis.GLOBAL) if isinstance(k.full_shape[a], int)]
-    if k.body_ops() < GATHER_MIN_OPS or not globals_:
+    that whole vectors divide as wider vector lanes, each lane's input loaded on its own and the body computed on
+    whole vectors. None when it does not apply; else the kernel with that upcast, its reduce loop not yet unrolled."""
+    if k.body_ops() < GATHER_MIN_OPS:
         return None
-    axis, size = globals_[-1], k.full_shape[globals_[-1]]
     for width in sorted(k.caps.vector_widths, reverse=True):
-        if width <= than or size % width:
-            continue
-        trial = k.applied(Opt(OptOps.UPCAST, axis, width))
-        if trial is not None and trial.vector_axis() == trial.shape_len - 1:  # (upcasts are placed last)
-            return trial
+        for axis in reversed(k.axes(Axis.GLOBAL)):  # the innermost output axis that whole vectors divide
+            size = k.full_shape[axis]
+            if width <= than or not isinstance(size, int) or size % width:
+                continue
+            trial = k.applied(Opt(OptOps.UPCAST, axis, width))
+            if trial is not None and trial.vector_axis() == trial.shape_len - 1:  # (upcasts are placed last)
+                return trial
     return None
 
 
