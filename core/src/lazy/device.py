@@ -467,9 +467,12 @@ class Compiler:
     """Turns rendered source into a binary. `cachekey` names the compiler and its flags (None: never cache).
 
     `batch_src_max`: sources up to this many characters are worth compiling several at a time (`compile_batch`,
-    which the engine uses for the new small kernels of a schedule); 0, the default, never batches."""
+    which the engine uses for the new small kernels of a schedule); 0, the default, never batches. `batch_chars`:
+    a batch is sent to a compile thread once its sources reach this many characters (0: four times
+    `batch_src_max`), so a schedule's batches still spread over the cores."""
 
     batch_src_max = 0
+    batch_chars = 0
 
     def __init__(self, cachekey: str | None = None):
         self.cachekey = cachekey

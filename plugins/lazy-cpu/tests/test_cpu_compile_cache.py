@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from lazy import Context, Device, Tensor
 from lazy.codegen.program import get_program
@@ -154,6 +155,30 @@ def test_a_schedules_small_kernels_compile_in_batches(tmp_path, monkeypatch):
     assert 1 <= len(runs) <= 3, len(runs)
     for i, out in enumerate(outs):
         np.testing.assert_array_equal(out.numpy(), base * (i + 2) + 1)
+
+
+def test_convolution_kernels_compile_in_batches_that_still_spread(tmp_path, monkeypatch):
+    """Kernels of 8-24 KiB of source (a convolution's) batch too (each compiler run costs ~50 ms of CPU before any
+    kernel), in batches of about `batch_chars`, so a schedule's batches still spread over the cores."""
+    sizes: list[int] = []
+    compile_one = ClangCompiler.compile
+    monkeypatch.setattr(ClangCompiler, "compile", lambda self, src: sizes.append(len(src)) or compile_one(self, src))
+    realize.method_cache.clear()
+    realize.schedule_cache.clear()
+    rng = np.random.default_rng(0)
+    a = rng.random((2, 8, 12, 12), dtype=np.float32)
+    weights = [rng.random((16, 8, 3, 3), dtype=np.float32) * (i + 1) for i in range(6)]
+    with Context(CACHE_DIR=str(tmp_path)):
+        x = Tensor(a, device="CPU").realize()
+        ws = [Tensor(w, device="CPU").realize() for w in weights]
+        sizes.clear()
+        outs = [(x.conv2d(w) + i).relu().contiguous() for i, w in enumerate(ws)]
+        Tensor.realize(*outs)
+    compiler = Device["CPU"].compiler
+    assert 2 <= len(sizes) < len(outs), sizes  # batched, and in more than one batch
+    assert max(sizes) <= compiler.batch_chars + compiler.batch_src_max + 4096, sizes
+    ref = torch.nn.functional.conv2d(torch.tensor(a), torch.tensor(weights[2])).numpy() + 2
+    np.testing.assert_allclose(outs[2].numpy(), np.maximum(ref, 0), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="kernels link without libraries on Linux only")

@@ -547,8 +547,8 @@ def precompile(schedule: list[ScheduleItem]) -> None:
     """Build the kernels of a schedule that are not cached yet before anything runs, so errors surface here: this
     thread generates the programs (Python: it holds the GIL) while a pool of one thread per core compiles them
     (compilers run as subprocesses or release the GIL). Sources a compiler batches (`Compiler.batch_src_max`) go in
-    batches of about four such sources' length: a C compiler's start and link were most of what each of a CNN
-    step's ~100 small kernels cost to build. With BEAM or `LAZY_DEBUG>=4` kernels build one by one as the schedule
+    batches of about `Compiler.batch_chars` characters: a C compiler's start and link were most of what each of a
+    CNN step's ~100 small kernels cost to build. With BEAM or `LAZY_DEBUG>=4` kernels build one by one as the schedule
     runs instead."""
     todo = {(si.bufs[0].device, si.ast): si for si in schedule if si.ast.op is Ops.SINK}
     todo = {k: si for k, si in todo.items() if (k[0], k[1], BEAM.value, NOOPT.value, None) not in method_cache}
@@ -580,7 +580,7 @@ def precompile(schedule: list[ScheduleItem]) -> None:
                     continue
                 batch = batches.setdefault(id(held.compiler), [])
                 batch.append(held)
-                if sum(len(h.spec.src) for h in batch) >= 4 * limit:
+                if sum(len(h.spec.src) for h in batch) >= (held.compiler.batch_chars or 4 * limit):
                     built.append(pool.submit(build, batches.pop(id(held.compiler))))
             built += [pool.submit(build, batch) for batch in batches.values()]
             for future in built:

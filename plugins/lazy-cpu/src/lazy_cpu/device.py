@@ -407,7 +407,11 @@ class ClangCompiler(TieredCompiler):
     of less than `SMALL_KERNEL_WORK`, and kernels the code generator vectorized itself, compile at -O1
     (`for_program`), under a cache key of their own."""
 
-    batch_src_max = 8192  # small kernels compile in batches (see `compile_batch`)
+    # kernels compile in batches of about 32k characters (`compile_batch`; a convolution's is 8-17k): each compiler
+    # run costs ~50 ms of CPU before any kernel (process start, link); batching kernels up to 24k characters long too
+    # (8k before) cut the cold CNN step's gcc CPU time (see docs/benchmarks.md)
+    batch_src_max = 24576
+    batch_chars = 32768
     FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
              "-fwrapv"]  # fmt: skip
     # gcc's -O2 otherwise vectorizes only loops that need no epilogue, and if-converts (so vectorizes) no select of
