@@ -19,6 +19,7 @@ from lazy.codegen.program import build_kernel, get_program
 from lazy.codegen.uops import UOps
 from lazy.dtype import dtypes
 from lazy.engine.realize import CompiledRunner, ExecItem
+from lazy.helpers import prod
 from lazy.ops import Ops
 from lazy.plugins import Device
 from lazy.pydevice import PythonRenderer
@@ -233,6 +234,36 @@ def test_int_labels_and_bool_constants_keep_vector_lanes_bool_data_does_not():
     (k,) = [build_kernel(si.ast, cpu) for si in kernels(out)]
     assert choose_vector_axis(k)[0] is None, k
     np.testing.assert_allclose(out.numpy(), np.where(mask, np.exp(a.astype(np.float64)), 0).sum(-1), rtol=2e-5)
+
+
+def test_small_kernels_keep_their_code_small():
+    """A kernel of little work (`SMALL_WORK`) unrolls at most `SMALL_BODY_BUDGET` lanes x operations: the cross
+    entropy's gradient over 512 x 10 logits had a 16-register tile of an exp's polynomial with gathered lanes on top
+    (52k characters of C, 0.3 s of gcc for a kernel of microseconds); now its exp-sums keep full vector lanes without
+    the tile. A kernel of much work keeps the full `BODY_BUDGET`; the gradient stays right."""
+    from lazy.codegen.kernel import BODY_BUDGET, SMALL_BODY_BUDGET, SMALL_WORK
+
+    cpu = Device["CPU"].renderer
+    a = (rng(14).standard_normal((512, 10)) * 4).astype(np.float32)
+    labels = rng(15).integers(0, 10, 512).astype(np.int32)
+    x = Tensor(a, device="CPU", requires_grad=True)
+    x.sparse_categorical_crossentropy(Tensor(labels, device="CPU").realize()).backward()
+    assert x.grad is not None
+    built = [(build_kernel(si.ast, cpu), get_program(si.ast, cpu)) for si in kernels(x.grad)]
+    heavy = [(k, spec) for k, spec in built if _reduces_exp(k.ast)]
+    assert heavy, "a reduce kernel of the gradient computes an exp"
+    for k, spec in built:
+        assert prod(k.full_shape) * k.body_ops() < SMALL_WORK and k.body_budget(k.body_ops()) == SMALL_BODY_BUDGET
+        assert k.registers() * k.body_ops() <= SMALL_BODY_BUDGET, (k.applied_opts, k.body_ops())
+        assert len(spec.src) < 20000, (spec.name, len(spec.src))
+    for k, _ in heavy:
+        assert choose_vector_axis(k)[1] == max(cpu.caps.vector_widths), k.applied_opts
+    p = np_softmax(a, -1)
+    np.testing.assert_allclose(x.grad.numpy(), (p - np.eye(10)[labels]) / 512, rtol=2e-4, atol=2e-7)
+    big = build_kernel(
+        kernels(Tensor(rng(16).random((256, 256, 64)).astype(np.float32), device="CPU").exp().sum(-1))[0].ast, cpu
+    )
+    assert big.body_budget(big.body_ops()) == BODY_BUDGET
 
 
 def _reduces_exp(ast) -> bool:

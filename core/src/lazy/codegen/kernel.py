@@ -83,6 +83,11 @@ VECTOR_LOADS = frozenset({dtypes.float32, dtypes.int32})
 VECTOR_INPUTS = VECTOR_LOADS | {dtypes.bool}
 TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
 BODY_BUDGET = 1024  # most (lanes x operations) an optimisation may unroll into straight-line code
+# ... in a kernel of less work than SMALL_WORK (iterations x operations): such a kernel runs in microseconds whatever
+# its tile, but compiling each lane's copy of a heavy body costs milliseconds (a cross entropy's gradient over 512 x 10
+# logits: 16 copies of an exp, 52k characters of C, 0.3 s of gcc, against 8k with the budget below)
+SMALL_WORK = 1 << 21
+SMALL_BODY_BUDGET = 256
 SHARED_TILES = 4  # a work group's local memory holds this many packed tiles at their largest (two operands, with room
 # left for a grouped reduce's partials)
 
@@ -247,8 +252,9 @@ class Kernel:
                 raise KernelOptError(f"{opt}: {threads} threads per group is over the device's limit")
         if self.registers() > self.caps.upcast_max * 4:
             raise KernelOptError(f"{opt}: {self.registers()} registers is too many")
-        if self.registers() * self.body_ops() > BODY_BUDGET:  # each lane repeats the body: compile time, i-cache
-            raise KernelOptError(f"{opt}: {self.registers()} lanes of a {self.body_ops()}-op body is too much code")
+        # each lane repeats the body: compile time, i-cache
+        if self.registers() * (body := self.body_ops()) > self.body_budget(body):
+            raise KernelOptError(f"{opt}: {self.registers()} lanes of a {body}-op body is too much code")
         self.applied_opts.append(opt)
 
     def _swap(self, opt: Opt) -> None:
@@ -464,6 +470,12 @@ class Kernel:
         nodes = self.ast.toposort()
         heavy = sum(1 for n in nodes if n.op in TRANSCENDENTAL and n.op not in self.caps.native_math)
         return sum(1 for n in nodes if n.op in GroupOp.ALU or n.op in GroupOp.Reduce) + 29 * heavy
+
+    def body_budget(self, body: int) -> int:
+        """The most lanes x operations the kernel's tile may unroll (`body`: its `body_ops`): `BODY_BUDGET`, or
+        `SMALL_BODY_BUDGET` for a kernel of less than `SMALL_WORK` (a symbolic size counts as much work)."""
+        size = prod(self.full_shape)
+        return BODY_BUDGET if not isinstance(size, int) or size * body >= SMALL_WORK else SMALL_BODY_BUDGET
 
     def registers(self) -> int:
         """Values the register tile holds: its lanes, a vector (`vector_axis`) counted as one."""

@@ -13,7 +13,13 @@ from lazy.codegen.heuristics import cpu_tiles, reuse_axes, tile_optimizations
 from lazy.codegen.kernel import Axis, Kernel, Opt, OptOps
 from lazy.codegen.lowerer import estimate_ops, lower_kernel
 from lazy.codegen.opt_gpu import gpu_optimizations
-from lazy.codegen.opt_reduce import gathered_output_lanes, narrow_lanes, paired_streams, reduce_optimizations
+from lazy.codegen.opt_reduce import (
+    gathered_output_lanes,
+    narrow_lanes,
+    paired_streams,
+    reduce_optimizations,
+    unroll_reduce,
+)
 from lazy.codegen.uops import UOps, pretty
 from lazy.device import Compiled, Compiler, ProgramSpec
 from lazy.diskcache import compile_stats, load_cached, store_cached
@@ -37,8 +43,11 @@ def hand_coded_optimizations(k: Kernel) -> Kernel:
     if not reuse_axes(k):
         return paired_streams(reduce_optimizations(k))
     tiled = cpu_tiles(k) or tile_optimizations(k)
-    if (lanes := narrow_lanes(tiled)) and (gathered := gathered_output_lanes(tiled, lanes)) is not None:
-        return gathered  # a heavy body broadcast along a short axis (a softmax's two sums): gathered lanes
+    if lanes := narrow_lanes(tiled):  # a heavy body broadcast along a short axis (a softmax's two sums): gathered
+        if (gathered := gathered_output_lanes(tiled, lanes)) is not None:  # lanes on the tile, or instead of it
+            return gathered  # where the tile leaves them no room in the code budget (`Kernel.body_budget`)
+        if (gathered := gathered_output_lanes(k, lanes)) is not None:
+            return unroll_reduce(gathered)
     return tiled
 
 
