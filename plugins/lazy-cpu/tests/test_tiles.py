@@ -137,6 +137,59 @@ def test_matmul_with_an_elementwise_epilogue(device: str, m: int, k: int, n: int
     close((ta @ tb + tc.T.contiguous().T).numpy(), ref + c, k)
 
 
+def test_a_tile_that_does_not_divide_the_rows_pads_them() -> None:
+    """A register tile need not divide the rows it tiles: over 1024 rows the best tile (6 rows of two 8-lane vectors
+    with AVX2: 12 accumulators, where 4 rows gave 8) pads the rows to a multiple (`OptOps.PAD`), as big as the tile
+    of 1020 rows, which 2 to 6 divide. The padded rows read nothing (masked loads) and store nothing."""
+    k = cpu_tiles(matmul_kernel(1024, 64, 1024))
+    exact = cpu_tiles(matmul_kernel(1020, 64, 1024))
+    assert k is not None and exact is not None
+    assert k.registers() == exact.registers(), (k.applied_opts, exact.applied_opts)
+    pads = [o for o in k.applied_opts if o.op is OptOps.PAD]
+    assert pads and 1024 % pads[0].amount and k.applied_opts.index(pads[0]) == 0, k.applied_opts
+    assert not [o for o in exact.applied_opts if o.op is OptOps.PAD], exact.applied_opts
+    uops, _ = lower_kernel(k)
+    stores = [u for u in uops if u.op is UOps.STORE and u.src[0].op is UOps.DEFINE_GLOBAL]
+    assert any(len(u.src) == 4 for u in stores) and any(len(u.src) == 3 for u in stores)  # the padded rows' are gated
+
+
+def test_pad_applies_to_an_output_axis_first_and_only_where_it_is_needed() -> None:
+    k = matmul_kernel(100, 64, 96)
+    with pytest.raises(KernelOptError):
+        k.copy().apply_opt(Opt(OptOps.PAD, 2, 6))  # axis 2 is the reduce
+    with pytest.raises(KernelOptError):
+        k.copy().apply_opt(Opt(OptOps.PAD, 1, 8))  # 96 rows are a multiple of 8 already
+    with pytest.raises(KernelOptError):
+        k.copy().apply_opt(Opt(OptOps.PAD, 0, 128))  # more than the axis holds
+    upcast = k.copy()
+    upcast.apply_opt(Opt(OptOps.UPCAST, 1, 8))
+    with pytest.raises(KernelOptError):
+        upcast.apply_opt(Opt(OptOps.PAD, 0, 6))  # after another optimisation
+    padded = k.copy()
+    padded.apply_opt(Opt(OptOps.PAD, 0, 6))
+    assert padded.full_shape[:2] == (102, 96)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_padded_tiles_compute_the_same_values(device: str) -> None:
+    """Row counts that no tile divides (a prime, one past a power of two, a few rows more than a tile), plain,
+    batched, with an epilogue that reads along the padded rows, and assigned in place over an operand."""
+    rng = np.random.default_rng(7)
+    for m, k, n in [(1024, 64, 256), (1021, 33, 64), (97, 64, 128), (130, 17, 64), (257, 128, 32)]:
+        a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+        c = rng.standard_normal((m, n), dtype=np.float32)
+        ta, tb, tc = (Tensor(v, device=device) for v in (a, b, c))
+        ref = a.astype(np.float64) @ b
+        close((ta @ tb).numpy(), ref, k)
+        close((ta @ tb + tc).numpy(), ref + c, k)
+    a3, b3 = rng.standard_normal((3, 130, 64), dtype=np.float32), rng.standard_normal((3, 64, 64), dtype=np.float32)
+    close((Tensor(a3, device=device) @ Tensor(b3, device=device)).numpy(), a3.astype(np.float64) @ b3, 64)
+    x, w = rng.standard_normal((130, 64), dtype=np.float32), rng.standard_normal((64, 64), dtype=np.float32)
+    tx = Tensor(x, device=device).contiguous().realize()
+    tx.assign(tx @ Tensor(w, device=device)).realize()
+    close(tx.numpy(), x.astype(np.float64) @ w, 64)
+
+
 def test_pack_is_refused_where_it_cannot_pay_or_fit() -> None:
     k = matmul_kernel(256, 256, 256)  # loops M, N: B depends on the innermost, so nothing inside reuses its tile
     with pytest.raises(KernelOptError):

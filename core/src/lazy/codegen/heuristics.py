@@ -35,15 +35,31 @@ def _divides(size: object, amount: int) -> bool:
     return isinstance(size, int) and size % amount == 0
 
 
+# a register tile's rows need not divide the output axis they tile (`OptOps.PAD`) when the padding wastes at most this
+# fraction of the rows computed: 6-row tiles (12 accumulators) over 1024 rows, not only 4-row ones (8)
+PAD_WASTE = 1 / 16
+
+
+def _padded(size: object, rows: int) -> int | None:
+    """How many rows a tile of `rows` computes over an axis of `size`: `size` when it divides it, else `size` padded
+    up to a multiple (`OptOps.PAD`) when that wastes at most `PAD_WASTE` of them, else None."""
+    if not isinstance(size, int) or size < rows:
+        return None
+    padded = -(-size // rows) * rows
+    return padded if (padded - size) <= PAD_WASTE * padded else None
+
+
 def cpu_tiles(k: Kernel) -> Kernel | None:
     """The matmul micro-kernel for a CPU (a device without work groups), or None when the kernel does not fit it.
 
-    A reuse axis of whole vectors (N) becomes `nv` vectors of the widest width W, another reuse axis (M) `mr` rows:
-    mr * nv accumulator registers, each reduce step loads nv vectors of the N-operand and broadcasts mr values of the
+    A reuse axis of whole vectors (N) becomes `nv` vectors of the widest width W, another reuse axis (M) `mr` rows
+    (padded up to a multiple of `mr` where that does not divide it and wastes little, `_padded`): mr * nv accumulator
+    registers, each reduce step loads nv vectors of the N-operand and broadcasts mr values of the
     M-operand. The pair must be an outer product (`outer_product`): a convolution's output width and height are both
     reuse axes, but the input varies along both, so a tile over them reloads it for every accumulator. Among the
     pairs and tiles whose accumulators, operand vectors and broadcast fit the vector registers the device declares,
-    the most accumulators win, then the fewest loads per step, then N contiguous in the output (plain vector
+    the most accumulators computing real outputs win (a padded tile that would not unroll a convolution's taps gives
+    way to the best one that divides), then the fewest loads per step, then N contiguous in the output (plain vector
     stores), then N contiguous in an input (vector loads), then the innermost M. The N-tile loop is then moved
     outside the M-tile loop: one N panel of the reused operand stays in cache while the M rows stream past it (the
     other order would stream the whole N-operand once per M tile), and the N operand is packed per N tile. Where an
@@ -52,28 +68,41 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     if len(axes) < 2 or not k.caps.vector_widths:
         return None
     full, width, regs = k.full_shape, max(k.caps.vector_widths), k.caps.vector_registers
-    best: tuple[object, ...] | None = None
-    choice = (0, 0, 0, 0)  # n_axis, m_axis, nv, mr
+    ranked: list[tuple[tuple[object, ...], tuple[int, int, int, int]]] = []  # (score, (n_axis, m_axis, nv, mr))
     for n_axis in (a for a in axes if _divides(full[a], width)):
         for m_axis in (a for a in axes if a != n_axis and outer_product(k, n_axis, a)):
             for nv in (4, 3, 2, 1):
                 # (mr == width would make M's upcast a vector as wide as N's lanes: the lowerer could take either
                 # as the lanes, `Kernel.vector_lanes_axis`, and the tile would lose its shape)
                 for mr in (m for m in (8, 7, 6, 5, 4, 3, 2) if m != width):
-                    if (
-                        mr * nv + nv + 1 > regs
-                        or not _divides(full[n_axis], width * nv)
-                        or not _divides(full[m_axis], mr)
-                    ):
+                    if mr * nv + nv + 1 > regs or not _divides(full[n_axis], width * nv):
+                        continue
+                    if (rows := _padded(full[m_axis], mr)) is None:
                         continue
                     contiguous = any(k.stride_of(b, n_axis) == 1 for b in k.membufs[1:])  # (vector loads, no gather)
-                    score = (mr * nv, -(mr + nv), k.output_stride(n_axis) == 1, contiguous, mr, m_axis)
-                    if best is None or score > best:
-                        best, choice = score, (n_axis, m_axis, nv, mr)
-    if best is None:
+                    # accumulators that compute real outputs first (a padded tile's last rows are wasted)
+                    useful = mr * nv * int(full[m_axis]) / rows
+                    score = (useful, -(mr + nv), k.output_stride(n_axis) == 1, contiguous, mr, m_axis)
+                    ranked.append((score, (n_axis, m_axis, nv, mr)))
+    if not ranked:
         return dot_tiles(k, axes)
-    n_axis, m_axis, nv, mr = choice
-    opts = []
+    ranked.sort(reverse=True)
+    choice = ranked[0][1]
+    tiled = _micro_kernel(k, axes, *choice)
+    if tiled is not None and not _divides(full[choice[1]], choice[3]) and not tiled.axes(Axis.UNROLL):
+        # a padded tile too big to unroll a convolution's taps with (`unroll_short_reduce`) loses more than its
+        # extra rows win (a 64-row conv gradient: 18 -> 31 ms): the best tile that divides, if it unrolls them
+        exact = next((c for _, c in ranked if _divides(full[c[1]], c[3])), None)
+        if exact is not None and (other := _micro_kernel(k, axes, *exact)) is not None and other.axes(Axis.UNROLL):
+            return other
+    return tiled
+
+
+def _micro_kernel(k: Kernel, axes: list[int], n_axis: int, m_axis: int, nv: int, mr: int) -> Kernel | None:
+    """`k` with the micro-kernel `cpu_tiles` chose: M padded when `mr` does not divide it, N outermost, the tiles,
+    the N operand packed, the taps unrolled (or dot products where an operand would be gathered)."""
+    width = max(k.caps.vector_widths)
+    opts = [] if _divides(k.full_shape[m_axis], mr) else [Opt(OptOps.PAD, m_axis, mr)]  # (first: axes stay put)
     if n_axis > m_axis:  # N outermost first (the axes trade places), then the tiles, later axes first so that an
         opts.append(Opt(OptOps.SWAP, m_axis, n_axis))  # axis upcast whole (and so removed) shifts no other
         m_axis, n_axis = n_axis, m_axis

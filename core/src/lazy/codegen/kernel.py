@@ -40,6 +40,9 @@ class OptOps(Enum):
     SWAP = auto()  # exchange two output loops (`axis` and `amount`): which one is outermost decides what stays cached
     PACK = auto()  # stage input buffer `axis` in a contiguous tile where loops or a group's items reuse it (amount 0)
     TC = auto()  # a warp's tensor core `caps.tensor_cores[amount]` takes reduce axis `axis` (first, before any other)
+    PAD = (
+        auto()
+    )  # output axis `axis` padded up to a multiple of `amount`: a tile that does not divide it (`Kernel._pad`)
 
 
 @record(frozen=True)
@@ -216,6 +219,8 @@ class Kernel:
             return self._pack(opt)
         if opt.op is OptOps.TC:
             return self._tensor_core(opt)
+        if opt.op is OptOps.PAD:
+            return self._pad(opt)
         if opt.op is OptOps.UPCAST:
             if self.kinds[opt.axis] is not Axis.GLOBAL:
                 raise KernelOptError(f"{opt}: axis {opt.axis} is {self.kinds[opt.axis].name}, not an output axis")
@@ -255,6 +260,38 @@ class Kernel:
         # each lane repeats the body: compile time, i-cache
         if self.registers() * (body := self.body_ops()) > self.body_budget(body):
             raise KernelOptError(f"{opt}: {self.registers()} lanes of a {body}-op body is too much code")
+        self.applied_opts.append(opt)
+
+    def _pad(self, opt: Opt) -> None:
+        """Pads output axis `opt.axis` up to a multiple of `opt.amount`, so that a register tile of that many rows
+        splits it (a 6-row matmul tile over 1024 rows: 171 tiles, the last one 2 rows short). Each input varying along
+        the axis reads zeros past its end (a masked load: no read out of bounds), an input broadcast along it stays
+        unmasked (its vector loads stay plain), and the store skips the padded outputs. Only a padded output reads a
+        padded input (the axis is an output axis), so nothing stored changes, and each output is still written once
+        (an assign's output may also be its input). The waste is at most `opt.amount - 1` rows of work."""
+        axis, amount = opt.axis, opt.amount
+        if not 0 <= axis < self.shape_len or self.kinds[axis] is not Axis.GLOBAL or amount <= 1:
+            raise KernelOptError(f"{opt}: only an output loop (GLOBAL axis) is padded, to a multiple of at least 2")
+        if self.caps.has_threads or self.applied_opts:
+            raise KernelOptError(f"{opt}: padding comes first, on a device without threads")
+        size = self.full_shape[axis]
+        if not isinstance(size, int) or size < amount or size % amount == 0:
+            raise KernelOptError(f"{opt}: axis {axis} of size {size} is not padded to a multiple of {amount}")
+        padded = -(-size // amount) * amount
+        new_sts = []
+        for st in self.sts:
+            if st.shape[axis] == 1:
+                new_sts.append(st)
+            elif st.real_strides()[axis] == 0:  # broadcast along the axis: every padded row reads what row 0 does
+                first = tuple((0, 1) if i == axis else (0, s) for i, s in enumerate(st.shape))
+                new_sts.append(
+                    st.shrink(first).expand(tuple(padded if i == axis else s for i, s in enumerate(st.shape)))
+                )
+            else:
+                new_sts.append(
+                    st.pad(tuple((0, padded - size) if i == axis else (0, 0) for i in range(self.shape_len)))
+                )
+        self.sts = new_sts
         self.applied_opts.append(opt)
 
     def _swap(self, opt: Opt) -> None:
