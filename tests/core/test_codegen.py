@@ -102,3 +102,21 @@ def test_vector_lanes_of_a_padded_constant_keep_their_mask():
     expected = np.array([[6, 6, 4], [6, 6, 4], [6, 6, 4], [3, 3, 2]], dtype=np.float32)
     np.testing.assert_allclose(run_with(out, [Opt(OptOps.UPCAST, 0, 4)]).reshape(4, 3), expected)
     np.testing.assert_allclose(out.numpy().reshape(4, 3), expected)
+
+
+def test_an_optimisation_that_does_not_apply_leaves_the_kernel_as_it_was():
+    """The heuristics try an optimisation on the kernel itself and go on without it when it raises: a refused work
+    group (over the device's threads) or tile (over the code budget) must not leave its split axes behind (a PYTHON
+    kernel ran with 4096 threads per group that way)."""
+    from lazy.ops import Ops
+
+    caps = Device["PYTHON"].renderer.caps
+    out = Tensor.empty(64, 64, 64, device="PYTHON") + 1
+    (si,) = [s for s in out.schedule() if s.ast.op is Ops.SINK]
+    k = Kernel(si.ast, caps)
+    k.apply_opt(Opt(OptOps.LOCAL, 0, 32))
+    before = (k.full_shape, list(k.kinds), list(k.applied_opts), list(k.packs))
+    with pytest.raises(KernelOptError):
+        k.apply_opt(Opt(OptOps.LOCAL, 0, 64))  # 32 x 64 threads: over local_size_max
+    assert (k.full_shape, list(k.kinds), list(k.applied_opts), list(k.packs)) == before
+    assert caps.local_size_max and k.threads() <= caps.local_size_max

@@ -213,6 +213,16 @@ class Kernel:
     # -- optimisations -----------------------------------------------------------------------------------------------
 
     def apply_opt(self, opt: Opt) -> None:
+        """Apply `opt`, or raise `KernelOptError` and leave the kernel as it was (the heuristics try an optimisation
+        on the kernel itself and go on without it when it does not apply)."""
+        saved = (self.sts, list(self.kinds), list(self.applied_opts), list(self.packs), self.tensor_core)
+        try:
+            self._apply_opt(opt)
+        except KernelOptError:
+            self.sts, self.kinds, self.applied_opts, self.packs, self.tensor_core = saved
+            raise
+
+    def _apply_opt(self, opt: Opt) -> None:
         if opt.op is OptOps.SWAP:
             return self._swap(opt)
         if opt.op is OptOps.PACK:
@@ -258,8 +268,8 @@ class Kernel:
         if self.registers() > self.caps.upcast_max * 4:
             raise KernelOptError(f"{opt}: {self.registers()} registers is too many")
         # each lane repeats the body: compile time, i-cache
-        if self.registers() * (body := self.body_ops()) > self.body_budget(body):
-            raise KernelOptError(f"{opt}: {self.registers()} lanes of a {body}-op body is too much code")
+        if (registers := self.registers()) * (body := self.body_ops()) > self.body_budget(body, registers):
+            raise KernelOptError(f"{opt}: {registers} lanes of a {body}-op body is too much code")
         self.applied_opts.append(opt)
 
     def _pad(self, opt: Opt) -> None:
@@ -508,11 +518,14 @@ class Kernel:
         heavy = sum(1 for n in nodes if n.op in TRANSCENDENTAL and n.op not in self.caps.native_math)
         return sum(1 for n in nodes if n.op in GroupOp.ALU or n.op in GroupOp.Reduce) + 29 * heavy
 
-    def body_budget(self, body: int) -> int:
+    def body_budget(self, body: int, registers: int = 2) -> int:
         """The most lanes x operations the kernel's tile may unroll (`body`: its `body_ops`): `BODY_BUDGET`, or
-        `SMALL_BODY_BUDGET` for a kernel of less than `SMALL_WORK` (a symbolic size counts as much work)."""
+        `SMALL_BODY_BUDGET` for a kernel of less than `SMALL_WORK` (a symbolic size counts as much work) with more
+        than one register (`registers`: one is one copy of the body, whatever the work groups around it)."""
         size = prod(self.full_shape)
-        return BODY_BUDGET if not isinstance(size, int) or size * body >= SMALL_WORK else SMALL_BODY_BUDGET
+        if registers <= 1 or not isinstance(size, int) or size * body >= SMALL_WORK:
+            return BODY_BUDGET
+        return SMALL_BODY_BUDGET
 
     def registers(self) -> int:
         """Values the register tile holds: its lanes, a vector (`vector_axis`) counted as one."""

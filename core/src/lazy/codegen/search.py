@@ -55,6 +55,7 @@ class SearchRow:
     vector_multiples: tuple[int, ...] = ()  # more split sizes: the renderer's vector widths times these
     second_axis: bool = False  # the amount is another axis of `axis_kinds`, after `axis` (SWAP)
     tensor_core: bool = False  # the amount is an index into the device's tensor cores (TC)
+    padding: bool = False  # the amounts are those that do not divide the axis (PAD pads it up to a multiple)
     needs: str | tuple[str, ...] = ""  # a `Capabilities` field that must be set for the op to be tried ("has_local"),
     # or a tuple of fields of which one must be
 
@@ -68,6 +69,8 @@ SEARCH_SPACE: dict[OptOps, SearchRow] = {
     # an operand tile copied contiguous: a CPU thread's scratch array, or a work group's local memory
     OptOps.PACK: SearchRow(on_inputs=True, amounts=(0,), needs=("pack_max", "shared_max")),
     OptOps.TC: SearchRow((Axis.REDUCE,), tensor_core=True, needs="tensor_cores"),  # a warp's matrix unit (first only)
+    # a register tile's rows that do not divide the output axis (first only; devices without threads: `Kernel._pad`)
+    OptOps.PAD: SearchRow((Axis.GLOBAL,), amounts=(3, 5, 6, 7, 8), padding=True),
 }
 
 
@@ -90,6 +93,10 @@ def _targets(row: SearchRow, k: Kernel) -> list[tuple[int, int]]:
         return [(axis, other) for axis in axes for other in axes if other > axis]
     if row.tensor_core:
         return [(axis, index) for axis in axes for index in range(len(k.caps.tensor_cores))]
+    if row.padding:
+        full = k.full_shape
+        return [(axis, amount) for axis in axes for amount in row.amounts
+                if isinstance(full[axis], int) and amount < full[axis] and full[axis] % amount]  # fmt: skip
     return [(axis, amount) for axis in axes for amount in _split_sizes(row, k, axis)]
 
 
