@@ -83,6 +83,8 @@ def test_candidates_follow_the_table_and_ops_without_a_row_are_skipped(monkeypat
         assert k.kinds[c.axis] in row.axis_kinds
         if row.second_axis:
             assert k.kinds[c.amount] in row.axis_kinds and c.amount > c.axis
+        elif row.padding:  # PAD: only amounts that do not divide the axis, and never on a device with threads
+            assert k.full_shape[c.axis] % c.amount and not k.caps.has_threads
         else:  # only splits that divide the axis
             assert c.amount == 0 or k.full_shape[c.axis] % c.amount == 0
     monkeypatch.delitem(search.SEARCH_SPACE, OptOps.UPCAST)
@@ -95,6 +97,8 @@ def test_a_rows_needs_field_names_the_capability_it_takes():
     assert not [c for c in plain if c.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.PACK)]
     packing = search.candidate_opts(Kernel(ast, Capabilities(vector_widths=(4,), pack_max=1 << 16)))
     assert {(c.axis, c.amount) for c in packing if c.op is OptOps.PACK} == {(1, 0), (2, 0)}  # the input buffers
+    pads = {(c.axis, c.amount) for c in plain if c.op is OptOps.PAD}  # 8 x 8 outputs: 3, 5, 6 and 7 do not divide
+    assert pads == {(axis, amount) for axis in (0, 1) for amount in (3, 5, 6, 7)}, pads
 
 
 # -- parallel compiling ----------------------------------------------------------------------------------------------

@@ -93,7 +93,9 @@ def _targets(row: SearchRow, k: Kernel) -> list[tuple[int, int]]:
         return [(axis, other) for axis in axes for other in axes if other > axis]
     if row.tensor_core:
         return [(axis, index) for axis in axes for index in range(len(k.caps.tensor_cores))]
-    if row.padding:
+    if row.padding:  # (register tiles of devices without threads: `Kernel._pad`)
+        if k.caps.has_threads:
+            return []
         full = k.full_shape
         return [(axis, amount) for axis in axes for amount in row.amounts
                 if isinstance(full[axis], int) and amount < full[axis] and full[axis] % amount]  # fmt: skip
