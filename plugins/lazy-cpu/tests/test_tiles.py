@@ -151,6 +151,11 @@ def test_a_tile_that_does_not_divide_the_rows_pads_them() -> None:
     uops, _ = lower_kernel(k)
     stores = [u for u in uops if u.op is UOps.STORE and u.src[0].op is UOps.DEFINE_GLOBAL]
     assert any(len(u.src) == 4 for u in stores) and any(len(u.src) == 3 for u in stores)  # the padded rows' are gated
+    # a renderer whose compiler does not keep the gated rows cheap (LLVM: `padded_tiles` off) gets tiles that divide
+    assert not Device["LLVM"].renderer.caps.padded_tiles and Device["CPU"].renderer.caps.padded_tiles
+    plain = matmul_kernel(1024, 64, 1024)
+    unpadded = cpu_tiles(Kernel(plain.ast, replace(plain.caps, padded_tiles=False)))
+    assert unpadded is not None and not [o for o in unpadded.applied_opts if o.op is OptOps.PAD]
 
 
 def test_pad_applies_to_an_output_axis_first_and_only_where_it_is_needed() -> None:

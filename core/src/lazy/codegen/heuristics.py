@@ -40,13 +40,14 @@ def _divides(size: object, amount: int) -> bool:
 PAD_WASTE = 1 / 16
 
 
-def _padded(size: object, rows: int) -> int | None:
-    """How many rows a tile of `rows` computes over an axis of `size`: `size` when it divides it, else `size` padded
-    up to a multiple (`OptOps.PAD`) when that wastes at most `PAD_WASTE` of them, else None."""
+def _padded(size: object, rows: int, may_pad: bool) -> int | None:
+    """How many rows a tile of `rows` computes over an axis of `size`: `size` when it divides it, else (`may_pad`:
+    the renderer's `padded_tiles`) `size` padded up to a multiple (`OptOps.PAD`) when that wastes at most `PAD_WASTE`
+    of them, else None."""
     if not isinstance(size, int) or size < rows:
         return None
     padded = -(-size // rows) * rows
-    return padded if (padded - size) <= PAD_WASTE * padded else None
+    return padded if padded == size or (may_pad and padded - size <= PAD_WASTE * padded) else None
 
 
 def cpu_tiles(k: Kernel) -> Kernel | None:
@@ -77,7 +78,7 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
                 for mr in (m for m in (8, 7, 6, 5, 4, 3, 2) if m != width):
                     if mr * nv + nv + 1 > regs or not _divides(full[n_axis], width * nv):
                         continue
-                    if (rows := _padded(full[m_axis], mr)) is None:
+                    if (rows := _padded(full[m_axis], mr, k.caps.padded_tiles)) is None:
                         continue
                     contiguous = any(k.stride_of(b, n_axis) == 1 for b in k.membufs[1:])  # (vector loads, no gather)
                     # accumulators that compute real outputs first (a padded tile's last rows are wasted)

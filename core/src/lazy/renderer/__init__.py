@@ -109,6 +109,10 @@ class Capabilities:
     pack_max: int = 0  # bytes of scratch memory (DEFINE_LOCAL on a device without threads) a kernel may stage an
     # operand tile in (`OptOps.PACK`); 0: no packing
     upcast_max: int = 64  # most accumulator registers an upcast may create
+    # register tiles may pad the rows they tile (`OptOps.PAD`: 6-row tiles over 1024 rows): the compiler keeps the
+    # padded rows' gated loads in the reduce loop cheap (gcc: a branch it predicts, +5-10% for a 1024 matmul); LLVM
+    # at O1 spilled an accumulator for them (118 -> 70 GFLOP/s), and without the gates it was still 15% slower
+    padded_tiles: bool = False
     # index arithmetic (loop counters, offsets) in int64 even where int32 holds every value: on a 64-bit CPU an
     # address is 64-bit, and a C compiler told that int32 wraps (-fwrapv) cannot widen an index itself, so every
     # operand address costs a sign extension (gcc -O1, a matmul's inner loop: 6 extra instructions a step)
