@@ -69,7 +69,13 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     if len(axes) < 2 or not k.caps.vector_widths:
         return None
     full, width, regs = k.full_shape, max(k.caps.vector_widths), k.caps.vector_registers
-    ranked: list[tuple[tuple[object, ...], tuple[int, int, int, int]]] = []  # (score, (n_axis, m_axis, nv, mr))
+    # padded tiles are for reductions whose taps are not unrolled (matmuls): with a convolution's taps unrolled, each
+    # of the tile's hundreds of lanes works out its masked index symbolically through two views (0.4-0.9 s of code
+    # generation per kernel, the cold CNN step 3.4 -> 4.6 s), and a padded tile too big to unroll the taps was slower
+    # (a 64-row conv gradient: 18 -> 31 ms)
+    may_pad = k.caps.padded_tiles and _short_reduce(k) is None
+    best: tuple[object, ...] | None = None
+    choice = (0, 0, 0, 0)  # n_axis, m_axis, nv, mr
     for n_axis in (a for a in axes if _divides(full[a], width)):
         for m_axis in (a for a in axes if a != n_axis and outer_product(k, n_axis, a)):
             for nv in (4, 3, 2, 1):
@@ -78,25 +84,17 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
                 for mr in (m for m in (8, 7, 6, 5, 4, 3, 2) if m != width):
                     if mr * nv + nv + 1 > regs or not _divides(full[n_axis], width * nv):
                         continue
-                    if (rows := _padded(full[m_axis], mr, k.caps.padded_tiles)) is None:
+                    if (rows := _padded(full[m_axis], mr, may_pad)) is None:
                         continue
                     contiguous = any(k.stride_of(b, n_axis) == 1 for b in k.membufs[1:])  # (vector loads, no gather)
                     # accumulators that compute real outputs first (a padded tile's last rows are wasted)
                     useful = mr * nv * int(full[m_axis]) / rows
                     score = (useful, -(mr + nv), k.output_stride(n_axis) == 1, contiguous, mr, m_axis)
-                    ranked.append((score, (n_axis, m_axis, nv, mr)))
-    if not ranked:
+                    if best is None or score > best:
+                        best, choice = score, (n_axis, m_axis, nv, mr)
+    if best is None:
         return dot_tiles(k, axes)
-    ranked.sort(reverse=True)
-    choice = ranked[0][1]
-    tiled = _micro_kernel(k, axes, *choice)
-    if tiled is not None and not _divides(full[choice[1]], choice[3]) and not tiled.axes(Axis.UNROLL):
-        # a padded tile too big to unroll a convolution's taps with (`unroll_short_reduce`) loses more than its
-        # extra rows win (a 64-row conv gradient: 18 -> 31 ms): the best tile that divides, if it unrolls them
-        exact = next((c for _, c in ranked if _divides(full[c[1]], c[3])), None)
-        if exact is not None and (other := _micro_kernel(k, axes, *exact)) is not None and other.axes(Axis.UNROLL):
-            return other
-    return tiled
+    return _micro_kernel(k, axes, *choice)
 
 
 def _micro_kernel(k: Kernel, axes: list[int], n_axis: int, m_axis: int, nv: int, mr: int) -> Kernel | None:
@@ -142,10 +140,17 @@ def unroll_short_reduce(k: Kernel) -> Kernel:
     """The innermost reduce loop unrolled entirely when short (a convolution's kernel taps): its loop overhead and
     index arithmetic would otherwise come with every step of the micro-kernel (5x5 taps: 1.5x; 3x3: 1.25x). Longer
     loops are left rolled: unrolling a matmul's by 4 measured slower."""
+    if (axis := _short_reduce(k)) is not None:
+        return k.applied(Opt(OptOps.UNROLL, axis, 0)) or k
+    return k
+
+
+def _short_reduce(k: Kernel) -> int | None:
+    """The innermost reduce axis when it is short enough to unroll entirely (`unroll_short_reduce`), else None."""
     reduce_axes = k.axes(Axis.REDUCE)
     if reduce_axes and isinstance(size := k.full_shape[reduce_axes[-1]], int) and 1 < size <= 8:
-        return k.applied(Opt(OptOps.UNROLL, reduce_axes[-1], 0)) or k
-    return k
+        return reduce_axes[-1]
+    return None
 
 
 def dot_tiles(k: Kernel, axes: list[int]) -> Kernel | None:
