@@ -54,17 +54,17 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     """The matmul micro-kernel for a CPU (a device without work groups), or None when the kernel does not fit it.
 
     A reuse axis of whole vectors (N) becomes `nv` vectors of the widest width W, another reuse axis (M) `mr` rows
-    (padded up to a multiple of `mr` where that does not divide it and wastes little, `_padded`): mr * nv accumulator
-    registers, each reduce step loads nv vectors of the N-operand and broadcasts mr values of the
-    M-operand. The pair must be an outer product (`outer_product`): a convolution's output width and height are both
-    reuse axes, but the input varies along both, so a tile over them reloads it for every accumulator. Among the
-    pairs and tiles whose accumulators, operand vectors and broadcast fit the vector registers the device declares,
-    the most accumulators computing real outputs win (a padded tile that would not unroll a convolution's taps gives
-    way to the best one that divides), then the fewest loads per step, then N contiguous in the output (plain vector
-    stores), then N contiguous in an input (vector loads), then the innermost M. The N-tile loop is then moved
-    outside the M-tile loop: one N panel of the reused operand stays in cache while the M rows stream past it (the
-    other order would stream the whole N-operand once per M tile), and the N operand is packed per N tile. Where an
-    operand would still be gathered along the lanes, `dot_tiles` is tried instead."""
+    (padded up to a multiple of `mr` where that does not divide it and wastes little, `_padded`, in kernels whose
+    taps are not unrolled): mr * nv accumulator registers, each reduce step loads nv vectors of the N-operand and
+    broadcasts mr values of the M-operand. The pair must be an outer product (`outer_product`): a convolution's
+    output width and height are both reuse axes, but the input varies along both, so a tile over them reloads it for
+    every accumulator. Among the pairs and tiles whose accumulators, operand vectors and broadcast fit the vector
+    registers the device declares, the most accumulators computing real outputs win, then the fewest loads per step,
+    then N contiguous in the output (plain vector stores), then N contiguous in an input (vector loads), then the
+    innermost M. The N-tile loop is then moved outside the M-tile loop: one N panel of the reused operand stays in
+    cache while the M rows stream past it (the other order would stream the whole N-operand once per M tile), and
+    the N operand is packed per N tile. Where an operand would still be gathered along the lanes, `dot_tiles` is
+    tried instead."""
     axes = reuse_axes(k)
     if len(axes) < 2 or not k.caps.vector_widths:
         return None

@@ -40,9 +40,8 @@ class OptOps(Enum):
     SWAP = auto()  # exchange two output loops (`axis` and `amount`): which one is outermost decides what stays cached
     PACK = auto()  # stage input buffer `axis` in a contiguous tile where loops or a group's items reuse it (amount 0)
     TC = auto()  # a warp's tensor core `caps.tensor_cores[amount]` takes reduce axis `axis` (first, before any other)
-    PAD = (
-        auto()
-    )  # output axis `axis` padded up to a multiple of `amount`: a tile that does not divide it (`Kernel._pad`)
+    # output axis `axis` padded up to a multiple of `amount`, for a register tile that does not divide it (`_pad`)
+    PAD = auto()
 
 
 @record(frozen=True)
@@ -88,7 +87,7 @@ TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
 BODY_BUDGET = 1024  # most (lanes x operations) an optimisation may unroll into straight-line code
 # ... in a kernel of less work than SMALL_WORK (iterations x operations): such a kernel runs in microseconds whatever
 # its tile, but compiling each lane's copy of a heavy body costs milliseconds (a cross entropy's gradient over 512 x 10
-# logits: 16 copies of an exp, 52k characters of C, 0.3 s of gcc, against 8k with the budget below)
+# logits: 16 copies of an exp, 52k characters of C, 0.3 s of gcc, against 10k with the budget below)
 SMALL_WORK = 1 << 21
 SMALL_BODY_BUDGET = 256
 SHARED_TILES = 4  # a work group's local memory holds this many packed tiles at their largest (two operands, with room

@@ -110,7 +110,7 @@ class Capabilities:
     # operand tile in (`OptOps.PACK`); 0: no packing
     upcast_max: int = 64  # most accumulator registers an upcast may create
     # register tiles may pad the rows they tile (`OptOps.PAD`: 6-row tiles over 1024 rows): the compiler keeps the
-    # padded rows' gated loads in the reduce loop cheap (gcc: a branch it predicts, +5-10% for a 1024 matmul); LLVM
+    # padded rows' gated loads in the reduce loop cheap (gcc: a branch it predicts; matmul 2048 +4-14%); LLVM
     # at O1 spilled an accumulator for them (118 -> 70 GFLOP/s), and without the gates it was still 15% slower
     padded_tiles: bool = False
     # index arithmetic (loop counters, offsets) in int64 even where int32 holds every value: on a 64-bit CPU an
