@@ -3,7 +3,12 @@
 A test worker of pytest-xdist that dies of a signal (a segfault in a kernel, in a compiler, in a native library) is
 reported by the controller as "node down: Not properly terminated" and nothing more: the worker's stderr, where
 Python's fault handler writes the stacks, is not shown. So each worker writes its fault handler's output to a file
-of its own, and the run's summary prints every file that has something in it."""
+of its own, and the run's summary prints every file that has something in it.
+
+A test that runs past pytest-timeout's limit fails with the stacks of every thread, but what hung may go on: a kernel
+spinning on a device's queue thread cannot be interrupted, and every later test of that worker would wait behind it
+(in CI: each failing after the full limit, until the job's own time ran out). So a worker whose test timed out ends
+once that test is reported, and pytest-xdist goes on with a fresh one."""
 
 from __future__ import annotations
 
@@ -32,6 +37,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _LOG = pytest.StashKey[object]()
+_timed_out = [False]  # a test of this process ran past pytest-timeout's limit
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    _timed_out[0] |= report.failed and "from pytest-timeout" in str(report.longrepr)
+
+
+def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
+    if _timed_out[0] and os.environ.get("PYTEST_XDIST_WORKER"):
+        os._exit(3)  # its reports are sent; the controller reports the test again as crashed and starts a new worker
+
+
 _made = [""]  # the folder this controller made (removed at its end; one a caller set is left alone)
 
 

@@ -8,8 +8,11 @@ from lazy import Context, Tensor
 from lazy.codegen.kernel import Kernel, KernelOptError, Opt, OptOps
 from lazy.codegen.program import get_program
 from lazy.codegen.uops import UOps
+from lazy.dtype import dtypes
 from lazy.engine.realize import ExecItem, get_runner
+from lazy.ops import ConstBuffer, LazyOp, MemBuffer, Ops
 from lazy.plugins import Device
+from lazy.shape.shapetracker import ShapeTracker
 
 D = "PYTHON"
 rng = np.random.default_rng(0)
@@ -120,3 +123,20 @@ def test_an_optimisation_that_does_not_apply_leaves_the_kernel_as_it_was():
         k.apply_opt(Opt(OptOps.LOCAL, 0, 64))  # 32 x 64 threads: over local_size_max
     assert (k.full_shape, list(k.kinds), list(k.applied_opts), list(k.packs)) == before
     assert caps.local_size_max and k.threads() <= caps.local_size_max
+
+
+@pytest.mark.parametrize("device", ["CPU", "LLVM"])
+@pytest.mark.parametrize("size", [0, 1, 2, 37])
+def test_a_kernel_takes_core_bounds_exactly_when_its_spec_says_it_is_split(device, size):
+    """A loop split over the cores takes [core_lo, core_hi) as its last two parameters, and `ProgramSpec.core_split`
+    (the loop's length) is what tells a runtime to pass them. An empty loop was split with a length of 0, which reads
+    as "not split": the CPU then called the kernel without its bounds, so it looped over whatever the registers held
+    (hours, in CI) or wrote into an empty buffer."""
+    if not Device[device].renderer.caps.core_split:
+        pytest.skip(f"{device}'s renderer splits no loop over cores")
+    st = ShapeTracker.from_shape((size,))
+    fill = LazyOp(Ops.CONST, (), ConstBuffer(1.0, dtypes.float32, st))
+    spec = get_program(LazyOp(Ops.SINK, (LazyOp(Ops.STORE, (fill,), MemBuffer(0, dtypes.float32, st)),)),
+                       Device[device].renderer)  # fmt: skip
+    assert ("core_lo" in spec.src) == (spec.core_split > 0), spec.src
+    assert spec.core_split == (size if size > 1 else 0)

@@ -10,6 +10,7 @@ import pytest
 import lazy
 from lazy import Context, Tensor, dtypes
 from lazy.dtype import to_np_dtype
+from lazy.ops import Ops
 
 RNG = np.random.default_rng(0)
 
@@ -817,6 +818,15 @@ def test_empty_tensor_ops(case):
     out = fn()
     assert out.dtype == dtypes.from_np(expected.dtype)
     equal(out, expected)
+
+
+@pytest.mark.parametrize("case", sorted(c for c, (_, expected) in EMPTY_CASES.items() if expected.size == 0))
+def test_empty_results_run_no_kernel(case):
+    """An output without elements only needs its (empty) buffer: nothing is generated, compiled or launched for it.
+    A kernel was, and on the CPU its loop split over the cores was called without its bounds (see test_codegen)."""
+    out = EMPTY_CASES[case][0]().contiguous()
+    assert [si for si in out.schedule() if si.ast.op is Ops.SINK] == []
+    assert out.numpy().shape == EMPTY_CASES[case][1].shape
 
 
 def test_zero_dim_tensors():

@@ -156,6 +156,7 @@ class Lowerer:
                 and self.core_split == 0
                 and self.k.caps.core_split
                 and isinstance(size, int)
+                and size > 1  # 0: `core_split` would read as "not split" while the kernel takes lo and hi
                 and not ranges
                 and not self.outer_opened
             ):

@@ -306,6 +306,8 @@ def _schedule_one(
         src = base.srcs[0].base
         arg = (base.buffer.nbytes, PEER_READ) if base.arg == PEER_READ else base.buffer.nbytes
         return ScheduleItem(LazyOp(Ops.COPY, (), arg), (base.buffer, src.buffer), (base,), {}, (src,)), [src]
+    if isinstance(base.size, int) and base.size == 0:  # no element to write: the buffer only needs to exist
+        return ScheduleItem(LazyOp(Ops.EMPTY), (base.buffer,), (base,)), []
     builder = _KernelBuilder(base, realizes)
     if builders is not None:  # LAZY_VIZ: the nodes it fuses are the ones it builds
         builders[base] = builder
