@@ -498,7 +498,10 @@ class Kernel:
             # is strided would gather it a value at a time: contiguous lanes along the reduce axis do better
             if along_reduce is not None and (all(s == 0 for s in strides) or any(s not in (0, 1) for s in strides)):
                 return along_reduce
-            return axis if self.output_stride(axis) == 1 or self.reduceops else None
+            # lanes the output is strided along are stored one by one: worth it before a reduction's store, or where
+            # they load two or more inputs as whole vectors (a transposing elementwise kernel, `elementwise_lanes`)
+            whole = sum(1 for s in strides if s == 1)
+            return axis if self.output_stride(axis) == 1 or self.reduceops or whole >= 2 else None
         return along_reduce
 
     def stored_value(self) -> LazyOp:

@@ -57,11 +57,19 @@ def elementwise_lanes(k: Kernel) -> Kernel:
     globals_ = k.axes(Axis.GLOBAL)
     if not globals_:
         return k
-    axis, size = globals_[-1], k.full_shape[globals_[-1]]
-    for width in sorted(k.caps.vector_widths, reverse=True):
-        trial = k.applied(Opt(OptOps.UPCAST, axis, width)) if isinstance(size, int) and size % width == 0 else None
-        if trial is not None and trial.vector_axis() is not None:
-            return trial
+
+    def contiguous(axis: int) -> int:  # the buffers (the output too) that lanes along `axis` move as whole vectors
+        return sum(1 for b in k.membufs if k.st_of(b).real_strides()[axis] == 1)
+
+    # a transposing kernel (NCHW to NHWC) reads more buffers contiguously along an axis the output is strided in:
+    # lanes there load vectors and store lane by lane, instead of gathering every input a value at a time
+    best = max(globals_, key=lambda a: (contiguous(a), a == globals_[-1]))
+    for axis in dict.fromkeys((best, globals_[-1])):
+        size = k.full_shape[axis]
+        for width in sorted(k.caps.vector_widths, reverse=True):
+            trial = k.applied(Opt(OptOps.UPCAST, axis, width)) if isinstance(size, int) and size % width == 0 else None
+            if trial is not None and trial.vector_axis() is not None:
+                return trial
     return k
 
 
