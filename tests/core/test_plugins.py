@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import importlib.metadata
 import json
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from lazy import plugins as lazy_plugins
 from lazy.device import Allocator, BufferSpec, Compiled, Compiler, DeviceError, ProgramSpec, get_device, opened_devices
 from lazy.helpers import Context
 from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, InstanceSuffix, api_incompatibility, hookimpl
@@ -595,14 +597,15 @@ EntryPointPlugin.instance = EntryPointPlugin()  # type: ignore[attr-defined]
 
 
 def fake_entry_points(monkeypatch: pytest.MonkeyPatch, *eps: tuple[str, str]) -> list[str]:
-    """Make discovery see entry points (name, value); returns the list of groups it was asked for."""
+    """Make discovery see entry points (name, value), of no distribution; returns the groups it was asked for."""
     asked: list[str] = []
 
-    def entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
-        asked.append(group)
-        return [importlib.metadata.EntryPoint(name, value, group) for name, value in eps]
+    def read() -> list[lazy_plugins._Candidate]:
+        asked.append(lazy_plugins.ENTRY_POINT_GROUP)
+        return [lazy_plugins._Candidate(name, "", "", value, functools.partial(lazy_plugins._load_entry_point, value))
+                for name, value in eps]  # fmt: skip
 
-    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    monkeypatch.setattr(lazy_plugins, "_read_entry_points", read)
     return asked
 
 
@@ -648,6 +651,55 @@ def test_core_registers_its_python_device_through_an_installed_entry_point() -> 
     """Core's own device is found like any plugin's: through the `lazy.devices` entry point of lazy-core."""
     eps = [ep for ep in importlib.metadata.entry_points(group="lazy.devices") if ep.name == "python"]
     assert [ep.value for ep in eps] == ["lazy.pydevice"], "install lazy-core (pip install -e ./core) to run the tests"
+
+
+def _listing(candidates: list[Any]) -> list[tuple[str, str, str, str]]:
+    return sorted((c.name, c.distribution, c.version, c.module) for c in candidates)
+
+
+def test_entry_points_are_what_importlib_metadata_finds() -> None:
+    """Discovery reads entry_points.txt itself (importing importlib.metadata cost 25-55 ms of the first device):
+    the same plugins, distributions and versions as importlib.metadata's reader, here and in a site of its own."""
+    assert _listing(lazy_plugins._read_entry_points()) == _listing(lazy_plugins._read_entry_points_importlib())
+
+
+def _dist(site: pathlib.Path, folder: str, header: str, entry_points: str) -> None:
+    (site / folder).mkdir(parents=True)
+    (site / folder / ("PKG-INFO" if folder.endswith(".egg-info") else "METADATA")).write_text(header)
+    (site / folder / "entry_points.txt").write_text(entry_points)
+
+
+def test_entry_points_of_a_site_the_first_distribution_of_a_name_wins(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    eps = (
+        "# a comment\n[console_scripts]\nnot_this = x:y\n\n[lazy.devices]\n# another\nalpha = alpha_mod:plugin [gpu]\n"
+    )
+    _dist(first, "Alpha_Dev-1.0.dist-info", "Metadata-Version: 2.1\nName: alpha-dev\nVersion: 1.0\n\nbody\n", eps)
+    _dist(second, "alpha_dev-2.0.dist-info", "Name: alpha-dev\nVersion: 2.0\n", "[lazy.devices]\nalpha = old:plugin\n")
+    _dist(second, "beta-0.3.egg-info", "Name: beta\nVersion: 0.3\n", "[lazy.devices]\nbeta = beta_mod\n")
+    (first / "alpha_mod.py").write_text("plugin = object()\n")
+    monkeypatch.setattr(sys, "path", [str(first), str(second), str(tmp_path / "missing")])
+    got = lazy_plugins._read_entry_points()
+    assert _listing(got) == [
+        ("alpha", "alpha-dev", "1.0", "alpha_mod:plugin [gpu]"),
+        ("beta", "beta", "0.3", "beta_mod"),
+    ]
+    assert _listing(got) == _listing(lazy_plugins._read_entry_points_importlib())
+    try:
+        assert got[0].load() is sys.modules["alpha_mod"].plugin
+    finally:
+        sys.modules.pop("alpha_mod", None)
+
+
+def test_a_zip_on_sys_path_is_read_by_importlib_metadata(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "plugins.zip").write_bytes(b"")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path / "plugins.zip")])
+    monkeypatch.setattr(lazy_plugins, "_read_entry_points_importlib", lambda: ["from importlib.metadata"])
+    assert lazy_plugins._read_entry_points() == ["from importlib.metadata"]
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 the default device and opens devices by name. A broken plugin becomes a `PluginProblem`; it never hides the others,
 and nothing a plugin's code does (an exception, `sys.exit()`) escapes into the host program: only Ctrl-C passes.
 
-Nothing is discovered at import: the first question asked of `Device` reads the entry points (importlib.metadata),
+Nothing is discovered at import: the first question asked of `Device` reads the entry points (`_read_entry_points`),
 imports pluggy and `lazy.hookspecs`, and then the plugins' entry modules; `import lazy` loads none of them.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 import reprlib
 import sys
 import threading
@@ -224,6 +225,88 @@ class _Index:
 
 
 def _read_entry_points() -> list[_Candidate]:
+    """The entry points of `ENTRY_POINT_GROUP`, as importlib.metadata finds them: each distribution's
+    `entry_points.txt` in the `*.dist-info` / `*.egg-info` folders along sys.path, the first distribution of a name
+    winning. Read here directly where that is all there is to read (`_distributions`): importing importlib.metadata
+    brings 67 modules (email, zipfile, socket, csv among them), 25-55 ms of a process's first device."""
+    import os
+
+    if (dists := _distributions()) is None:
+        return _read_entry_points_importlib()
+    found = []
+    for folder, header in dists:
+        dist, version = header.get("name", ""), header.get("version", "")
+        for ep_name, value in _group_entries(os.path.join(folder, "entry_points.txt"), ENTRY_POINT_GROUP):
+            found.append(_Candidate(ep_name, dist, version, value, functools.partial(_load_entry_point, value)))
+    return found
+
+
+def distribution_version(name: str) -> str | None:
+    """The installed version of distribution `name`, or None: `importlib.metadata.version` without importing it where
+    sys.path holds only folders (`_distributions`). For plugins' probes, which run when the default device is chosen."""
+    if (dists := _distributions()) is None:
+        import importlib.metadata
+
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    key = _normalized(name)
+    return next((h.get("version") for _, h in dists if _normalized(h.get("name", "")) == key), None)
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _distributions() -> list[tuple[str, dict[str, str]]] | None:
+    """(metadata folder, its Name and Version) of each distribution along sys.path, the first of a name winning, as
+    importlib.metadata finds them; None where it would find more than folders hold: a zip on sys.path, or an import
+    hook that lists distributions of its own (then importlib.metadata is asked)."""
+    import os
+    from importlib.machinery import PathFinder
+
+    if any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
+        return None
+    if any(os.path.isfile(entry) for entry in sys.path if entry):
+        return None
+    stamp = tuple((entry, _mtime(entry or ".")) for entry in sys.path)  # a folder's entries change its time
+    if _dist_cache and _dist_cache[0][0] == stamp:
+        return _dist_cache[0][1]
+    found, seen = [], set()
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if not name.lower().endswith((".dist-info", ".egg-info")):
+                continue
+            meta = os.path.join(folder, name)
+            header = _metadata_header(meta)
+            header.setdefault("name", name.rsplit(".", 1)[0].split("-")[0])
+            if (key := _normalized(header["name"])) in seen:  # an earlier entry of sys.path holds this distribution
+                continue
+            seen.add(key)
+            found.append((meta, header))
+    _dist_cache[:] = [(stamp, found)]
+    return found
+
+
+_dist_cache: list[tuple[tuple[tuple[str, int], ...], list[tuple[str, dict[str, str]]]]] = []
+
+
+def _mtime(folder: str) -> int:
+    import os
+
+    try:
+        return os.stat(folder).st_mtime_ns
+    except OSError:
+        return -1
+
+
+def _read_entry_points_importlib() -> list[_Candidate]:
     import importlib.metadata
 
     found = []
@@ -232,6 +315,57 @@ def _read_entry_points() -> list[_Candidate]:
         dist_name = (getattr(dist, "name", None) or dist.metadata["Name"] or "") if dist is not None else ""
         found.append(_Candidate(ep.name, dist_name, dist.version if dist is not None else "", ep.value, ep.load))
     return found
+
+
+def _metadata_header(folder: str) -> dict[str, str]:
+    """Name and Version from a distribution's METADATA (PKG-INFO for an egg-info): the first lines of its header."""
+    import os
+
+    out: dict[str, str] = {}
+    for file in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(folder, file), encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if not line.strip():
+                        break  # the header ends at the first empty line
+                    key, sep, value = line.partition(":")
+                    if sep and key.strip().lower() in ("name", "version"):
+                        out.setdefault(key.strip().lower(), value.strip())
+                    if len(out) == 2:
+                        break
+            return out
+        except OSError:
+            continue
+    return out
+
+
+def _group_entries(path: str, group: str) -> list[tuple[str, str]]:
+    """The (name, value) entries of `[group]` in an entry_points.txt (an ini file; # and ; start comments)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    entries, section = [], None
+    for raw in lines:
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+        elif section == group and "=" in line:
+            name, _, value = line.partition("=")
+            entries.append((name.strip(), value.strip()))
+    return entries
+
+
+def _load_entry_point(value: str) -> Any:
+    """What an entry point's value names: `module` or `module:attr.attr`, extras in brackets ignored."""
+    module, _, attrs = value.split("[", 1)[0].partition(":")
+    obj = importlib.import_module(module.strip())
+    for attr in filter(None, attrs.strip().split(".")):
+        obj = getattr(obj, attr)
+    return obj
 
 
 def _entry_point_candidates() -> tuple[list[_Candidate], list[PluginProblem]]:

@@ -3,7 +3,6 @@ imports no compiler binding and compiles nothing; `lazy_cpu.device` does the wor
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import shutil
 import subprocess
@@ -39,6 +38,8 @@ def cpu_versions() -> dict[str, str]:
 
 
 def llvm_versions() -> dict[str, str]:
+    import importlib.metadata  # here: importing it costs 25-55 ms, and only reports ask for versions
+
     try:
         return {"llvmlite": importlib.metadata.version("llvmlite")}
     except importlib.metadata.PackageNotFoundError:

@@ -4,7 +4,6 @@ device is opened, and `codegen_targets` renders and compiles for sm_80 and sm_90
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import sys
 
@@ -28,10 +27,10 @@ def required_driver(nvrtc_major: int) -> int:
 
 
 def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    # the probe runs when the default device is chosen: read without importing importlib.metadata (25-55 ms)
+    from lazy.plugins import distribution_version
+
+    return distribution_version(dist)
 
 
 def _has_module(name: str) -> bool:

@@ -4,7 +4,6 @@ device is opened, and `codegen_targets` gives the code generation without the de
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import sys
 from typing import TYPE_CHECKING
@@ -41,6 +40,8 @@ def probe_metal() -> tuple[bool, str]:
 
 
 def metal_versions() -> dict[str, str]:
+    import importlib.metadata  # here: importing it costs 25-55 ms, and only reports ask for versions
+
     out = {}
     try:
         out["pyobjc-framework-Metal"] = importlib.metadata.version("pyobjc-framework-Metal")

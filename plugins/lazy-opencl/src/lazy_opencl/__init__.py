@@ -4,7 +4,6 @@ pyopencl nor creates an OpenCL context; `lazy_opencl.device` does the work when 
 from __future__ import annotations
 
 import glob
-import importlib.metadata
 import importlib.util
 import os
 
@@ -38,6 +37,8 @@ def probe_cl() -> tuple[bool, str]:
 
 
 def cl_versions() -> dict[str, str]:
+    import importlib.metadata  # here: importing it costs 25-55 ms, and only reports ask for versions
+
     out = {}
     for dist in ("pyopencl", "pocl-binary-distribution"):
         try:
