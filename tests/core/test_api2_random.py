@@ -37,6 +37,24 @@ def test_threefry_words_match_jax():
     np.testing.assert_array_equal(words.numpy(), jax)
 
 
+def test_a_random_draw_is_a_few_nodes_and_computes_the_rounds_once():
+    """Each Threefry word is one THREEFRY node of the lazy graph (not the ~120 nodes of its rounds: model
+    initialisation schedules one draw per parameter), and a kernel that takes both words of one counter computes the
+    rounds once: the code generator's cache shares all but the last op."""
+    from lazy.codegen.kernel import Kernel
+    from lazy.codegen.lowerer import lower_kernel
+    from lazy.engine.schedule import create_schedule
+    from lazy.ops import THREEFRY_ALU_OPS, Ops
+
+    (item,) = create_schedule([Tensor.rand(1000, device="CPU" if COMPILED else "PYTHON").lazydata])
+    nodes = item.ast.toposort()
+    assert sum(1 for n in nodes if n.op is Ops.THREEFRY) == 2 and len(nodes) < 60, [n.op for n in nodes]
+    uops, _ = lower_kernel(Kernel(item.ast, Device[item.bufs[0].device].renderer.caps))
+    shifts = sum(1 for u in uops if u.arg in (Ops.SHL, Ops.SHR))
+    assert 40 <= shifts <= 44, f"{shifts} shifts: the 20 rotations (two shifts each) should be lowered once"
+    assert THREEFRY_ALU_OPS == 2 + 2 + 5 * (4 * 5 + 3)  # what the kernel heuristics count a THREEFRY as
+
+
 def test_rand_matches_tinygrad_after_manual_seed():
     Tensor.manual_seed(42)
     first = [0.38104248046875, 0.009775400161743164, 0.1128007173538208, 0.1176995038986206, 0.505361795425415]

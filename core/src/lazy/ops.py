@@ -49,6 +49,9 @@ class Ops(Enum):
     # ternary
     WHERE = auto()
     MULACC = auto()  # noqa: E702
+    # random bits: Threefry-2x32 of the counter (src 0, src 1) under the key (src 2, src 3), all uint32; arg: which
+    # of its two output words (0 or 1). One node where the rounds would be ~120 (`lazy.codegen.threefry` lowers it)
+    THREEFRY = auto()
     # reductions (arg: the reduced axes)
     SUM = auto()
     RMAX = auto()  # noqa: E702
@@ -83,7 +86,7 @@ class GroupOp:
                         Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})  # fmt: skip
     Ternary = frozenset({Ops.WHERE, Ops.MULACC})
     ALU = Unary | Binary | Ternary
-    Elementwise = ALU | frozenset({Ops.CAST, Ops.BITCAST})
+    Elementwise = ALU | frozenset({Ops.CAST, Ops.BITCAST, Ops.THREEFRY})
     Reduce = frozenset({Ops.SUM, Ops.RMAX})
     Buffer = frozenset({Ops.LOAD, Ops.CONST, Ops.STORE})
     Meta = frozenset(
@@ -92,11 +95,32 @@ class GroupOp:
     Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
     Comparison = frozenset({Ops.CMPLT, Ops.CMPNE})
     # ops where f(0, ...) may be non-zero: a padded (masked) input to them is not zero after the op
-    UnsafePad = frozenset({Ops.RECIP, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.CMPNE, Ops.CMPLT})
+    UnsafePad = frozenset({Ops.RECIP, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.CMPNE, Ops.CMPLT, Ops.THREEFRY})
 
 
 # the reduction's identity and its ALU op
 REDUCE_ALU: dict[Ops, Ops] = {Ops.SUM: Ops.ADD, Ops.RMAX: Ops.MAX}
+
+# Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"), `Ops.THREEFRY`: the
+# rotations of the even and odd groups of four rounds, the key schedule's parity word, and the ALU ops it lowers to
+THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+THREEFRY_PARITY = 0x1BD11BDA
+THREEFRY_ALU_OPS = 119
+
+
+def threefry2x32(x0: int, x1: int, k0: int, k1: int) -> tuple[int, int]:
+    """The reference: both output words of Threefry-2x32 for the counter (x0, x1) under the key (k0, k1), all uint32
+    as Python ints (`Ops.THREEFRY` with arg w computes word w of this)."""
+    mask = 0xFFFFFFFF
+    ks = (k0, k1, k0 ^ k1 ^ THREEFRY_PARITY)
+    x0, x1 = (x0 + ks[0]) & mask, (x1 + ks[1]) & mask
+    for i in range(5):
+        for r in THREEFRY_ROTATIONS[i % 2]:
+            x0 = (x0 + x1) & mask
+            x1 = (((x1 << r) & mask) | (x1 >> (32 - r))) ^ x0
+        x0 = (x0 + ks[(i + 1) % 3]) & mask
+        x1 = (x1 + ks[(i + 2) % 3] + i + 1) & mask
+    return x0, x1
 
 
 def identity_element(op: Ops, dtype: DType) -> ConstType:

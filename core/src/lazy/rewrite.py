@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from lazy.dtype import DType, dtypes
-from lazy.ops import GroupOp, Ops, exec_alu
+from lazy.ops import PYTHON_ALU, GroupOp, Ops, exec_alu
 from lazy.record import record
 
 NodeT = TypeVar("NodeT")
@@ -106,7 +106,7 @@ def fold_value(op: Ops, dtype: DType, values: Sequence[Any]) -> tuple[bool, Any]
     where it is left to the device: a float divided by zero (`IDIV`, `MOD`), which the reference calls 0 but C
     devices compute as trunc(x/0) (+-inf, NaN) and fmod(x, 0) (NaN), so a constant input must not change it. Vector
     dtypes (UOps only) do not fold: `exec_alu` computes one scalar."""
-    if dtype.count != 1:
+    if dtype.count != 1 or op not in PYTHON_ALU:  # (THREEFRY: one word of two, which exec_alu cannot name)
         return False, None
     if op in (Ops.IDIV, Ops.MOD) and dtypes.is_float(dtype) and values[1] == 0:
         return False, None

@@ -13,7 +13,7 @@ from lazy.dtype import ConstType, DType, dtypes, is_numpy, loaded_numpy, to_dtyp
 from lazy.helpers import ArgumentError, ShapeError, argfix, prod
 from lazy.lazy import LazyBuffer
 from lazy.multi import MultiLazyBuffer
-from lazy.ops import Ops
+from lazy.ops import THREEFRY_PARITY, THREEFRY_ROTATIONS, Ops
 from lazy.plugins import Device
 from lazy.symbolic import Node, sint
 from lazy.tensor_base import TensorBase, TensorT
@@ -47,41 +47,30 @@ def _check_sizes(shape: tuple[Any, ...], what: str, keep: tuple[Any, ...] = ()) 
 
 
 _CHUNK = 2**32 - 1  # the most words one Threefry key serves (the counter within a draw is a uint32)
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _MANTISSA_BITS = {dtypes.float16: 10, dtypes.bfloat16: 7, dtypes.float32: 23, dtypes.float64: 52}
 
 
 def _threefry2x32(x0: TensorT, x1: TensorT, k0: TensorT, k1: TensorT) -> tuple[TensorT, TensorT]:
-    """Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"): the two output
-    words for the counter (x0, x1) under the key (k0, k1); uint32 tensors of one shape."""
+    """Threefry-2x32 with 20 rounds (`lazy.ops.threefry2x32`): the two output words for the counter (x0, x1) under
+    the key (k0, k1); uint32 tensors of one shape."""
     words = [t.lazydata for t in (x0, x1, k0, k1)]
     if not all(isinstance(w, LazyBuffer) and w.shape == words[0].shape for w in words):
-        ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)  # sharded words: through the Tensor ops
+        ks = (k0, k1, k0 ^ k1 ^ THREEFRY_PARITY)  # sharded words: through the Tensor ops
         x0, x1 = x0 + ks[0], x1 + ks[1]
         for i in range(5):
-            for r in _ROTATIONS[i % 2]:
+            for r in THREEFRY_ROTATIONS[i % 2]:
                 x0 = x0 + x1
                 x1 = ((x1 << r) | (x1 >> (32 - r))) ^ x0
             x0 = x0 + ks[(i + 1) % 3]
             x1 = x1 + ks[(i + 2) % 3] + (i + 1)
         return x0, x1
-    # The same ops on the lazy buffers directly (what the Tensor ops above build, without their autograd, dtype and
-    # broadcasting steps): ~120 nodes per call, built twice per random draw, so model initialisation adds up.
+    # one THREEFRY node per word (the code generator lowers its rounds), not the ~120 nodes of the rounds: scheduling
+    # a random draw costs a few nodes, and model initialisation draws once per parameter
     a, b, c, d = cast("list[LazyBuffer]", words)
-
-    def op(kind: Ops, p: LazyBuffer, q: LazyBuffer | int) -> LazyBuffer:
-        return p.e(kind, q if isinstance(q, LazyBuffer) else p.const(q))
-
-    ks2 = (c, d, op(Ops.XOR, op(Ops.XOR, c, d), 0x1BD11BDA))
-    a, b = op(Ops.ADD, a, ks2[0]), op(Ops.ADD, b, ks2[1])
-    for i in range(5):
-        for r in _ROTATIONS[i % 2]:
-            a = op(Ops.ADD, a, b)
-            b = op(Ops.XOR, op(Ops.OR, op(Ops.SHL, b, r), op(Ops.SHR, b, 32 - r)), a)
-        a = op(Ops.ADD, a, ks2[(i + 1) % 3])
-        b = op(Ops.ADD, op(Ops.ADD, b, ks2[(i + 2) % 3]), i + 1)
     kind = type(x0)
-    return kind(a, device=a.device, requires_grad=False), kind(b, device=b.device, requires_grad=False)
+    return cast("tuple[TensorT, TensorT]", tuple(
+        kind(a.e(Ops.THREEFRY, b, c, d, arg=word), device=a.device, requires_grad=False) for word in (0, 1)
+    ))  # fmt: skip
 
 
 def _threefry_select(key: TensorT, x0: TensorT, x1: TensorT, first: TensorT) -> TensorT:

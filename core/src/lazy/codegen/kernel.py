@@ -14,7 +14,7 @@ from typing import Any
 
 from lazy.dtype import DType, dtypes
 from lazy.helpers import prod
-from lazy.ops import ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
+from lazy.ops import THREEFRY_ALU_OPS, ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
 from lazy.record import record
 from lazy.renderer import Capabilities, TensorCore
 from lazy.shape import ShapeTracker
@@ -84,6 +84,15 @@ VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULA
 VECTOR_LOADS = frozenset({dtypes.float32, dtypes.int32})
 VECTOR_INPUTS = VECTOR_LOADS | {dtypes.bool}
 TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
+
+
+def alu_ops(nodes: list[LazyOp]) -> int:
+    """The ALU operations (and reduce steps) an AST's nodes compute per element: a THREEFRY counts as the rounds it
+    lowers to, once per counter and key (its two words share them)."""
+    count = sum(1 for n in nodes if n.op in GroupOp.ALU or n.op in GroupOp.Reduce)
+    return count + THREEFRY_ALU_OPS * len({n.src for n in nodes if n.op is Ops.THREEFRY})
+
+
 BODY_BUDGET = 1024  # most (lanes x operations) an optimisation may unroll into straight-line code
 # ... in a kernel of less work than SMALL_WORK (iterations x operations): such a kernel runs in microseconds whatever
 # its tile, but compiling each lane's copy of a heavy body costs milliseconds (a cross entropy's gradient over 512 x 10
@@ -518,7 +527,7 @@ class Kernel:
         counted as the ~30 operations it becomes."""
         nodes = self.ast.toposort()
         heavy = sum(1 for n in nodes if n.op in TRANSCENDENTAL and n.op not in self.caps.native_math)
-        return sum(1 for n in nodes if n.op in GroupOp.ALU or n.op in GroupOp.Reduce) + 29 * heavy
+        return alu_ops(nodes) + 29 * heavy
 
     def body_budget(self, body: int, registers: int = 2) -> int:
         """The most lanes x operations the kernel's tile may unroll (`body`: its `body_ops`): `BODY_BUDGET`, or

@@ -7,7 +7,8 @@ vectors inside the reduce loop and combined after it). Packed inputs (`OptOps.PA
 tiles where `Kernel.pack_plan` says and read from there; a work group's tile in local memory is filled by all its items
 (each a strided share of the elements) between barriers. Index arithmetic is int32 unless the symbolic
 bounds of some index value need int64 (`lower_kernel`). EXP2, LOG2 and SIN a renderer does not declare in
-`Capabilities.native_math` become polynomial code (`lazy.codegen.transcendental`).
+`Capabilities.native_math` become polynomial code (`lazy.codegen.transcendental`), THREEFRY its rounds
+(`lazy.codegen.threefry`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from lazy.codegen.kernel import Axis, Kernel, PackPlan
+from lazy.codegen.kernel import Axis, Kernel, PackPlan, alu_ops
+from lazy.codegen.threefry import lower_threefry
 from lazy.codegen.transcendental import POLYNOMIAL_OPS, lower_transcendental
 from lazy.codegen.uops import UOp, UOpBuilder, UOps
 from lazy.dtype import DType, dtypes
@@ -555,6 +557,8 @@ class Lowerer:
             return self.b.add(UOps.BITCAST, node.dtype, (srcs[0],))
         if node.op in POLYNOMIAL_OPS and node.op not in self.k.caps.native_math:
             return lower_transcendental(self.b, node.op, srcs[0])
+        if node.op is Ops.THREEFRY:
+            return lower_threefry(self.b, srcs, node.arg)
         if node.op in GroupOp.ALU:
             return self.b.alu(node.op, *srcs)
         raise NotImplementedError(f"cannot lower {node.op} inside a kernel")
@@ -720,5 +724,4 @@ def lower_kernel(k: Kernel) -> tuple[list[UOp], Lowerer]:
 
 
 def estimate_ops(ast: LazyOp, full_shape: tuple[sint, ...]) -> sint:
-    alu_count = sum(1 for n in ast.toposort() if n.op in GroupOp.ALU or n.op in GroupOp.Reduce)
-    return prod(full_shape) * max(alu_count, 1)
+    return prod(full_shape) * max(alu_ops(ast.toposort()), 1)

@@ -181,6 +181,35 @@ def test_training_step_matches_reference(device_name):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
 
 
+def test_random_words_match_the_reference_generator(device_name, caps):
+    """`Ops.THREEFRY`, whose rounds the code generator lowers to uint32 adds, shifts and xors (vectorized where the
+    device vectorizes), gives `lazy.ops.threefry2x32`'s words for 4099 random counters under a key read from memory;
+    and the first random numbers after a seed are the reference device's."""
+    if not caps.supports(dtypes.uint32):
+        pytest.skip(f"{device_name} does not compute in uint32 (Capabilities.dtypes), which random numbers need")
+    from lazy.ops import threefry2x32
+
+    counts = np.random.default_rng(5).integers(0, 2**32, size=(2, 4099), dtype=np.uint32)
+    key = Tensor([0x9E3779B9, 0xDEADBEEF], dtype=dtypes.uint32, device=device_name)
+    lows, highs = (Tensor(c, device=device_name) for c in counts)
+    got = Tensor._threefry_random_bits(key, lows, highs).numpy()
+    words = [threefry2x32(int(a), int(b), 0x9E3779B9, 0xDEADBEEF) for a, b in zip(*counts)]
+    want = np.array([w[0] for w in words] + [w[1] for w in words], dtype=np.uint32)
+    np.testing.assert_array_equal(got, want, err_msg=f"Threefry words on {device_name}")
+
+    def draws(device: str) -> list[np.ndarray]:
+        with Context(DEVICE=device):
+            Tensor.manual_seed(11)
+            return [Tensor.rand(37).numpy(), Tensor.randn(5).numpy()]
+
+    ref = reference_device(device_name)
+    with on_reference():
+        want_draws = draws(ref)
+    for g, w in zip(draws(device_name), want_draws):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7, err_msg=f"random numbers on {device_name} vs {ref}")
+    Tensor.manual_seed(0)
+
+
 # ties (+-2.5, 0.5) and fractions (+-2.75, -0.75) tell truncation (C's float -> int) from rounding and from floor
 CAST_VALUES = [0.0, 1.0, -1.0, 2.5, -2.5, 2.75, -2.75, 0.5, -0.75, 7.0, 100.0, -100.0]
 # every device computes in these (`test_00_discovery` checks the first two; comparisons give bool)
