@@ -55,6 +55,19 @@ def test_a_random_draw_is_a_few_nodes_and_computes_the_rounds_once():
     assert THREEFRY_ALU_OPS == 2 + 2 + 5 * (4 * 5 + 3)  # what the kernel heuristics count a THREEFRY as
 
 
+def test_an_index_ramp_is_one_node_that_kernels_compute_from_their_index():
+    """`arange` is an `Ops.RAMP` node (identical ones shared), not a graph of masked constants: a kernel reading it
+    loads nothing, and a slice of a huge one computes only the slice."""
+    from lazy.engine.schedule import create_schedule
+    from lazy.ops import Ops
+
+    ramp = Tensor._index_ramp(1000, "PYTHON")
+    assert ramp.lazydata.op is Ops.RAMP and ramp.lazydata is Tensor._index_ramp(1000, "PYTHON").lazydata
+    (item,) = create_schedule([(Tensor.arange(12).reshape(3, 4).T * 2).lazydata])
+    assert [n.op for n in item.ast.toposort() if n.op is Ops.LOAD] == [] and len(item.bufs) == 1
+    np.testing.assert_array_equal(Tensor.arange(2**40, dtype=dtypes.int64)[-2:].numpy(), [2**40 - 2, 2**40 - 1])
+
+
 def test_rand_matches_tinygrad_after_manual_seed():
     Tensor.manual_seed(42)
     first = [0.38104248046875, 0.009775400161743164, 0.1128007173538208, 0.1176995038986206, 0.505361795425415]

@@ -442,7 +442,12 @@ class LazyBuffer:
         reshape of a contiguous buffer): no kernel needed. With `dtype`, the same bytes reinterpreted (a bitcast,
         which may change the element size and so the last dimension)."""
         st, base = self.st, self.base
-        if not st.consecutive or not isinstance(st.views[0].offset, int) or base.op in (Ops.CONST, None):
+        if (
+            not st.consecutive
+            or not isinstance(st.views[0].offset, int)
+            or base.op is None
+            or base.op in GroupOp.Computed
+        ):
             return None
         if base.op is not Ops.BUFFER_VIEW and self is base and dtype is None:
             return self

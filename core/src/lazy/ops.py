@@ -71,6 +71,9 @@ class Ops(Enum):
     CUSTOM = auto()
     VIEW = auto()
     BUFFER_VIEW = auto()  # a base sharing its source's memory: arg is the byte offset (no kernel, no copy)  # noqa: E702
+    # a base whose element i (row-major) is i, in its integer dtype: arange without host data. Like a constant it has no
+    # memory unless realized: a kernel reading it computes the index (its AST leaf is a CONST of `RAMP_VALUE`)
+    RAMP = auto()
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
@@ -90,10 +93,12 @@ class GroupOp:
     Reduce = frozenset({Ops.SUM, Ops.RMAX})
     Buffer = frozenset({Ops.LOAD, Ops.CONST, Ops.STORE})
     Meta = frozenset(
-        {Ops.EMPTY, Ops.CONST, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN, Ops.CUSTOM, Ops.VIEW, Ops.BUFFER_VIEW}
+        {Ops.EMPTY, Ops.CONST, Ops.COPY, Ops.CONTIGUOUS, Ops.ASSIGN, Ops.CUSTOM, Ops.VIEW, Ops.BUFFER_VIEW, Ops.RAMP}
     )
     Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
     Comparison = frozenset({Ops.CMPLT, Ops.CMPNE})
+    # bases computed where they are read, never kept in memory unless realized: a constant, the index ramp
+    Computed = frozenset({Ops.CONST, Ops.RAMP})
     # ops where f(0, ...) may be non-zero: a padded (masked) input to them is not zero after the op
     UnsafePad = frozenset({Ops.RECIP, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.CMPNE, Ops.CMPLT, Ops.THREEFRY})
 
@@ -146,11 +151,28 @@ class MemBuffer:
         return f"MemBuffer(idx={self.idx}, dtype={self.dtype!r}, st={_st_text(self.st)})"
 
 
+class _Ramp:
+    """The value of a CONST leaf that reads an `Ops.RAMP` base: each element is its own index into the base (the
+    lowerer computes it from the leaf's view, as a load computes its address)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:  # part of the node digest: the same in every process
+        return "RAMP_VALUE"
+
+    def __reduce__(self) -> str:
+        return "RAMP_VALUE"  # pickled as this module's singleton
+
+
+RAMP_VALUE = _Ramp()
+
+
 @record(frozen=True)
 class ConstBuffer:
-    """Argument of CONST: a constant `val` broadcast through `st` (a masked st makes it zero outside the mask)."""
+    """Argument of CONST: a constant `val` broadcast through `st` (a masked st makes it zero outside the mask), or
+    with `val` `RAMP_VALUE`, the index into the `Ops.RAMP` base the view reads."""
 
-    val: ConstType | Any  # Any: a bound symbolic Variable
+    val: ConstType | Any  # Any: a bound symbolic Variable, or RAMP_VALUE
     dtype: DType
     st: ShapeTracker
 

@@ -270,25 +270,18 @@ class CreationMixin(TensorBase):
 
     @classmethod
     def _index_ramp(cls, count: int, device: str | None) -> Self:
-        """0, 1, ..., count-1 (int32, int64 past 2**31) from masked constants (one per bit): no host data needed.
-        Built once per count and device (`_RAMPS`: two dozen ops, in every arange, one-hot, cross entropy and random
-        draw), and handed out again while unrealized, marked shared (an assign to one never writes into another)."""
-        if count > RAMP_MOST or not (device is None or isinstance(device, str)):
-            return cls._build_index_ramp(count, device)
-        key = (count, Device.canonicalize(device) if device is not None else Device.DEFAULT)
-        if (known := _RAMPS.get(key)) is not None and not known.base.is_realized():
-            known.shared = True
-            return cls(known, device=known.device, requires_grad=False)
-        ramp = cls._build_index_ramp(count, device)
-        if isinstance(ramp.lazydata, LazyBuffer):
-            if len(_RAMPS) >= RAMPS_KEPT:
-                _RAMPS.clear()
-            _RAMPS[key] = ramp.lazydata
-        return ramp
+        """0, 1, ..., count-1 (int32, int64 past 2**31) without host data: an `Ops.RAMP` node, which a kernel reading
+        it computes from its index (one node, where a sum of masked constants per bit was two dozen; identical nodes
+        are shared, so every arange, one-hot and random draw of one count reads the same one). Sharded devices
+        build it from masked constants, one per bit."""
+        dtype = dtypes.int32 if count <= 2**31 else dtypes.int64
+        if count <= 1 or not (device is None or isinstance(device, str)):
+            return cls._build_index_ramp(count, device, dtype)
+        dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
+        return cls(LazyBuffer.metaop(Ops.RAMP, (count,), dtype, dev), device=dev, requires_grad=False)
 
     @classmethod
-    def _build_index_ramp(cls, count: int, device: str | None) -> Self:
-        dtype = dtypes.int32 if count <= 2**31 else dtypes.int64
+    def _build_index_ramp(cls, count: int, device: Any, dtype: DType) -> Self:
         if count <= 1:
             return cls.zeros(count, dtype=dtype, device=device)
         bits = max(1, (count - 1).bit_length())
@@ -559,11 +552,3 @@ class CreationMixin(TensorBase):
 
 
 close_callbacks.append(CreationMixin._rng_device_closed)
-
-# the index ramps made so far, by (count, device): unrealized graphs of constants (no memory, unless a caller realized
-# one: then it is built again, and RAMP_MOST bounds what an entry can hold); dropped when a device closes, and all at
-# once past RAMPS_KEPT
-_RAMPS: dict[tuple[int, str], LazyBuffer] = {}
-RAMPS_KEPT = 64
-RAMP_MOST = 1 << 16
-close_callbacks.append(lambda device: _RAMPS.clear())

@@ -22,7 +22,7 @@ from lazy.codegen.transcendental import POLYNOMIAL_OPS, lower_transcendental
 from lazy.codegen.uops import UOp, UOpBuilder, UOps
 from lazy.dtype import DType, dtypes
 from lazy.helpers import all_int, prod
-from lazy.ops import REDUCE_ALU, ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops, identity_element
+from lazy.ops import RAMP_VALUE, REDUCE_ALU, ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops, identity_element
 from lazy.shape import ShapeTracker
 from lazy.symbolic import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumNode, SumNode, Variable, sint
 
@@ -499,6 +499,8 @@ class Lowerer:
         return out
 
     def const(self, buf: ConstBuffer, lane: Lane) -> UOp:
+        if buf.val is RAMP_VALUE:
+            return self.ramp(buf, lane)
         if isinstance(buf.val, Node):
             value = self.var_uops[buf.val] if buf.val in self.var_uops else self.node(buf.val)  # type: ignore[index]
             value = self.b.add(UOps.CAST, buf.dtype, (value,)) if buf.dtype != self.index else value
@@ -510,6 +512,20 @@ class Lowerer:
         lanes = [self.masked(value, self.index_of(buf, self.with_vec_lane(lane, i))[1], buf.dtype)
                  for i in range(self.vec_width)]  # fmt: skip
         return self.b.add(UOps.VECTORIZE, buf.dtype.vec(self.vec_width), tuple(lanes))
+
+    def ramp(self, buf: ConstBuffer, lane: Lane) -> UOp:
+        """An index ramp read through the leaf's view: each element its index into the ramp (0 in padding)."""
+
+        def element(at: Lane) -> UOp:
+            idx, valid = self.index_of(buf, at)
+            value = self.node(idx)
+            value = self.b.add(UOps.CAST, buf.dtype, (value,)) if buf.dtype != self.index else value
+            return self.masked(value, valid, buf.dtype)
+
+        if not self.vector_on:
+            return element(lane)
+        lanes = tuple(element(self.with_vec_lane(lane, i)) for i in range(self.vec_width))
+        return self.b.add(UOps.VECTORIZE, buf.dtype.vec(self.vec_width), lanes)
 
     def masked(self, value: UOp, valid: Node, dtype: DType) -> UOp:
         """`value` where `valid`, else 0 (padding)."""

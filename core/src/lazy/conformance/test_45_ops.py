@@ -210,6 +210,30 @@ def test_random_words_match_the_reference_generator(device_name, caps):
     Tensor.manual_seed(0)
 
 
+def test_index_ramps_match_numpy(device_name):
+    """`arange` and what is built on it (`eye`, one-hot) read an `Ops.RAMP`, whose elements a kernel computes from
+    its own index: through reshapes, transposes, pads, expands and slices, in int and float kernels (vectorized where
+    the device vectorizes), the values are numpy's."""
+    d = device_name
+    cases = {
+        "arange": (Tensor.arange(37, device=d), np.arange(37)),
+        "stepped": (Tensor.arange(3, 100, 7, device=d), np.arange(3, 100, 7)),
+        "float": (Tensor.arange(4096, device=d).float() * 0.5 + 1, np.arange(4096, dtype=np.float32) * 0.5 + 1),
+        "transposed": (Tensor.arange(12, device=d).reshape(3, 4).T + 1, np.arange(12).reshape(3, 4).T + 1),
+        "padded": (Tensor.arange(6, device=d).pad(((2, 3),)) * 3, np.pad(np.arange(6), (2, 3)) * 3),
+        "expanded": (
+            Tensor.arange(5, device=d).reshape(1, 5).expand(3, 5) * Tensor.arange(3, device=d).reshape(3, 1),
+            np.arange(5)[None, :] * np.arange(3)[:, None],
+        ),
+        "tail": (Tensor.arange(1 << 20, device=d)[-3:], np.arange((1 << 20) - 3, 1 << 20)),
+        "eye": (Tensor.eye(4, 6, device=d), np.eye(4, 6, dtype=np.float32)),
+        "one-hot": (Tensor([2, 0, 3], device=d).one_hot(5), np.eye(5, dtype=np.int32)[[2, 0, 3]]),
+        "summed": (Tensor.arange(1000, device=d).reshape(10, 100).sum(axis=1), np.arange(1000).reshape(10, 100).sum(1)),
+    }
+    for name, (got, want) in cases.items():
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{name} on {device_name}")
+
+
 # ties (+-2.5, 0.5) and fractions (+-2.75, -0.75) tell truncation (C's float -> int) from rounding and from floor
 CAST_VALUES = [0.0, 1.0, -1.0, 2.5, -2.5, 2.75, -2.75, 0.5, -0.75, 7.0, 100.0, -100.0]
 # every device computes in these (`test_00_discovery` checks the first two; comparisons give bool)

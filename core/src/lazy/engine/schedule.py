@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from lazy.device import Buffer, get_device
 from lazy.helpers import DEBUG, VIZ, prod
 from lazy.lazy import PEER_READ, LazyBuffer, snapshots_for
-from lazy.ops import ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
+from lazy.ops import RAMP_VALUE, ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
 from lazy.record import field, record, replace
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Node, Variable, merge_bindings
@@ -85,7 +85,7 @@ def _has_unsafe_pad_op(base: LazyBuffer, realizes: Realizes) -> bool:
     stack = [base]
     while stack:  # iterative: a fused elementwise chain can be thousands of ops deep
         node = stack.pop()
-        if node in seen or node.realized is not None or node.op is Ops.CONST:
+        if node in seen or node.realized is not None or node.op in GroupOp.Computed:
             continue
         seen.add(node)
         if node.op in GroupOp.UnsafePad:
@@ -110,7 +110,7 @@ def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[Realizes, dic
             realizes.setdefault(base, _MEMORY_OPS[base.op])
     # realize before an expand, and before a pad of ops that are unsafe to pad
     for base, uses in graph.views_of.items():
-        if base.realized is not None or base.op is Ops.CONST:
+        if base.realized is not None or base.op in GroupOp.Computed:  # computed again wherever it is read
             continue
         for _, view in uses:
             if view is base:
@@ -139,7 +139,7 @@ def _cast_of_memory(base: LazyBuffer, realizes: Realizes) -> bool:
     instead (if not in memory already): a half matmul reads its half operands and the tensor core takes them. On
     other devices the converted copy is made first: one pass over the operand, and the kernel's vector code reads
     float32."""
-    if base.op is not Ops.CAST or (src := base.srcs[0]).base.op is Ops.CONST:
+    if base.op is not Ops.CAST or (src := base.srcs[0]).base.op in GroupOp.Computed:
         return False
     dev = get_device(base.device)
     if dev.kernel_refusal is not None or not any(tc.dtype_in == src.dtype for tc in dev.renderer.caps.tensor_cores):
@@ -262,6 +262,8 @@ class _KernelBuilder:
                 merge_bindings(self.var_vals, dict(bound.values()))
                 val = val.substitute({var: unbound for var, (unbound, _) in bound.items()})
             return LazyOp(Ops.CONST, (), ConstBuffer(val, lb.dtype, self.unbind(st)))
+        if lb.op is Ops.RAMP and lb.realized is None:
+            return LazyOp(Ops.CONST, (), ConstBuffer(RAMP_VALUE, lb.dtype, self.unbind(st)))
         if lb is not self.root and (lb.realized is not None or lb in self.realizes):
             idx = self.inputs.setdefault(lb, len(self.inputs) + 1)
             return LazyOp(Ops.LOAD, (), MemBuffer(idx, lb.dtype, self.unbind(st)))
