@@ -67,6 +67,20 @@ def test_one_shape_of_random_call_compiles_once_on_a_compiled_device(device):
     assert len(method_cache) == before
 
 
+def test_a_draw_of_a_new_size_compiles_only_its_own_kernel():
+    """The counter's advance by a draw's size is a kernel parameter: a new size compiles the kernel of its numbers
+    (it has that shape), not another kernel for its key (a model's initialisation draws once per parameter)."""
+    Tensor.rand(7).realize()
+    before = len(method_cache)
+    for size in (3, 11, 40):
+        Tensor.rand(size).realize()
+    assert len(method_cache) == before + 3, f"{len(method_cache) - before} kernels for 3 draws of new sizes"
+    # the same numbers as constants in the kernel gave: the stream after a seed does not change
+    Tensor.manual_seed(42)
+    first = [0.38104248046875, 0.009775400161743164, 0.1128007173538208, 0.1176995038986206, 0.505361795425415]
+    np.testing.assert_array_equal(Tensor.rand(5).numpy(), first)
+
+
 def test_random_calls_leave_nothing_behind():
     def live_lazybuffers() -> int:
         gc.collect()

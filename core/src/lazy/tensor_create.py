@@ -15,7 +15,7 @@ from lazy.lazy import LazyBuffer
 from lazy.multi import MultiLazyBuffer
 from lazy.ops import THREEFRY_PARITY, THREEFRY_ROTATIONS, Ops
 from lazy.plugins import Device
-from lazy.symbolic import Node, sint
+from lazy.symbolic import Node, Variable, sint
 from lazy.tensor_base import TensorBase, TensorT
 
 if TYPE_CHECKING:
@@ -84,9 +84,19 @@ def _threefry_select(key: TensorT, x0: TensorT, x1: TensorT, first: TensorT) -> 
 
 
 def _add64(low: TensorT, high: TensorT, n: int) -> tuple[TensorT, TensorT]:
-    """(low, high) + n for a 64-bit number kept as two uint32 words: the low word wraps and carries."""
+    """(low, high) + n for a 64-bit number kept as two uint32 words: the low word wraps and carries. An n below 2**31
+    is a kernel parameter (the bound variable `rng_count`), not a constant: a draw of any size advances the counter
+    with one kernel, compiled once."""
+    if 0 < n < 2**31:
+        bound: Any = _RNG_COUNT.bind(n)  # (`full` takes a bound variable as its value, as a const node does)
+        step = type(low).full(low.shape, bound, dtype=dtypes.uint32, device=low.device)
+        new_low = low + step
+        return new_low, high + (new_low < low).cast(dtypes.uint32)
     new_low = low + (n & 0xFFFFFFFF)
     return new_low, high + (n >> 32) + (new_low < low).cast(dtypes.uint32)
+
+
+_RNG_COUNT = Variable("rng_count", 1, 2**31 - 1)
 
 
 def _bits_to_unit_float(bits: TensorT, n: int, dtype: DType) -> TensorT:
