@@ -158,3 +158,25 @@ def test_a_field_without_default_after_one_with_is_refused():
         class Bad:
             a: int = 0
             b: int  # type: ignore[misc]
+
+
+def test_cached_property_computes_once_per_instance_and_keeps_the_value_in_its_dict():
+    """`lazy.helpers.cached_property` (the lock-free stand-in for functools'): on a frozen record too, as the shape
+    trackers use it."""
+    from lazy.helpers import cached_property
+
+    calls: list[int] = []
+
+    @record(frozen=True)
+    class Box:
+        x: int
+
+        @cached_property
+        def doubled(self) -> int:
+            """twice x"""
+            calls.append(self.x)
+            return 2 * self.x
+
+    a, b = Box(1), Box(2)
+    assert (a.doubled, a.doubled, b.doubled) == (2, 2, 4) and calls == [1, 2]
+    assert a.__dict__["doubled"] == 2 and isinstance(Box.doubled, cached_property) and Box.doubled.__doc__ == "twice x"

@@ -10,6 +10,7 @@ import struct
 import sys
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeGuard
 
+from lazy.helpers import cached_property
 from lazy.record import record
 
 if TYPE_CHECKING:
@@ -470,23 +471,23 @@ class Fp8Format:
     mantissa: int
     has_inf: bool
 
-    @functools.cached_property
+    @cached_property
     def bias(self) -> int:
         return (1 << (self.exponent - 1)) - 1
 
-    @functools.cached_property
+    @cached_property
     def nan_bits(self) -> int:  # with the sign bit clear
         return 0x7F
 
-    @functools.cached_property
+    @cached_property
     def inf_bits(self) -> int:  # what an infinity becomes: itself where the format has one, else NaN (tinygrad)
         return ((1 << self.exponent) - 1) << self.mantissa if self.has_inf else self.nan_bits
 
-    @functools.cached_property
+    @cached_property
     def max_bits(self) -> int:  # the largest finite value
         return self.inf_bits - 1 if self.has_inf else self.nan_bits - 1
 
-    @functools.cached_property
+    @cached_property
     def max_value(self) -> float:
         return _fp8_values(self)[self.max_bits]
 

@@ -12,7 +12,7 @@ import operator
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 if TYPE_CHECKING:
     import pathlib
@@ -193,6 +193,30 @@ class GlobalCounters:
 
 def prod(xs: Iterable[Any], start: Any = 1) -> Any:
     return functools.reduce(operator.mul, xs, start)
+
+
+class cached_property(Generic[T]):  # noqa: N801 (named as the functools decorator it stands in for)
+    """`functools.cached_property` without its lock (Python 3.11's takes an RLock on every first computation; the
+    symbolic nodes' and shape trackers' keys are computed tens of thousands of times in a cold start's code
+    generation): the value is computed on first access and kept in the instance's `__dict__`, where later accesses
+    find it without calling this descriptor. Two threads computing it at once both compute the same value."""
+
+    def __init__(self, fn: Callable[[Any], T]):
+        self.fn, self.name = fn, fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> cached_property[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> T | cached_property[T]:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
 
 
 def dedup(xs: Iterable[T]) -> list[T]:

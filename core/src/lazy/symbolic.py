@@ -7,13 +7,12 @@ they address memory, so a C renderer may lower them to `/` and `%`.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from lazy.helpers import dedup
+from lazy.helpers import cached_property, dedup
 
 
 class ConcreteValueError(TypeError, ValueError):
@@ -36,7 +35,7 @@ class Node:
         table = render_python if ops is None else ops
         return table[type(self)](self, table, ctx)
 
-    @functools.cached_property
+    @cached_property
     def key(self) -> str:
         """A canonical string: equal keys (and classes) mean equal expressions. The `ctx="DEBUG"` rendering, built
         from the sources' own (cached) keys, so a new node costs one string, not a walk of its sources."""

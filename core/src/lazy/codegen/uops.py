@@ -148,15 +148,17 @@ class UOpBuilder:
             self.cache.pop(key, None)
 
     def add(self, op: UOps, dtype: DType | None = None, src: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-        uop = UOp(op, dtype, src, arg)
-        if op in self.PURE:
-            if (hit := self.cache.get(key := uop.key)) is not None:
+        if op in self.PURE:  # (the key as `UOp.key` makes it, without making the UOp: most pure ones are reused)
+            sign = math.copysign(1.0, arg) if isinstance(arg, float) else None
+            if (hit := self.cache.get(key := (op, dtype, tuple([id(s) for s in src]), arg, sign))) is not None:
                 return hit
             if op is UOps.ALU and dtype is not None and (better := rewrite(self.graph, arg, dtype, src)) is not None:
                 return better
-            self.cache[key] = uop
+            uop = self.cache[key] = UOp(op, dtype, src, arg)
             if op not in (UOps.CONST, UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR):
                 self.scopes[-1].append(key)
+        else:
+            uop = UOp(op, dtype, src, arg)
         self.uops.append(uop)
         return uop
 

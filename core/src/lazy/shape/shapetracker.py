@@ -10,7 +10,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from lazy.helpers import prod
+from lazy.helpers import cached_property, prod
 from lazy.record import record
 from lazy.shape.view import View, strides_for_shape, unravel
 from lazy.symbolic import MulNode, Node, SumNode, Variable, sint, to_sint
@@ -47,7 +47,7 @@ class ShapeTracker:
                 return ShapeTracker((View.create(shape),))
         return _from_static_shape(shape)
 
-    @functools.cached_property
+    @cached_property
     def static(self) -> bool:
         """No symbolic variable anywhere: movement results can be memoised (a bound variable could not be)."""
         return not self.vars()
@@ -57,11 +57,11 @@ class ShapeTracker:
             return _cached_move(self, op, arg)
         return getattr(self, f"_{op}")(arg)
 
-    @functools.cached_property
+    @cached_property
     def shape(self) -> tuple[sint, ...]:  # (cached: every graph node reads it)
         return self.views[-1].shape
 
-    @functools.cached_property
+    @cached_property
     def size(self) -> sint:
         return to_sint(prod(self.shape))
 
