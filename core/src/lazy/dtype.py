@@ -51,7 +51,10 @@ class DType:
             raise ValueError(f"cannot make a vector of the vector type {self}")
         if count == 1:
             return self
-        return DType(self.priority, self.itemsize * count, f"{self.name}{count}", None, count)
+        if (known := _VECTORS.get((self, count))) is None:  # (kernels ask for the same few thousands of times)
+            known = _VECTORS[(self, count)] = DType(self.priority, self.itemsize * count, f"{self.name}{count}", None,
+                                                    count)  # fmt: skip
+        return known
 
     def scalar(self) -> DType:
         return DTYPES_DICT[self.name[: -len(str(self.count))]] if self.count > 1 else self
@@ -70,6 +73,9 @@ class DType:
     def max(self) -> ConstType:
         """The highest value (tinygrad's `DType.max`): inf for every float type."""
         return dtypes.max(self)
+
+
+_VECTORS: dict[tuple[DType, int], DType] = {}  # each vector dtype made once: `DType.vec`
 
 
 @record(frozen=True, order=True)
