@@ -9,6 +9,7 @@ unrolled axes (the `kinds` list says which is which). Every buffer's ShapeTracke
 
 from __future__ import annotations
 
+import functools
 from enum import Enum, auto
 from typing import Any
 
@@ -84,6 +85,13 @@ VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULA
 VECTOR_LOADS = frozenset({dtypes.float32, dtypes.int32})
 VECTOR_INPUTS = VECTOR_LOADS | {dtypes.bool}
 TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
+
+
+@functools.lru_cache(maxsize=4096)
+def _vector_ops_only(computed: LazyOp) -> bool:
+    """Whether every op of a kernel's computed value has a vector form (`VECTOR_OPS`): asked for each optimisation
+    the heuristics try (interned nodes: the answer is kept per node)."""
+    return all(n.op in VECTOR_OPS for n in computed.toposort())
 
 
 def alu_ops(nodes: list[LazyOp]) -> int:
@@ -495,7 +503,7 @@ class Kernel:
             b.dtype not in (VECTOR_INPUTS if isinstance(b, ConstBuffer) else VECTOR_LOADS) for b in self.bufs[1:]
         ):
             return None
-        if not all(n.op in VECTOR_OPS for n in computed.toposort()):
+        if not _vector_ops_only(computed):
             return None
         # contiguous or broadcast along the axis, padding aside (masked loads are gated lane by lane)
         unrolls = [a for a in self.axes(Axis.UNROLL) if self.full_shape[a] in self.caps.vector_widths and all(

@@ -106,6 +106,8 @@ class Lowerer:
         self.vec_reduce = self.vec_axis is not None and k.kinds[self.vec_axis] is Axis.UNROLL
         self.vector_on = self.vec_axis is not None and not self.vec_reduce
         self.load_cache: dict[tuple[int, Node, Node, int], UOp] = {}
+        self.index_consts: dict[int, UOp] = {}
+        self.node_cache: dict[Node, tuple[int, UOp]] = {}  # index expressions lowered in the builder's current epoch
 
     # -- index values --------------------------------------------------------------------------------------------
 
@@ -117,15 +119,22 @@ class Lowerer:
             raise IndexOverflow(f"the index value {shown} in [{lo}, {hi}] does not fit int{8 * self.index.itemsize}")
 
     def index_const(self, value: int) -> UOp:
+        if (known := self.index_consts.get(value)) is not None:  # (the builder keeps constants for the whole kernel)
+            return known
         self.check_index(value, value, value)
-        return self.b.const(value, self.index)
+        out = self.index_consts[value] = self.b.const(value, self.index)
+        return out
 
     def node(self, x: sint) -> UOp:
         """An index expression as UOps of the index dtype, each value it computes checked against its bounds."""
         if not isinstance(x, Node):
             return self.index_const(x)
+        if (known := self.node_cache.get(x)) is not None and known[0] == self.b.epoch:
+            return known[1]  # (what the builder would share again, without walking the expression)
         self.check_index(x.min, x.max, x)
-        return x.render(RENDER_OPS, self)
+        out = x.render(RENDER_OPS, self)
+        self.node_cache[x] = (self.b.epoch, out)
+        return out
 
     # -- parameters and loops ----------------------------------------------------------------------------------------
 

@@ -138,12 +138,16 @@ class UOpBuilder:
         self.cache: dict[tuple[Any, ...], UOp] = {}
         self.scopes: list[list[tuple[Any, ...]]] = [[]]  # cache keys made inside each open loop/if
         self.graph = _UOpGraph(self)  # how the rewrite rules read these UOps
+        # bumped whenever values made so far may go out of reach (a scope closes, loads are invalidated): a caller's own
+        # memo of values is good only within one epoch
+        self.epoch = 0
 
     def open_scope(self) -> None:
         self.scopes.append([])
 
     def close_scope(self) -> None:
         """Values made inside a closed loop or if are out of scope for what follows: forget them."""
+        self.epoch += 1
         for key in self.scopes.pop():
             self.cache.pop(key, None)
 
@@ -176,4 +180,5 @@ class UOpBuilder:
 
     def invalidate(self) -> None:
         """Forget reusable loads and values (after a barrier or a store that later loads may observe)."""
+        self.epoch += 1
         self.cache = {k: v for k, v in self.cache.items() if v.op in (UOps.CONST, UOps.DEFINE_GLOBAL, UOps.DEFINE_VAR)}
