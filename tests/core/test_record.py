@@ -180,3 +180,14 @@ def test_cached_property_computes_once_per_instance_and_keeps_the_value_in_its_d
     a, b = Box(1), Box(2)
     assert (a.doubled, a.doubled, b.doubled) == (2, 2, 4) and calls == [1, 2]
     assert a.__dict__["doubled"] == 2 and isinstance(Box.doubled, cached_property) and Box.doubled.__doc__ == "twice x"
+
+
+def test_equality_compares_field_by_field_as_the_dataclass_tuples_do():
+    """`__eq__` stops at the first field that differs instead of building tuples, with the tuples' rule for each
+    element (the same object is equal, so a NaN field equals itself; two distinct NaNs do not)."""
+    nan, other_nan = float("nan"), float("-nan")
+    for kind in (Point, PointDC):
+        a = kind(1, 2, (nan,))  # type: ignore[arg-type]
+        assert a == a and a == kind(1, 2, (nan,)) and a != kind(1, 2, (other_nan,))  # type: ignore[arg-type]
+        assert kind(1, 2) != kind(1, 3) and kind(1, 2) != kind(2, 2) and kind(1, 2) == kind(1, 2, (), "x")
+    assert (Point(1) == 1) is False and Point(1).__eq__(1) is NotImplemented

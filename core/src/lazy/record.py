@@ -199,7 +199,13 @@ def _compile_now(cls: type, frozen: bool, names: tuple[str, ...]) -> None:
         lines += ["def __repr__(self):", f"    return f'{{type(self).__qualname__}}({parts})'"]
     compared = [n for n, spec in found.items() if spec.compare]
     mine, theirs = _tuple("self", compared), _tuple("other", compared)
-    for method, op in (("__eq__", "=="), ("__lt__", "<"), ("__le__", "<="), ("__gt__", ">"), ("__ge__", ">=")):
+    if "__eq__" in names:  # field by field, stopping at the first that differs: as the tuples compare (an element is
+        # equal to itself first, so a NaN field equals itself), without building them; the same object at once
+        same = " and ".join(f"(self.{n} is other.{n} or self.{n} == other.{n})" for n in compared) or "True"
+        lines += ["def __eq__(self, other):", "    if self is other:", "        return True",
+                  "    if other.__class__ is self.__class__:", f"        return bool({same})",
+                  "    return NotImplemented"]  # fmt: skip
+    for method, op in (("__lt__", "<"), ("__le__", "<="), ("__gt__", ">"), ("__ge__", ">=")):
         if method in names:
             lines += [f"def {method}(self, other):", "    if other.__class__ is self.__class__:",
                       f"        return {mine} {op} {theirs}", "    return NotImplemented"]  # fmt: skip

@@ -127,6 +127,7 @@ class Kernel:
         self.bufs.sort(key=lambda b: (not isinstance(b, MemBuffer), b.idx if isinstance(b, MemBuffer) else 0))
         self.bufs = list(dict.fromkeys(self.bufs))
         self.sts: list[ShapeTracker] = [b.st for b in self.bufs]
+        self.buf_position = {id(b): i for i, b in enumerate(self.bufs)}  # (`st_of`: the AST's own args, by identity)
         self.output_shape: tuple[sint, ...] = ast.src[0].arg.st.shape
         reduce_shape = self._reduce_input_shape() if self.reduceops else self.output_shape
         self.kinds: list[Axis] = [
@@ -575,7 +576,8 @@ class Kernel:
         return found
 
     def st_of(self, buf: MemBuffer | ConstBuffer) -> ShapeTracker:
-        return self.sts[self.bufs.index(buf)]
+        at = self.buf_position.get(id(buf))
+        return self.sts[at if at is not None else self.bufs.index(buf)]
 
     def stride_of(self, buf: MemBuffer | ConstBuffer, axis: int) -> sint | None:
         return self.st_of(buf).real_strides()[axis]
