@@ -115,7 +115,8 @@ class Capabilities:
     padded_tiles: bool = False
     # index arithmetic (loop counters, offsets) in int64 even where int32 holds every value: on a 64-bit CPU an
     # address is 64-bit, and a C compiler told that int32 wraps (-fwrapv) cannot widen an index itself, so every
-    # operand address costs a sign extension (gcc -O1, a matmul's inner loop: 6 extra instructions a step)
+    # operand address costs a sign extension (gcc -O1, a matmul's inner loop: 6 extra instructions a step); LLVM,
+    # given i32 sums without `nsw`, also spends long in its loop analyses on them
     wide_index: bool = False
     # transcendental ALU ops (EXP2, LOG2, SIN) the language has a fast, precise version of that works on vectors (a
     # GPU's exp2, OpenCL's exp2 on PoCL's vector math); the others are lowered to polynomial code

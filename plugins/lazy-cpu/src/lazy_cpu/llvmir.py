@@ -6,6 +6,7 @@ rewritten to uint8 bits and float32 values first (`lazy.renderer.emulate`)."""
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from typing import Any
 
 from lazy.codegen.uops import UOp, UOps
@@ -79,7 +80,11 @@ class LLVMRenderer(Renderer):
     """LLVM IR for the host (the module has no triple or data layout: the compiler sets the host's)."""
 
     device = "LLVM"
-    caps = host_capabilities()
+    # i64 index arithmetic (`Capabilities.wide_index`): with i32 indices, which may wrap, every address is a sign
+    # extension of a non-`nsw` sum, and LLVM's scalar evolution (indvars, loop-idiom, loop-load-elim) spent seconds
+    # on the CNN step's convolution kernels proving things about them (cold first step 10.7 -> 4.1 s, steady
+    # 633 -> 530 ms; matmul 1024 94 -> 117 GFLOP/s, conv forward 82 -> 106, see docs/benchmarks.md)
+    caps = replace(host_capabilities(), wide_index=True)
 
     def render(self, name: str, uops: list[UOp]) -> str:
         return _IRWriter(emulate_fp8(uops)).write(name)  # fp8 as bits in memory, float32 in registers
