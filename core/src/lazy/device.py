@@ -469,10 +469,13 @@ class Compiler:
     `batch_src_max`: sources up to this many characters are worth compiling several at a time (`compile_batch`,
     which the engine uses for the new small kernels of a schedule); 0, the default, never batches. `batch_chars`:
     a batch is sent to a compile thread once its sources reach this many characters (0: four times
-    `batch_src_max`), so a schedule's batches still spread over the cores."""
+    `batch_src_max`), so a schedule's batches still spread over the cores. `pool_batches`: the compile pool's
+    kernels go through `compile_batch` even one at a time (for a compiler whose threads would otherwise take turns:
+    LLVM's binding compiles one kernel at a time per process, so its batches go to worker processes)."""
 
     batch_src_max = 0
     batch_chars = 0
+    pool_batches = False
 
     def __init__(self, cachekey: str | None = None):
         self.cachekey = cachekey
@@ -541,7 +544,7 @@ class Compiler:
         libs = [self.cached_binary(src) for src in srcs]
         missing = [i for i, lib in enumerate(libs) if lib is None]
         built: list[bytes] = []
-        if len(missing) > 1:
+        if len(missing) > 1 or (missing and self.pool_batches):
             start = time.perf_counter()
             try:
                 built = self.compile_batch([srcs[i] for i in missing])

@@ -217,6 +217,46 @@ def test_llvm_same_name_different_code():
         dev.close()
 
 
+def test_llvm_compile_pool_kernels_build_in_worker_processes_as_they_would_here():
+    dev = cpu_device.open_llvm("LLVM:3")
+    try:
+        srcs = [dev.renderer.render(f"pooled_{n}", add_one_uops(n)) for n in (3, 5)]
+        here = [dev.compiler.compile(src) for src in srcs]
+        assert dev.jit.workers == 0  # single kernels compile in this process
+        assert dev.compiler.compile_batch(srcs) == here  # the same objects: the compile cache holds either
+        assert dev.jit.workers == 1 and dev.jit.idle_workers[0].alive
+        worker = dev.jit.idle_workers[0]
+        with pytest.raises(CompileError, match="error") as info:  # LLVM's message; the worker carries on
+            dev.compiler.compile_batch(["define void @broken( {\n"])
+        assert info.value.device == "LLVM:3" and worker.alive and dev.jit.idle_workers == [worker]
+        worker.proc.kill()  # a worker that died (LLVM aborting on some IR): that compile fails, the next starts anew
+        worker.proc.wait()
+        with pytest.raises(CompileError, match="worker exited"):
+            dev.compiler.compile_batch(srcs[:1])
+        assert dev.jit.workers == 0 and dev.compiler.compile_batch(srcs[1:]) == here[1:]
+        prg = dev.load_program("pooled_3", dev.compiler.compile_batch(srcs[:1])[0])
+        out, a = dev.allocator.alloc(12), to_device(dev, np.array([1.0, 2.0, 3.0], np.float32))
+        prg(out, a)
+        np.testing.assert_array_equal(from_device(dev, out, np.zeros(3, np.float32)), [2, 3, 4])
+        workers = [w.proc for w in dev.jit.idle_workers]
+    finally:
+        dev.close()
+    assert workers and all(proc.poll() == 0 for proc in workers)  # closing the device stopped them
+
+
+def test_llvm_compiles_in_process_when_no_worker_can_start(monkeypatch, capsys):
+    dev = cpu_device.open_llvm("LLVM:4")
+    try:
+        monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+        src = dev.renderer.render("unpooled", add_one_uops(2))
+        with Context(DEBUG=1):
+            assert dev.compiler.compile_batch([src]) == [dev.compiler.compile(src)]
+        assert dev.jit.workers == 0 and dev.jit.workers_failed
+        assert "compiling in this process" in capsys.readouterr().out
+    finally:
+        dev.close()
+
+
 def test_program_wait_returns_seconds(dev):
     prg = load_program(dev, add_one_uops(16))
     out, a = dev.allocator.alloc(64), to_device(dev, np.zeros(16, np.float32))

@@ -4,6 +4,7 @@ that split a kernel's outermost loop over the device's share of the cores (`CPU:
 
 from __future__ import annotations
 
+import atexit
 import copy
 import ctypes
 import functools
@@ -16,9 +17,10 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from queue import SimpleQueue
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -26,6 +28,7 @@ from lazy.device import BufferSpec, Compiled, CompileError, Compiler, DeviceErro
 from lazy.helpers import DEBUG, THREADS
 from lazy_cpu.graph import LAUNCHER_SRC, HostGraph, NativeKernel, NativeLibrary, NativePool
 from lazy_cpu.hostcpu import vector_widths, x86_fma
+from lazy_cpu.llvmworker import CompileWorker, IRCompiler, target_machine
 from lazy_cpu.queues import CPUComputeQueue, CPUCopyQueue, CPUSignal, QueueWorker
 from lazy_cpu.renderer import ClangRenderer, LLVMRenderer
 
@@ -479,7 +482,12 @@ class ClangCompiler(TieredCompiler):
 
 class LLVMJit:
     """The host's LLVM target (one per device, made when the device opens): compiles IR to object files and loads
-    them into MCJIT engines. A kernel name already loaded with different code gets an engine of its own."""
+    them into MCJIT engines. A kernel name already loaded with different code gets an engine of its own.
+
+    llvmlite serializes all calls into LLVM behind one process-wide lock, so compiling threads would take turns:
+    the kernels a schedule builds on the compile pool (`compile_parallel`) go to worker processes instead
+    (`lazy_cpu.llvmworker`, one per compiling thread, started on first use and kept until the device closes); a
+    single kernel compiles in this process. Where a worker cannot start, everything compiles here."""
 
     def __init__(self) -> None:
         import llvmlite.binding as llvm
@@ -491,32 +499,65 @@ class LLVMJit:
         self.cpu, self.features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
         self.machine = self.target_machine()  # the data layout; each engine and compiling thread owns another one
         self.lock = threading.Lock()  # LLVM objects are not safe to share between threads: engines are loaded under it
-        # each compiling thread has a context and target machine of its own, so kernels compile in parallel (llvmlite
-        # releases the GIL in LLVM); the contexts and machines live as long as the device
+        # each compiling thread has a context and target machine of its own (`IRCompiler`)
         self.compilers = threading.local()
         self.engines: list[tuple[Any, set[str]]] = []  # (MCJIT engine, the kernel names loaded into it)
         self.loaded: dict[str, tuple[Any, bytes]] = {}  # kernel name -> (its engine, its object), latest load
+        self.idle_workers: list[CompileWorker] = []
+        self.workers = 0  # started and not closed
+        self.workers_failed: str | None = None  # why a worker could not start: compile here from then on
 
     def target_machine(self) -> Any:
-        target = self.llvm.Target.from_triple(self.triple)
-        return target.create_target_machine(
-            cpu=self.cpu, features=self.features, opt=3, reloc="pic", codemodel="default"
-        )
+        return target_machine(self.llvm, self.triple, self.cpu, self.features)
 
     def compile(self, src: str, cheap: bool = False) -> bytes:
-        """IR -> an object file: the O3 pipeline with LLVM's vectorizers, or (`cheap`) O1 without them."""
+        """IR -> an object file in this process: the O3 pipeline with LLVM's vectorizers, or (`cheap`) O1 without."""
         mine = self.compilers
-        if not hasattr(mine, "machine"):
+        if not hasattr(mine, "compiler"):
             with self.lock:
-                mine.context, mine.machine = self.llvm.create_context(), self.target_machine()
-        mod = self.llvm.parse_assembly(src, context=mine.context)
-        mod.triple, mod.data_layout = self.triple, str(mine.machine.target_data)
-        mod.verify()
-        tuning = self.llvm.PipelineTuningOptions(speed_level=1 if cheap else 3)
-        tuning.loop_vectorization = tuning.slp_vectorization = tuning.loop_unrolling = not cheap
-        builder = self.llvm.create_pass_builder(mine.machine, tuning)
-        builder.getModulePassManager().run(mod, builder)
-        return bytes(mine.machine.emit_object(mod))
+                mine.compiler = IRCompiler(self.llvm, self.triple, self.cpu, self.features)
+        return cast(bytes, mine.compiler.compile(src, cheap))
+
+    def compile_parallel(self, src: str, cheap: bool = False) -> bytes:
+        """`compile(src, cheap)` in a worker process of the calling thread's own (one of the compile pool's)."""
+        worker = self._take_worker()
+        if worker is None:
+            return self.compile(src, cheap)
+        try:
+            return worker.compile(src, cheap)
+        finally:
+            with self.lock:
+                if worker.alive:  # (also after LLVM's message about the IR: the worker itself is fine)
+                    self.idle_workers.append(worker)
+                else:  # it died on this IR (the compile raised, saying so)
+                    self.workers -= 1
+
+    def _take_worker(self) -> CompileWorker | None:
+        with self.lock:
+            if self.idle_workers:
+                return self.idle_workers.pop()
+            if self.workers_failed is not None or self.workers >= max(os.cpu_count() or 1, 1):
+                return None
+            if self.workers == 0:  # the first of this device's workers: stop them at exit, not at teardown
+                atexit.register(_close_jit, weakref.ref(self))
+            self.workers += 1
+        try:
+            return CompileWorker(self.triple, self.cpu, self.features)
+        except OSError as e:
+            with self.lock:
+                self.workers -= 1
+                self.workers_failed = str(e)
+            if DEBUG >= 1:
+                print(f"LLVM: {e}; compiling in this process (one kernel at a time)")
+            return None
+
+    def close(self) -> None:
+        """Stop the compile workers (they also exit by themselves when this process does)."""
+        with self.lock:
+            workers, self.idle_workers = self.idle_workers, []
+            self.workers -= len(workers)
+        for worker in workers:
+            worker.close()
 
     def load(self, name: str, obj: bytes) -> int:
         with self.lock:
@@ -531,6 +572,11 @@ class LLVMJit:
             names.add(name)
             self.loaded[name] = (engine, obj)
             return engine.get_function_address(name)
+
+
+def _close_jit(jit: weakref.ref[LLVMJit]) -> None:
+    if (found := jit()) is not None:
+        found.close()
 
 
 class LLVMCompiler(TieredCompiler):
@@ -549,6 +595,18 @@ class LLVMCompiler(TieredCompiler):
             return self.jit.compile(src, self.cheap)
         except RuntimeError as e:  # llvmlite reports parse and verify errors as RuntimeError
             raise CompileError(self.device, src, str(e)) from None
+
+    pool_batches = True  # the compile pool's kernels, even one at a time, build in worker processes
+
+    def compile_batch(self, srcs: list[str]) -> list[bytes]:
+        """The compile pool's kernels (`lazy.engine.realize.precompile`), each in a worker process (see `LLVMJit`)."""
+        objs = []
+        for src in srcs:
+            try:
+                objs.append(self.jit.compile_parallel(src, self.cheap))
+            except RuntimeError as e:
+                raise CompileError(self.device, src, str(e)) from None
+        return objs
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -658,6 +716,12 @@ class LLVMDevice(HostDevice):
     def __init__(self, device: str):
         self.jit = LLVMJit()
         super().__init__(device, LLVMRenderer(), LLVMCompiler(self.jit, device), LLVMProgram)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.jit.close()
 
 
 def open_llvm(name: str = "LLVM") -> LLVMDevice:
