@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -242,6 +244,33 @@ def test_llvm_compile_pool_kernels_build_in_worker_processes_as_they_would_here(
     finally:
         dev.close()
     assert workers and all(proc.poll() == 0 for proc in workers)  # closing the device stopped them
+
+
+@pytest.mark.skipif(not (sys.platform.startswith("linux") and os.uname().machine == "x86_64"), reason="x86-64 ELF only")
+def test_llvm_kernels_address_constants_and_calls_absolutely(tmp_path):
+    """MCJIT puts a kernel's code, its constants and the C library's memcpy wherever memory is free: a 32-bit
+    PC-relative reference between them aborted the process once buffers lay gigabytes apart."""
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        pytest.skip("no readelf on PATH (binutils) to list the object's relocations")
+    dev = cpu_device.open_llvm("LLVM:5")
+    try:
+        copy = "  %d = getelementptr float, ptr %out, i64 %i\n  %s = getelementptr float, ptr %a, i64 %i\n"
+        srcs = [dev.renderer.render("consts", add_one_uops(64)),  # a float constant from the constant pool
+                "define void @copies(ptr noalias %out, ptr noalias %a) {\nentry:\n  br label %loop\nloop:\n"
+                "  %i = phi i64 [ 0, %entry ], [ %n, %loop ]\n" + copy + "  %v = load float, ptr %s\n"
+                "  store float %v, ptr %d\n  %n = add nuw nsw i64 %i, 1\n  %c = icmp ult i64 %n, 4096\n"
+                "  br i1 %c, label %loop, label %done\ndone:\n  ret void\n}\n"]  # fmt: skip
+        kinds = set()
+        for src in srcs:
+            obj = tmp_path / "kernel.o"
+            obj.write_bytes(dev.compiler.for_work(float("inf")).compile(src))
+            listing = subprocess.run([readelf, "-rs", str(obj)], capture_output=True, text=True, check=True).stdout
+            kinds |= set(re.findall(r"R_X86_64_\w+", listing))
+            assert "memcpy" in listing or "copies" not in src  # the copy loop became a call
+        assert kinds == {"R_X86_64_64"}
+    finally:
+        dev.close()
 
 
 def test_llvm_compiles_in_process_when_no_worker_can_start(monkeypatch, capsys):

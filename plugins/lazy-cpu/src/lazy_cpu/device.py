@@ -28,7 +28,7 @@ from lazy.device import BufferSpec, Compiled, CompileError, Compiler, DeviceErro
 from lazy.helpers import DEBUG, THREADS
 from lazy_cpu.graph import LAUNCHER_SRC, HostGraph, NativeKernel, NativeLibrary, NativePool
 from lazy_cpu.hostcpu import vector_widths, x86_fma
-from lazy_cpu.llvmworker import CompileWorker, IRCompiler, target_machine
+from lazy_cpu.llvmworker import CODE_MODEL, RELOC, CompileWorker, IRCompiler, target_machine
 from lazy_cpu.queues import CPUComputeQueue, CPUCopyQueue, CPUSignal, QueueWorker
 from lazy_cpu.renderer import ClangRenderer, LLVMRenderer
 
@@ -587,7 +587,8 @@ class LLVMCompiler(TieredCompiler):
     def __init__(self, jit: LLVMJit, device: str = "LLVM", cheap: bool = False):
         self.jit, self.device, self.cheap = jit, device, cheap
         version = ".".join(map(str, jit.llvm.llvm_version_info))
-        super().__init__(f"llvm {version} {jit.triple} {jit.cpu} {jit.features} {'O1' if cheap else 'O3'}")
+        super().__init__(f"llvm {version} {jit.triple} {jit.cpu} {jit.features} {RELOC}-{CODE_MODEL} "
+                         f"{'O1' if cheap else 'O3'}")  # fmt: skip
         self.small = self if cheap else LLVMCompiler(jit, device, cheap=True)
 
     def compile(self, src: str) -> bytes:

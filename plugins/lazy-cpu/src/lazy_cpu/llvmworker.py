@@ -21,10 +21,19 @@ from typing import IO, Any
 LENGTH = struct.Struct("<I")
 
 
+# How kernels address what lies outside their code (`CODE_MODEL`, part of the compile cache key): absolute 64-bit
+# addresses only. MCJIT places a kernel's code, its constants and the C library's memcpy (loop-idiom turns copy loops
+# into calls) wherever memory is free; with the default small model each such reference is a 32-bit PC-relative
+# offset, and once gigabytes of buffers lay between them a load aborted the process (RuntimeDyldELF: "Assertion
+# `isInt<32>(RealOffset)' failed"). The large model's absolute references cost a `movabs` where a constant is first
+# loaded (outside the inner loops).
+RELOC, CODE_MODEL = "static", "large"
+
+
 def target_machine(llvm: Any, triple: str, cpu: str, features: str) -> Any:
-    """The host target machine all kernels are compiled for (PIC, aggressive code generation)."""
+    """The host target machine all kernels are compiled for (absolute addressing, aggressive code generation)."""
     return llvm.Target.from_triple(triple).create_target_machine(
-        cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default"
+        cpu=cpu, features=features, opt=3, reloc=RELOC, codemodel=CODE_MODEL
     )
 
 
