@@ -273,6 +273,41 @@ def test_llvm_kernels_address_constants_and_calls_absolutely(tmp_path):
         dev.close()
 
 
+FORKED_WORKERS_SCRIPT = """
+import os
+from lazy_cpu.device import open_llvm
+dev = open_llvm("LLVM")
+def ir(name):
+    return f"define void @{name}(ptr %out) {{\\nentry:\\n  store float 2.5, ptr %out\\n  ret void\\n}}\\n"
+def pooled_as_here(name):
+    return dev.compiler.compile_batch([ir(name)]) == [dev.compiler.compile(ir(name))]
+assert pooled_as_here("in_parent")
+parents = [w.proc.pid for w in dev.jit.idle_workers]
+pid = os.fork()
+if pid == 0:  # the child's requests must not go down the parent's pipes, nor its exit wait on the parent's workers
+    ok = pooled_as_here("in_child")
+    mine = [w.proc.pid for w in dev.jit.idle_workers]
+    ok = ok and len(mine) == 1 and mine[0] not in parents
+    dev.close()
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+assert pooled_as_here("after_fork") and [w.proc.pid for w in dev.jit.idle_workers] == parents
+dev.close()
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_llvm_workers_serve_only_the_process_that_started_them():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    res = subprocess.run([sys.executable, "-c", FORKED_WORKERS_SCRIPT], capture_output=True, text=True, env=env,
+                         timeout=120)  # fmt: skip
+    assert res.returncode == 0 and res.stdout.strip() == "ok", (
+        f"exit {res.returncode}\n{res.stdout}\n{res.stderr[-3000:]}"
+    )
+
+
 def test_llvm_compiles_in_process_when_no_worker_can_start(monkeypatch, capsys):
     dev = cpu_device.open_llvm("LLVM:4")
     try:

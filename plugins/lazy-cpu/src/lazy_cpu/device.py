@@ -506,6 +506,7 @@ class LLVMJit:
         self.idle_workers: list[CompileWorker] = []
         self.workers = 0  # started and not closed
         self.workers_failed: str | None = None  # why a worker could not start: compile here from then on
+        self.workers_pid = os.getpid()  # the process the workers serve (a forked child starts its own)
 
     def target_machine(self) -> Any:
         return target_machine(self.llvm, self.triple, self.cpu, self.features)
@@ -527,13 +528,24 @@ class LLVMJit:
             return worker.compile(src, cheap)
         finally:
             with self.lock:
-                if worker.alive:  # (also after LLVM's message about the IR: the worker itself is fine)
+                if self._forked():  # forked meanwhile (by another thread): the worker stays the parent's
+                    pass
+                elif worker.alive:  # (also after LLVM's message about the IR: the worker itself is fine)
                     self.idle_workers.append(worker)
                 else:  # it died on this IR (the compile raised, saying so)
                     self.workers -= 1
 
+    def _forked(self) -> bool:
+        """True (once, then forgetting the parent's workers) in a child forked after workers started: their pipes
+        are the parent's, and a request from here would mix with the parent's replies."""
+        if self.workers_pid == os.getpid():
+            return False
+        self.idle_workers, self.workers, self.workers_pid = [], 0, os.getpid()
+        return True
+
     def _take_worker(self) -> CompileWorker | None:
         with self.lock:
+            self._forked()
             if self.idle_workers:
                 return self.idle_workers.pop()
             if self.workers_failed is not None or self.workers >= max(os.cpu_count() or 1, 1):
@@ -554,6 +566,8 @@ class LLVMJit:
     def close(self) -> None:
         """Stop the compile workers (they also exit by themselves when this process does)."""
         with self.lock:
+            if self._forked():  # the parent's workers are the parent's to stop
+                return
             workers, self.idle_workers = self.idle_workers, []
             self.workers -= len(workers)
         for worker in workers:

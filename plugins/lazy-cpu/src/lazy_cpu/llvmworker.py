@@ -14,6 +14,7 @@ the end of its input."""
 
 from __future__ import annotations
 
+import os
 import struct
 import sys
 from typing import IO, Any
@@ -82,10 +83,9 @@ class CompileWorker:
 
         self.subprocess = subprocess
         self.stderr = tempfile.TemporaryFile()  # read when it dies (a pipe nobody reads could fill and stall it)
-        # -I: the worker sees neither the user's site-packages tweaks through PYTHON* variables nor the current
-        # directory (a user's llvmlite.py there); it still finds the llvmlite of this interpreter's environment
+        # the same interpreter and environment (PYTHONPATH, user site-packages), so it finds the same llvmlite
         try:
-            self.proc = subprocess.Popen([sys.executable, "-I", __file__], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self.stderr)  # fmt: skip
         except OSError:
             self.stderr.close()
@@ -142,6 +142,8 @@ class CompileWorker:
 
 def main() -> None:
     """The worker: compile requests from stdin until it ends."""
+    if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]  # run as a script: this package's modules must not stand in for others of the same name
     import llvmlite.binding as llvm
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
