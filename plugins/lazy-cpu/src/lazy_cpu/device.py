@@ -528,9 +528,7 @@ class LLVMJit:
             return worker.compile(src, cheap)
         finally:
             with self.lock:
-                if self._forked():  # forked meanwhile (by another thread): the worker stays the parent's
-                    pass
-                elif worker.alive:  # (also after LLVM's message about the IR: the worker itself is fine)
+                if worker.alive:  # (also after LLVM's message about the IR: the worker itself is fine)
                     self.idle_workers.append(worker)
                 else:  # it died on this IR (the compile raised, saying so)
                     self.workers -= 1
@@ -548,7 +546,7 @@ class LLVMJit:
             self._forked()
             if self.idle_workers:
                 return self.idle_workers.pop()
-            if self.workers_failed is not None or self.workers >= max(os.cpu_count() or 1, 1):
+            if self.workers_failed is not None or self.workers >= (os.cpu_count() or 1):
                 return None
             if self.workers == 0:  # the first of this device's workers: stop them at exit, not at teardown
                 atexit.register(_close_jit, weakref.ref(self))
@@ -594,9 +592,12 @@ def _close_jit(jit: weakref.ref[LLVMJit]) -> None:
 
 
 class LLVMCompiler(TieredCompiler):
-    """LLVM IR -> an object file for the host CPU, in process with llvmlite. As with C (`ClangCompiler`), small
+    """LLVM IR -> an object file for the host CPU with llvmlite (in process, or for the compile pool in worker
+    processes: `compile_batch`, `LLVMJit.compile_parallel`). As with C (`ClangCompiler`), small
     kernels and kernels written in vector types take a cheaper pipeline (O1, no auto-vectorizers: the CNN step's
     steady time unchanged, its cold first step 15.3 -> 11.6 s here), under a cache key of its own."""
+
+    pool_batches = True  # the compile pool's kernels, even one at a time, build in worker processes
 
     def __init__(self, jit: LLVMJit, device: str = "LLVM", cheap: bool = False):
         self.jit, self.device, self.cheap = jit, device, cheap
@@ -610,8 +611,6 @@ class LLVMCompiler(TieredCompiler):
             return self.jit.compile(src, self.cheap)
         except RuntimeError as e:  # llvmlite reports parse and verify errors as RuntimeError
             raise CompileError(self.device, src, str(e)) from None
-
-    pool_batches = True  # the compile pool's kernels, even one at a time, build in worker processes
 
     def compile_batch(self, srcs: list[str]) -> list[bytes]:
         """The compile pool's kernels (`lazy.engine.realize.precompile`), each in a worker process (see `LLVMJit`)."""
@@ -740,5 +739,6 @@ class LLVMDevice(HostDevice):
 
 
 def open_llvm(name: str = "LLVM") -> LLVMDevice:
-    """The `LLVM` device: LLVM IR from `LLVMRenderer`, compiled and loaded in process by llvmlite."""
+    """The `LLVM` device: LLVM IR from `LLVMRenderer`, compiled by llvmlite (a schedule's new kernels in worker
+    processes, see `LLVMJit`) and loaded in process."""
     return LLVMDevice(name)
