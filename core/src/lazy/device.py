@@ -537,6 +537,10 @@ class Compiler:
         """The binary of `src` from the on-disk cache, or None (not there, or this compiler never caches)."""
         return None if self.cachekey is None else load_cached("compile", self._cache_key(src))
 
+    def compile_pooled(self, src: str) -> bytes:
+        """`compile_cached(src)` from a compile pool's thread: as one batch (see `pool_batches`)."""
+        return self.compile_cached_batch([src])[0]
+
     def compile_cached_batch(self, srcs: list[str]) -> list[bytes]:
         """`compile_cached` of each source, the ones not in the cache built by one `compile_batch`. When the batch
         fails, each source is compiled alone, so the error names the kernel that does not compile (the ones before

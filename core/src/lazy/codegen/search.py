@@ -283,7 +283,8 @@ class Search:
 
     def compile_all(self, opt_lists: list[list[Opt]], budgeted: bool = True) -> list[Candidate]:
         """Render each option list here and compile the new sources on a thread pool (the CPU compiler is a
-        subprocess; llvmlite and OpenCL release the GIL while compiling). In the order given, whichever finishes
+        subprocess, OpenCL releases the GIL while compiling, LLVM sends the pool's compiles to worker processes:
+        `Compiler.compile_pooled`). In the order given, whichever finishes
         first; lists that do not apply or fail to compile are dropped. When the budget runs out, compiles not yet
         started are cancelled (running ones finish: a compiler cannot be stopped halfway)."""
         jobs: list[tuple[list[Opt], ProgramSpec, concurrent.futures.Future[bytes]]] = []
@@ -300,7 +301,7 @@ class Search:
                     self.sources.add(spec.src)
                     # each candidate built as it would run (`for_program`: the flags depend on the code)
                     compiler = self.dev.compiler.for_program(spec)
-                    jobs.append((opts, spec, pool.submit(compiler.compile_cached, spec.src)))
+                    jobs.append((opts, spec, pool.submit(compiler.compile_pooled, spec.src)))
             pending = {future for _, _, future in jobs}
             while pending and not (budgeted and self.over_budget()):
                 _, pending = concurrent.futures.wait(pending, 0.1, concurrent.futures.FIRST_COMPLETED)
