@@ -598,6 +598,15 @@ class Lowerer:
         ]
         return list(itertools.product(*ranges))
 
+    def reduce_lanes(self) -> list[Lane]:
+        """The lanes of a reduce step in the order their updates are emitted: the unrolled reduce steps outermost,
+        so consecutive updates go to different accumulators. Each accumulator still takes its steps in order (the
+        same sums, bit for bit), but a compiler that emits code in the order given (gcc at -O1 does not schedule)
+        no longer waits out a multiply-add's latency between dependent updates of one accumulator."""
+        unrolled = [i for i, a in enumerate(self.lane_axes) if self.k.kinds[a] is Axis.UNROLL]
+        lanes = self.lanes((Axis.UPCAST, Axis.UNROLL))
+        return sorted(lanes, key=lambda lane: [lane[i] for i in unrolled]) if unrolled else lanes
+
     def output_lane(self, lane: Lane) -> Lane:
         return tuple(v if self.k.kinds[a] is Axis.UPCAST else 0 for a, v in zip(self.lane_axes, lane))
 
@@ -620,7 +629,7 @@ class Lowerer:
         current = dict(accs)
         src = rop.src[0]
         fused_mul = rop.op is Ops.SUM and src.op is Ops.MUL  # sum of products: one multiply-add per step
-        for lane in self.lanes((Axis.UPCAST, Axis.UNROLL)):
+        for lane in self.reduce_lanes():
             out_lane = self.output_lane(lane)
             if fused_mul:
                 a, b = (self.value(s, lane) for s in src.src)
