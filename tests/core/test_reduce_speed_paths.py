@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from lazy import Tensor
-from lazy.codegen.kernel import Axis, Kernel
+from lazy.codegen.kernel import Axis, Kernel, Opt, OptOps
 from lazy.codegen.lowerer import choose_vector_axis, lower_kernel
 from lazy.codegen.program import build_kernel, get_program
 from lazy.codegen.uops import UOps
@@ -363,3 +363,29 @@ def test_long_odd_row_softmax_is_accurate_on_cpu():
         b = rng(n).standard_normal(n).astype(np.float32)
         assert Tensor(b, device="CPU").max().item() == b.max()
         np.testing.assert_allclose(Tensor(b, device="CPU").sum().item(), b.astype(np.float64).sum(), rtol=1e-5)
+
+
+# -- the order of a reduce step's updates ------------------------------------------------------------------------------
+
+
+def test_unrolled_reduce_steps_update_every_accumulator_before_the_next_step():
+    """A 3x3 convolution's kernel unrolls the filter taps over a tile of accumulators: its updates go tap by tap, each
+    touching every accumulator once, so no two consecutive updates wait on each other (a compiler that keeps the
+    given order, gcc at -O1, chained each accumulator's taps and spilled one); each accumulator still sums its taps
+    in order, so the result is the same bit for bit."""
+    x = Tensor(rng(3).standard_normal((2, 8, 10, 10)).astype(np.float32), device="PYTHON").realize()
+    w = Tensor(rng(4).standard_normal((16, 8, 3, 3)).astype(np.float32), device="PYTHON").realize()
+    expected = x.conv2d(w).numpy()
+    out = x.conv2d(w)
+    (item,) = kernels(out)
+    # axes (batch, out channels, rows, columns, in channels, filter rows, filter columns): 4 columns by 4 out
+    # channels of accumulators, the 3 filter columns unrolled (the CPU renderer's heuristics choose such tiles)
+    tile = [Opt(OptOps.UPCAST, 3, 4), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UNROLL, 6, 0)]
+    k = build_kernel(item.ast, LOOPS, tile)
+    uops, _ = lower_kernel(k)
+    accs = {id(u) for u in uops if u.op is UOps.DEFINE_ACC}
+    updates = [u.src[0] for u in uops if u.op is UOps.ASSIGN and id(u.src[0]) in accs]
+    assert len(accs) > 1 and len(updates) == len(accs) * 3, k  # (4 vector accumulators of 4 lanes here)
+    assert all(a is not b for a, b in zip(updates, updates[1:])), f"{k}: an accumulator updated twice in a row"
+    ExecItem(CompiledRunner(get_program(item.ast, LOOPS, tile), Device["PYTHON"]), list(item.bufs)).run()
+    np.testing.assert_array_equal(item.bufs[0].numpy().reshape(expected.shape), expected)
