@@ -599,12 +599,15 @@ class Lowerer:
         return list(itertools.product(*ranges))
 
     def reduce_lanes(self) -> list[Lane]:
-        """The lanes of a reduce step in the order their updates are emitted: the unrolled reduce steps outermost,
-        so consecutive updates go to different accumulators. Each accumulator still takes its steps in order (the
-        same sums, bit for bit), but a compiler that emits code in the order given (gcc at -O1 does not schedule)
-        no longer waits out a multiply-add's latency between dependent updates of one accumulator."""
-        unrolled = [i for i, a in enumerate(self.lane_axes) if self.k.kinds[a] is Axis.UNROLL]
+        """The lanes of a reduce step in the order their updates are emitted. With `Capabilities.interleave_reduce`
+        the unrolled reduce steps are outermost, so consecutive updates go to different accumulators: each still
+        takes its steps in order (the same sums, bit for bit), but a compiler that emits code in the order given
+        (gcc at -O1 does not schedule) no longer waits out a multiply-add's latency between dependent updates of
+        one accumulator."""
         lanes = self.lanes((Axis.UPCAST, Axis.UNROLL))
+        if not self.k.caps.interleave_reduce:  # (each accumulator's steps together: see `Capabilities`)
+            return lanes
+        unrolled = [i for i, a in enumerate(self.lane_axes) if self.k.kinds[a] is Axis.UNROLL]
         return sorted(lanes, key=lambda lane: [lane[i] for i in unrolled]) if unrolled else lanes
 
     def output_lane(self, lane: Lane) -> Lane:

@@ -118,6 +118,11 @@ class Capabilities:
     # operand address costs a sign extension (gcc -O1, a matmul's inner loop: 6 extra instructions a step); LLVM,
     # given i32 sums without `nsw`, also spends long in its loop analyses on them
     wide_index: bool = False
+    # a reduce step's updates emitted unrolled-step-major (`Lowerer.reduce_lanes`) for a compiler that keeps the
+    # order it is given (gcc at -O1 schedules nothing): the first unrolled step of every accumulator, then the second...
+    # A compiler that schedules (LLVM) does better with each accumulator's steps together: interleaved, the
+    # broadcasts of a 5x5 convolution's sliding window stayed live across the taps and it spilled (94 -> 206 ms)
+    interleave_reduce: bool = False
     # transcendental ALU ops (EXP2, LOG2, SIN) the language has a fast, precise version of that works on vectors (a
     # GPU's exp2, OpenCL's exp2 on PoCL's vector math); the others are lowered to polynomial code
     # (`lazy.codegen.transcendental`), which vectorizes where a libm call would not

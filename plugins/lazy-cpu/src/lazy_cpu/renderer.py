@@ -143,8 +143,9 @@ class ClangRenderer(CStyleLanguage):
     held as its 16 bits and computed in float, and checked integer division."""
 
     device = "CPU"
-    # gcc with -fwrapv: see `Capabilities.wide_index`; gcc keeps a padded tile's gated rows cheap (`padded_tiles`)
-    caps = replace(HOST_CAPS, wide_index=True, padded_tiles=True)
+    # gcc with -fwrapv: see `Capabilities.wide_index`; gcc keeps a padded tile's gated rows cheap (`padded_tiles`);
+    # gcc -O1 emits a reduce step's updates in the order given (`interleave_reduce`)
+    caps = replace(HOST_CAPS, wide_index=True, padded_tiles=True, interleave_reduce=True)
     buffer_suffix = " restrict"
     type_map = {**CStyleLanguage.type_map, dtypes.bool: "_Bool", dtypes.float16: "lazy_half",
                 dtypes.bfloat16: "unsigned short"}  # fmt: skip
