@@ -207,10 +207,10 @@ def test_short_heavy_reductions_gather_output_lanes():
     assert Axis.UPCAST not in loops.kinds or choose_vector_axis(loops)[1] < 4, loops
 
 
-def test_int_labels_and_bool_constants_keep_vector_lanes_bool_data_does_not():
+def test_int_labels_bool_constants_and_bool_data_keep_vector_lanes():
     """The cross entropy's backward compares int32 labels with the classes under a mask that is all true (a bool
-    constant): both vectorize (int lanes compared, the mask a constant vector). A bool tensor in memory does not: a
-    bool vector is int lanes of 0 or 1, never loaded from bytes; its kernel stays scalar and right."""
+    constant): both vectorize (int lanes compared, the mask a constant vector). A bool tensor in memory vectorizes
+    too: its bytes are loaded one per lane into a compare's vector (int lanes of 0 or 1)."""
     a = (rng(11).standard_normal((64, 10)) * 4).astype(np.float32)
     labels = rng(12).integers(0, 10, 64).astype(np.int32)
     cpu = Device["CPU"].renderer
@@ -232,8 +232,64 @@ def test_int_labels_and_bool_constants_keep_vector_lanes_bool_data_does_not():
     m = Tensor(mask, device="CPU").realize()
     out = m.where(Tensor(a, device="CPU").exp(), 0).sum(-1)
     (k,) = [build_kernel(si.ast, cpu) for si in kernels(out)]
-    assert choose_vector_axis(k)[0] is None, k
+    assert choose_vector_axis(k)[0] is not None, k
     np.testing.assert_allclose(out.numpy(), np.where(mask, np.exp(a.astype(np.float64)), 0).sum(-1), rtol=2e-5)
+
+
+MASKED = {
+    "where": (lambda m, a, b: m.where(a, -1.5), lambda m, a, b: np.where(m, a, -1.5)),
+    "transposed": (lambda m, a, b: m.T.where(a.T, 0), lambda m, a, b: np.where(m.T, a.T, 0)),
+    "strided": (lambda m, a, b: m[:, ::2].where(a[:, ::2], 2), lambda m, a, b: np.where(m[:, ::2], a[:, ::2], 2)),
+    "padded": (lambda m, a, b: m.pad(((1, 2), (3, 0))).where(a.pad(((1, 2), (3, 0))), 5),
+               lambda m, a, b: np.where(np.pad(m, ((1, 2), (3, 0))), np.pad(a, ((1, 2), (3, 0))), 5)),
+    "row sum": (lambda m, a, b: m.where(a, 0).sum(1), lambda m, a, b: np.where(m, a, 0).sum(1)),
+    "column sum": (lambda m, a, b: m.where(a, 0).sum(0), lambda m, a, b: np.where(m, a, 0).sum(0)),
+    "row max": (lambda m, a, b: m.where(a, -np.inf).max(1), lambda m, a, b: np.where(m, a, -np.inf).max(1)),
+    "matmul": (lambda m, a, b: m[:, : b.shape[1]].where(a @ b, 0),
+               lambda m, a, b: np.where(m[:, : b.shape[1]], a @ b, 0)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 17, 33, 100])
+@pytest.mark.parametrize("name", list(MASKED))
+def test_bool_data_in_vector_kernels_reads_every_lane(name, n):
+    """Kernels that read a bool tensor (a mask: `where`, a masked sum or max, a matmul's masked result) take vector
+    lanes and still read each element's own byte: transposed, strided and padded masks, sizes off every vector width."""
+    gen = rng(n)
+    a = gen.standard_normal((n, n + 3)).astype(np.float32)
+    mask = gen.random((n, n + 3)) < 0.5
+    b = gen.standard_normal((n + 3, min(n, 5))).astype(np.float32)
+    run, ref = MASKED[name]
+    want = ref(mask, a.astype(np.float64), b.astype(np.float64))
+    got = run(
+        Tensor(mask, device="CPU").realize(), Tensor(a, device="CPU").realize(), Tensor(b, device="CPU").realize()
+    )
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5 * max(1.0, n))
+    loop = run(*(Tensor(v, device="PYTHON").realize() for v in (mask, a, b)))
+    np.testing.assert_allclose(run_loop_style(loop), want, rtol=1e-5, atol=1e-5 * max(1.0, n))
+
+
+def test_masked_kernels_take_vector_lanes():
+    """A `where` over a bool mask and a matmul whose result a bool mask selects from (causal attention's scores)
+    vectorize on the CPU: before, a loaded bool kept the whole kernel scalar (the matmul 10x slower, the `where` a
+    branch per element)."""
+    cpu = Device["CPU"].renderer
+    gen = rng(21)
+    mask = Tensor(gen.random((64, 64)) < 0.5, device="CPU").realize()
+    a = Tensor(gen.standard_normal((64, 64)).astype(np.float32), device="CPU").realize()
+    for out in (mask.where(a, 0), mask.where(a @ a, -np.inf)):
+        (k,) = [build_kernel(si.ast, cpu) for si in kernels(out)]
+        assert any(b.dtype == dtypes.bool for b in k.bufs), k
+        assert choose_vector_axis(k)[0] is not None, k
+    q = Tensor(gen.standard_normal((2, 64, 16)).astype(np.float32), device="CPU").realize()
+    causal = q.scaled_dot_product_attention(q, q, is_causal=True)
+    scores = [build_kernel(si.ast, cpu) for si in kernels(causal) if any(
+        n.op is Ops.LOAD and n.arg.dtype == dtypes.bool for n in si.ast.toposort())]  # fmt: skip
+    assert scores and all(choose_vector_axis(k)[0] is not None for k in scores), scores
+    qn = q.numpy().astype(np.float64)
+    s = np.where(np.triu(np.ones((64, 64), bool), 1), -np.inf, qn @ qn.transpose(0, 2, 1) / 4)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(causal.numpy(), (p / p.sum(-1, keepdims=True)) @ qn, rtol=1e-4, atol=1e-5)
 
 
 def test_small_kernels_keep_their_code_small():

@@ -79,11 +79,11 @@ class Opt:
 VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SUM, Ops.RMAX, Ops.MAX,
                         Ops.STORE, Ops.SINK, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.RECIP, Ops.SQRT, Ops.EXP2,
                         Ops.LOG2})  # fmt: skip
-# what a vectorized kernel's inputs may hold: float32 and int32 data (labels, indices: compared, never converted, as
-# CAST has no vector form), and constants of those and of bool (a mask that is all true). Not bool data: a bool vector
-# is a compare's result, int lanes of 0 or 1, never loaded from bytes
-VECTOR_LOADS = frozenset({dtypes.float32, dtypes.int32})
-VECTOR_INPUTS = VECTOR_LOADS | {dtypes.bool}
+# what a vectorized kernel's inputs may hold, data or constants: float32 and int32 (labels, indices: compared, never
+# converted, as CAST has no vector form) and bool (a mask: a bool vector is a compare's result, int lanes of 0 or 1,
+# so bool data is loaded a byte per lane into one; a scalar select on a loaded bool was a branch on the data, 6x
+# slower than a float multiply over random masks, and it kept a masked matmul or sum scalar)
+VECTOR_INPUTS = frozenset({dtypes.float32, dtypes.int32, dtypes.bool})
 TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})
 
 
@@ -497,12 +497,10 @@ class Kernel:
         (a row sum, a dot product: the accumulators are vectors whose lanes are combined after the loop)."""
         if not self.caps.vector_widths or self.axes(Axis.GROUP) or self.tensor_core is not None:
             return None  # (a tensor core's fragments are its vectors)
-        # float32 throughout; a reduction's result cast to its buffer's dtype is stored lane by lane (an elementwise
-        # kernel's cast is left to the C compiler's own vectorization, which measured 1.5x faster)
+        # float32 results of float32, int32 and bool inputs; a reduction's result cast to its buffer's dtype is stored
+        # lane by lane (an elementwise kernel's cast is left to the C compiler's own vectorization, 1.5x faster)
         computed = self.stored_value() if self.reduceops else self.ast.src[0].src[0]
-        if computed.dtype != dtypes.float32 or any(
-            b.dtype not in (VECTOR_INPUTS if isinstance(b, ConstBuffer) else VECTOR_LOADS) for b in self.bufs[1:]
-        ):
+        if computed.dtype != dtypes.float32 or any(b.dtype not in VECTOR_INPUTS for b in self.bufs[1:]):
             return None
         if not _vector_ops_only(computed):
             return None

@@ -339,6 +339,10 @@ class Lowerer:
         if not self.vector_on:
             return self.scalar_load(buf, *self.index_of(buf, lane))
         vec = buf.dtype.vec(self.vec_width)
+        if buf.dtype == dtypes.bool and self.lane_stride(buf) != 0:
+            # bool data is bytes, a bool vector a compare's int lanes: a byte per lane (no renderer loads one as such)
+            lanes = [self.index_of(buf, self.with_vec_lane(lane, i)) for i in range(self.vec_width)]
+            return self.b.add(UOps.VECTORIZE, vec, tuple(self.scalar_load(buf, i, v) for i, v in lanes))
         if (stride := self.lane_stride(buf)) in (0, 1):  # known from the view: no index per lane to compare
             idx0, valid0 = self.index_of(buf, self.with_vec_lane(lane, 0))
             if stride == 0:
