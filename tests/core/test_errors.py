@@ -165,3 +165,19 @@ def test_item_of_many_elements():
     with pytest.raises(ValueError, match="item"):
         Tensor.ones(2).item()
     still_works()
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_a_buffer_larger_than_any_memory_is_refused_before_the_plugin_sees_it(device):
+    """2**62 float32 elements are 2**64 bytes: passed on, a plugin's C size_t wrapped that to a few bytes and the
+    next kernel wrote past them (a segfault). The refusal is a MemoryError naming the size, the allocator keeps the
+    buffers it caches (freeing them cannot help), and the device works afterwards."""
+    allocator = Device[device].allocator
+    kept = Tensor.ones(1000, device=device).contiguous().realize()
+    del kept  # its buffer goes to the allocator's cache
+    cached = sum(len(v) for v in getattr(allocator, "cache", {}).values())
+    with pytest.raises(MemoryError, match=r"18446744073709551616 bytes.*make the tensor smaller"):
+        (Tensor.empty(2**62, device=device) + 1).realize()
+    assert sum(len(v) for v in getattr(allocator, "cache", {}).values()) == cached
+    a = np.array([1.0, 2.0, 3.0], np.float32)
+    np.testing.assert_allclose((Tensor(a, device=device) * 2 + 1).numpy(), a * 2 + 1)

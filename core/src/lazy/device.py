@@ -115,6 +115,13 @@ FEATURE_METHODS: dict[AllocatorFeature, str] = {
 REQUIRED_METHODS = ("_alloc", "_copyin", "_copyout")
 
 
+MAX_BUFFER_BYTES = (1 << 62) - 1  # larger sizes are refused before a plugin sees them (room for its own padding)
+
+
+class BufferTooLarge(MemoryError):
+    """A buffer of more than `MAX_BUFFER_BYTES`: no device has that memory (freeing cached buffers cannot help)."""
+
+
 class Allocator:
     """Device memory. A plugin implements the `_` methods; core calls the public ones.
 
@@ -144,6 +151,9 @@ class Allocator:
     def alloc(self, size: int, spec: BufferSpec | None = None) -> Any:
         if size < 0:
             raise ValueError(f"cannot allocate a buffer of {size} bytes")
+        if size > MAX_BUFFER_BYTES:  # (a plugin's C size_t would wrap such a size to a small one)
+            raise BufferTooLarge(f"cannot allocate a buffer of {size} bytes: more than any device addresses "
+                                 f"({MAX_BUFFER_BYTES} at most); make the tensor smaller")  # fmt: skip
         return self._alloc(size, spec or PLAIN)
 
     def free(self, opaque: Any, size: int, spec: BufferSpec | None = None) -> None:
@@ -231,6 +241,8 @@ class LRUAllocator(Allocator):
             return cached.pop()
         try:
             return super().alloc(size, spec)
+        except BufferTooLarge:
+            raise
         except (MemoryError, DeviceError):
             self.free_cache()  # out of memory: give back what we hold and try once more
             return super().alloc(size, spec)

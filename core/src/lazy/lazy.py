@@ -197,10 +197,20 @@ def outliving_readers(targets: list[LazyBuffer], realized: set[int],
 
 
 def _reader_refs(target: LazyBuffer) -> list[weakref.ref[LazyBuffer]]:
-    """Weak refs to the live nodes that read `target`'s value, directly or through a view of it."""
-    held = [target, *(c for c in _consumers(target) if c._base is target)]
+    """Weak refs to the live nodes that read `target`'s value, directly or through a view of it or of a buffer view
+    of its memory (a bitcast, a slice taken without a kernel)."""
+    held, stack = [], [target]
+    while stack:
+        node = stack.pop()
+        held.append(node)
+        stack += [c for c in _consumers(node) if c._base is node or _aliases(c, node)]
     readers = dedup(c for v in held for c in _consumers(v) if c._base is None and any(x is v for x in _value_srcs(c)))
     return [weakref.ref(lb) for lb in readers]
+
+
+def _aliases(lb: LazyBuffer, of: LazyBuffer) -> bool:
+    """Whether `lb` is a buffer view of `of`'s memory: it reads whatever that memory holds when it runs."""
+    return lb.op is Ops.BUFFER_VIEW and lb._base is None and bool(lb.srcs) and lb.srcs[0].base is of
 
 
 def _value_srcs(lb: LazyBuffer) -> tuple[LazyBuffer, ...]:
@@ -220,14 +230,30 @@ class Snapshot:
     def reroute(self) -> None:
         for reader in self.readers:
             n_read, srcs = len(_value_srcs(reader)), reader.srcs
-            reader._reroute(tuple(_view_of(self.copy, x) if i < n_read and x.base is self.target else x
-                                  for i, x in enumerate(srcs)))  # fmt: skip
+            reader._reroute(tuple(self._of_copy(x) if i < n_read else x for i, x in enumerate(srcs)))
+
+    def _of_copy(self, x: LazyBuffer) -> LazyBuffer:
+        """`x` read from the copy where it reads the target's memory (through a view, or a buffer view of it)."""
+        if x.base is self.target:
+            return _view_of(self.copy, x)
+        base = x.base
+        if base.op is Ops.BUFFER_VIEW and base.srcs and (src := self._of_copy(base.srcs[0])) is not base.srcs[0]:
+            alias = create_lazybuffer(base.device, ShapeTracker.from_shape(base.shape), base.dtype, Ops.BUFFER_VIEW,
+                                      base.arg, (src,))  # fmt: skip
+            return _view_of(alias, x)
+        return x
 
 
 def snapshots_for(targets: list[LazyBuffer], realized: set[int], clobbered: Collection[int] = ()) -> list[Snapshot]:
     """A `Snapshot` for each target with readers `outliving_readers` finds. The copies must be realized before the
     assigns (the scheduler orders every reader of a target first)."""
     return [Snapshot(target, readers) for target, readers in outliving_readers(targets, realized, clobbered).items()]
+
+
+def _same_memory(a: LazyBuffer, b: LazyBuffer) -> bool:
+    """Whether two realized bases use the same memory (one buffer, or views of one, e.g. through a bitcast)."""
+    x, y = a.buffer, b.buffer
+    return (x.base or x) is (y.base or y)
 
 
 def storable_view(st: ShapeTracker) -> bool:
@@ -421,6 +447,11 @@ class LazyBuffer:
         buffer after the write; the kernel runs over `value`'s elements only."""
         assert self.base is self and self.st.contiguous, "assign target must be a contiguous base"
         assert view is None or storable_view(view), f"cannot store through {view}"
+        written = view if view is not None else ShapeTracker.from_shape(self.shape)
+        if value.base.realized is not None and _same_memory(value.base, self) and value.st != written:
+            # the kernel would read the memory it writes, elsewhere than where it writes (`x.assign(x.flip(0))`):
+            # a copy first (a computed value gets memory of its own anyway, see `lazy.engine.schedule`)
+            value = value.clone()
         return create_lazybuffer(
             self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, view, (value, self)
         )

@@ -291,6 +291,11 @@ class Tensor(
             self.lazydata = self.lazydata.assign(x.lazydata)
             return self
         lb, target = self.lazydata, self.lazydata.base
+        if lb is not target and target.op is Ops.ASSIGN and target.realized is None:
+            # a view of a buffer with a write pending: that write first, then this one in place (else this one went to
+            # a node of the view's own, and the buffer's other holders saw neither)
+            self.realize()
+            lb, target = self.lazydata, self.lazydata.base
         if (
             target.realized is None
             or not target.st.contiguous

@@ -496,7 +496,8 @@ class Structure:
     """The unrealized graph behind some outputs, with its buffers abstracted: `key` holds, for every node reached
     (in the order a walk from the outputs meets them), what decides its part of the schedule (op, argument, dtype,
     device, view, bound variable values, whether it is forced to memory, and its sources as indices into `nodes`);
-    a realized node is only a buffer of some device, dtype and shape, and which realized nodes share one buffer.
+    a realized node is only a buffer of some device, dtype and shape (with its variables' bound values), and which
+    realized nodes share one buffer.
     Two graphs with equal keys get the same schedule, item for item, on their own buffers (`nodes`), except where an
     assign overwrites memory that a node outside the graph still reads (`create_schedule` snapshots it): a graph with
     assigns (`assigns`: their indices) may run a cached schedule only after `lazy.lazy.outliving_readers` finds no
@@ -526,7 +527,10 @@ def graph_structure(outs: list[LazyBuffer]) -> Structure:
             held: tuple[LazyBuffer, ...] = (lb._base,)
             forced = None
         elif lb.done:  # realized: any buffer of this kind will do, shared where these nodes share one
-            parts.append((lb.device, lb.dtype, lb.shape, memory.setdefault(id(lb.buffer), i - 1)))
+            shared = memory.setdefault(id(lb.buffer), i - 1)
+            # a symbolic shape's variables compare by name and range: their bound values go in the key too
+            bound = None if lb.st.static else tuple(sorted((v.expr, val) for v, val in lb.st.var_vals.items()))
+            parts.append((lb.device, lb.dtype, lb.shape, bound, shared))
             continue
         else:
             if lb.op is Ops.ASSIGN:
