@@ -90,3 +90,34 @@ def test_a_reopened_device_runs_kernels_and_continues_the_random_stream():
     np.testing.assert_array_equal((Tensor([1.0, 2.0], device="CPU") + 1).numpy(), [2.0, 3.0])
     Tensor.manual_seed(3)  # resets the reopened device's state in place
     np.testing.assert_array_equal(Tensor.rand(4, device="CPU").numpy(), first)
+
+
+@pytest.mark.parametrize("device", ["CPU", "CL"])
+def test_memory_of_a_reset_device_is_refused_by_name_and_never_handed_to_the_reopened_one(device):
+    """After Device.reset, buffers of the old instance freed later went to the reopened device's allocator cache: on
+    OpenCL a later allocation of that size got memory of the old context (INVALID_CONTEXT on every use). They are
+    now given back to the allocator that made them, and using one says what happened."""
+    try:
+        Device[device]
+    except Exception as e:  # noqa: BLE001 - whatever keeps the device from opening
+        pytest.skip(f"{device} does not open here: {e}")
+    from lazy import TinyJit
+
+    @TinyJit
+    def triple(a: Tensor) -> Tensor:
+        return (a * 3).realize()
+
+    for _ in range(3):
+        triple(Tensor(np.ones(6, np.float32), device=device))
+    old = Tensor(np.arange(6, dtype=np.float32), device=device).realize()
+    Device.reset()
+    with pytest.raises(DeviceError, match=rf"{device} was reset .*make the tensor again"):
+        old.numpy()
+    with pytest.raises(DeviceError, match="was reset"):
+        triple(Tensor(np.ones(6, np.float32), device=device))
+    del triple, old
+    import gc
+
+    gc.collect()
+    for size in (6, 7):  # the same size as the old buffers, and another
+        np.testing.assert_array_equal((Tensor(np.ones(size, np.float32), device=device) * 5).numpy(), [5.0] * size)

@@ -144,6 +144,9 @@ class Allocator:
     """
 
     features: ClassVar[frozenset[AllocatorFeature]] = frozenset()
+    # set when `Device.reset` drops its device: its buffers' memory is gone (the device opened next has an allocator of
+    # its own, which must never be handed that memory)
+    closed = False
 
     def supports(self, feature: AllocatorFeature) -> bool:
         return feature in self.features
@@ -287,6 +290,7 @@ class Buffer:
         self.device, self.size, self.dtype, self.spec = device, size, dtype, spec or PLAIN
         self.base, self.offset = base, offset  # offset in bytes into base
         self._opaque = opaque
+        self._allocator: Allocator | None = None  # what allocated the memory (freed there, never to a reopened device)
         self.allocated_here = False
         # foreign memory (`Buffer.wrap`): what keeps it alive, let go when this buffer is gone; lazy never frees it
         self.owner: Any = None
@@ -354,7 +358,8 @@ class Buffer:
                 self._opaque = self.base._opaque if self.offset == 0 else THROUGH_BASE
         else:
             nbytes = self.size * self.dtype.itemsize
-            self._opaque = opaque if opaque is not None else self.allocator.alloc(nbytes, self.spec)
+            allocator = self._allocator = self.allocator
+            self._opaque = opaque if opaque is not None else allocator.alloc(nbytes, self.spec)
             self.allocated_here = opaque is None
             GlobalCounters.mem_used += nbytes
         return self
@@ -363,6 +368,10 @@ class Buffer:
     def opaque(self) -> Any:
         """The allocator's handle of this memory, for a kernel or a queue command."""
         opaque = self.ensure_allocated()._opaque
+        if (made := (self.base or self)._allocator) is not None and made.closed:
+            raise DeviceError(f"{self.device} was reset (Device.reset()) after this buffer was made: its "
+                              "memory is gone; make the tensor again (and capture jits again) on the reopened "
+                              "device")  # fmt: skip
         if opaque is THROUGH_BASE:
             alloc = type(self.allocator).__name__
             raise DeviceError(f"{self.device}: a kernel cannot take a view at byte {self.offset} of a buffer: the "
@@ -385,7 +394,11 @@ class Buffer:
             nbytes = self.size * self.dtype.itemsize
             GlobalCounters.mem_used -= nbytes
             if self.allocated_here:
-                self.allocator.free(self._opaque, nbytes, self.spec)
+                allocator = self._allocator or self.allocator
+                if allocator.closed:  # its device closed: given back for real, not kept for a reopened one
+                    Allocator.free(allocator, self._opaque, nbytes, self.spec)
+                else:
+                    allocator.free(self._opaque, nbytes, self.spec)
         self._opaque = None
 
     def _release_owner(self) -> None:

@@ -587,6 +587,8 @@ class _DeviceRegistry:
                     if isinstance(failure := call_plugin(close), PluginFailure) and DEBUG >= 1:
                         print(f"lazy: closing {canon}: close() {failure}", file=sys.stderr)
                 del opened_devices[canon]
+                if (allocator := getattr(dev, "allocator", None)) is not None:
+                    allocator.closed = True  # its buffers are gone (`lazy.device.Buffer.opaque` says so)
             self._clear(discover)
 
     # ---- discovery -----------------------------------------------------------------------------------------------
