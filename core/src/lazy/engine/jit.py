@@ -5,9 +5,12 @@ shards each). A replay computes what the function computes eagerly; what it cann
 
 from __future__ import annotations
 
+import enum
 import functools
+import sys
+import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from lazy.device import Buffer
@@ -21,7 +24,15 @@ from lazy.engine.captured import (
     device_order,
     map_tensors,
 )
-from lazy.engine.realize import ExecItem, PeerRead, capturing, keep_peer_reads_safe, realize, upgrade_kernels
+from lazy.engine.realize import (
+    ExecItem,
+    PeerRead,
+    capturing,
+    keep_peer_reads_safe,
+    realize,
+    upgrade_kernels,
+    written_by,
+)
 from lazy.helpers import DEBUG, JIT
 from lazy.lazy import LazyBuffer
 from lazy.multi import MultiLazyBuffer
@@ -60,17 +71,36 @@ class _Call:
     buffers: list[Buffer]
     infos: list[InputInfo]
     var_vals: dict[Variable, int]
-    constants: list[tuple[str, Any]]  # the plain-value arguments (numbers, strings, None): a replay reuses them
+    constants: list[tuple[str, Any]]  # the other arguments, as passed: a replay checks them against the captured ones
+
+
+def _named(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(name, argument): positional ones by index, keyword ones by name (in sorted order, so the order they are passed
+    in does not matter)."""
+    return [(str(i), x) for i, x in enumerate(args)] + [(k, kwargs[k]) for k in sorted(kwargs)]
+
+
+def _items(x: Any) -> list[tuple[Any, Any]]:
+    """(key, item) of a list, tuple or dict (a dict's sorted by key, as keyword arguments are); none of others."""
+    if isinstance(x, dict):
+        return sorted(x.items(), key=lambda item: repr(item[0]))
+    return list(enumerate(x)) if isinstance(x, (list, tuple)) else []
+
+
+def _nested(name: str, x: Any) -> Iterator[tuple[str, Any]]:
+    """(path, item) of everything inside argument `x`, at any depth, depth first: `"1[0]['w']"`."""
+    for key, item in _items(x):
+        yield (path := f"{name}[{key!r}]"), item
+        yield from _nested(path, item)
 
 
 def _tensor_inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
-    """(name, tensor) of each tensor argument: positional ones by index, keyword ones by name (in sorted order, so
-    the order they are passed in does not matter), then the tensors inside list, tuple and dict arguments."""
-    named = [(str(i), x) for i, x in enumerate(args)] + [(k, kwargs[k]) for k in sorted(kwargs)]
+    """(name, tensor) of each tensor argument, then of the tensors inside list, tuple and dict arguments, at any depth
+    (a tensor found before is not an input twice)."""
+    named = _named(args, kwargs)
     found = [(name, x) for name, x in named if _is_tensor(x)]
     for name, x in named:
-        items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, (list, tuple)) else ()
-        found += [(f"{name}[{k!r}]", t) for k, t in items if _is_tensor(t) and not any(t is f for _, f in found)]
+        found += [(path, t) for path, t in _nested(name, x) if _is_tensor(t) and not any(t is f for _, f in found)]
     return found
 
 
@@ -97,20 +127,22 @@ def _prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
             call.tensors.append(t)
             call.buffers.append(buf)
             call.infos.append(info)
-    for arg, x in [*enumerate(args), *sorted(kwargs.items())]:
-        if isinstance(x, Variable):
-            if x._val is None:
-                raise JitError(f"jit: argument {arg} is the unbound variable {x.expr}; pass it bound: .bind(value)")
-            merge_bindings(call.var_vals, dict([x.unbind()]))
-        elif _plain(x):
-            call.constants.append((str(arg), x))
+    for name, x in _named(args, kwargs):
+        for path, var in [(name, x), *_nested(name, x)]:
+            if isinstance(var, Variable):
+                if var._val is None:
+                    raise JitError(f"jit: argument {path} is the unbound variable {var.expr}; pass it bound: "
+                                   ".bind(value)")  # fmt: skip
+                merge_bindings(call.var_vals, dict([var.unbind()]))
+        if not _is_tensor(x) and not isinstance(x, Variable):
+            call.constants.append((name, x))
     return call
 
 
 def _positional_layout(captured: CapturedJit) -> list[tuple[InputInfo | None, Any]] | None:
-    """For each positional argument of the captured call, its tensor input's `InputInfo` or its plain value; None
-    when the capture had variables, keyword arguments, sharded tensors, or arguments of other kinds (lists of
-    tensors, say)."""
+    """For each positional argument of the captured call, its tensor input's `InputInfo` or its captured value (see
+    `_captured_value`); None when the capture had variables, keyword arguments, sharded tensors, or tensors inside
+    lists, tuples or dicts."""
     if captured.variables or any(info.sharding is not None for info in captured.inputs):
         return None
     slots: dict[str, tuple[InputInfo | None, Any]] = {info.name: (info, None) for info in captured.inputs}
@@ -120,17 +152,116 @@ def _positional_layout(captured: CapturedJit) -> list[tuple[InputInfo | None, An
     return [slots[str(i)] for i in range(len(slots))]
 
 
-def _plain(x: Any) -> bool:
-    """A number, string, None, or a tuple of them: what a captured kernel bakes in (a replay checks it is unchanged)."""
-    return x is None or type(x) in (bool, int, float, str) or (type(x) is tuple and all(map(_plain, x)))
+# -- the other arguments: what a captured kernel may have baked in, checked on every replay ----------------------------
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+
+class _Slot(enum.Enum):
+    """Where a tensor or a bound Variable was, in a captured argument: their own checks compare them."""
+
+    TENSOR = "a tensor"
+    VARIABLE = "a bound Variable"
+
+    def __repr__(self) -> str:
+        return self.value
+
+
+class _Identity:
+    """A captured argument compared by identity (its type defines no equality): held weakly where it can be, so a
+    jitted method does not keep its object alive. Pickled, it keeps its type's name only: a loaded jit checks that."""
+
+    def __init__(self, obj: Any, kind: str | None = None):
+        self.kind = kind or f"{type(obj).__module__}.{type(obj).__qualname__}"
+        self.ref: Callable[[], Any] | None = None
+        if obj is not None:
+            try:
+                self.ref = weakref.ref(obj)
+            except TypeError:  # no weak references to it (`__slots__`, some builtins): held
+                self.ref = lambda: obj
+
+    def holds(self, x: Any) -> bool:
+        if self.ref is None:
+            return f"{type(x).__module__}.{type(x).__qualname__}" == self.kind
+        return self.ref() is x
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _Identity, (None, self.kind)
+
+    def __repr__(self) -> str:
+        obj = None if self.ref is None else self.ref()
+        return f"<a {self.kind}>" if obj is None else repr(obj)
+
+
+def _numpy_value(x: Any) -> bool:
+    """A numpy scalar or array (numpy is not imported here: an object of it exists only once it has been)."""
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(x, (numpy.ndarray, numpy.generic))
+
+
+def _captured_value(x: Any) -> Any:
+    """Argument `x` as a replay checks it (`_difference`), taken before the captured call runs: lists, tuples and
+    dicts item by item, tensors and Variables as `_Slot`s, numbers, strings and None as they are, numpy scalars and
+    arrays copied (compared by value), other objects as they are when their type defines equality, else by
+    identity (`_Identity`)."""
+
+    def leaf(y: Any) -> Any:
+        if _is_tensor(y) or isinstance(y, Variable):
+            return _Slot.TENSOR if _is_tensor(y) else _Slot.VARIABLE
+        if type(y) in _PLAIN:
+            return y
+        if _numpy_value(y):
+            return y.copy()
+        return y if type(y).__eq__ is not object.__eq__ else _Identity(y)
+
+    return map_tensors(x, leaf)
+
+
+def _same(old: Any, new: Any) -> bool:
+    """Whether argument leaf `new` is what was captured as `old`."""
+    if isinstance(old, _Slot):
+        return _is_tensor(new) if old is _Slot.TENSOR else isinstance(new, Variable)
+    if isinstance(old, _Identity):
+        return old.holds(new)
+    if type(new) is not type(old):
+        return False
+    if type(old) in _PLAIN:
+        return repr(new) == repr(old)  # by repr: nan equals nan, -0.0 differs from 0.0
+    if _numpy_value(old):  # by bytes: nan equals nan; a big array costs a copy per call (pass a tensor instead)
+        return bool(old.dtype == new.dtype and old.shape == new.shape and old.tobytes() == new.tobytes())
+    try:
+        return new is old or (new == old) is True
+    except Exception:  # an equality that fails (or compares tensors inside) says nothing: not the same
+        return False
+
+
+def _difference(old: Any, new: Any, name: str) -> tuple[str, Any, Any] | None:
+    """The first place argument `new` differs from its captured value `old`: (path, captured, now), or None."""
+    if not isinstance(old, (list, tuple, dict)):
+        return None if _same(old, new) else (name, old, new)
+    # `_captured_value` keeps any dict (an OrderedDict, say) as a dict
+    same_kind = isinstance(new, dict) if isinstance(old, dict) else type(new) is type(old)
+    if not same_kind or len(new) != len(old) or (isinstance(old, dict) and old.keys() != new.keys()):
+        return name, old, new
+    for (key, old_item), (_, new_item) in zip(_items(old), _items(new)):
+        if (found := _difference(old_item, new_item, f"{name}[{key!r}]")) is not None:
+            return found
+    return None
 
 
 class TinyJit(Generic[R]):
     """Decorate a function whose tensor inputs keep their shapes, dtypes, devices and sharding (a sharded tensor's
     devices, axis and bounds) from call to call (a symbolic dimension, a bound `Variable`, may change within its
     range). `TinyJit(fxn, captured=None, prune=False)`: `captured` rebuilds a jit from a `CapturedJit` (as pickling
-    does); `prune` runs the kernels that do not depend on the inputs once, at capture, instead of on every replay.
-    `@TinyJit(prune=True)` decorates too."""
+    does); `prune` runs the kernels that do not depend on the inputs once, at capture, instead of on every replay
+    (never one that updates state an assign keeps between calls, as `Tensor.rand`'s counter). `@TinyJit(prune=True)`
+    decorates too.
+
+    Tensors anywhere in list, tuple and dict arguments are inputs like the others. Every other argument, at any depth,
+    is checked on each replay against its captured value (numbers, strings and numpy values by value, other objects
+    by equality where their type defines it, else by identity): a replay runs kernels that hold the captured values,
+    so a change is refused with `JitError`. Calls from several threads run one at a time; a replay's returned tensors
+    are rewritten by the next replay, from any thread, so read or copy them before calling again."""
 
     def __new__(cls, fxn: Callable[..., R] | None = None, captured: CapturedJit | None = None,
                 prune: bool = False) -> Any:  # fmt: skip
@@ -143,6 +274,7 @@ class TinyJit(Generic[R]):
         self.fxn, self.captured, self.prune = fxn, captured, prune
         self.cnt = 0 if captured is None else 2
         self._layout: tuple[CapturedJit, list[tuple[InputInfo | None, Any]] | None] | None = None
+        self._lock = threading.RLock()  # one call at a time: calls from several threads run one after another
         if fxn is not None:
             functools.update_wrapper(self, fxn)
 
@@ -159,7 +291,8 @@ class TinyJit(Generic[R]):
         """Forget the capture: the next call runs the function eagerly again, the one after captures."""
         if self.fxn is None:
             raise JitError("jit: this jit was built from a captured program and has no function to capture again")
-        self.cnt, self.captured, self._layout = 0, None, None
+        with self._lock:
+            self.cnt, self.captured, self._layout = 0, None, None
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self.captured is None:
@@ -172,6 +305,10 @@ class TinyJit(Generic[R]):
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         if not JIT and self.fxn is not None:
             return self.fxn(*args, **kwargs)
+        with self._lock:
+            return self._call(args, kwargs)
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         if capturing and self.cnt >= 1:
             raise JitError("jit: having TinyJit inside another TinyJit is not supported: this one would capture or "
                            "replay while the outer one captures, which would miss its work; jit the outer function "
@@ -196,8 +333,8 @@ class TinyJit(Generic[R]):
     def _replay_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Buffer], list[Any]] | None:
         """The common replay checked without building the whole call: positional arguments only, no variables,
         each tensor realized with the captured view, dtype and device, in memory of its own, and the same plain
-        values. Returns the inputs' buffers and tensors, or None when anything differs: the full path (`_prepare`,
-        `_check`) then realizes, or names what changed."""
+        other arguments. Returns the inputs' buffers and tensors, or None when anything differs: the full path
+        (`_prepare`, `_check`) then realizes, or names what changed."""
         captured = self.captured
         assert captured is not None
         if self._layout is None or self._layout[0] is not captured:
@@ -209,7 +346,7 @@ class TinyJit(Generic[R]):
         tensors: list[Any] = []
         for x, (info, value) in zip(args, layout):
             if info is None:
-                if not _plain(x) or repr(x) != repr(value):
+                if _difference(value, x, "") is not None:
                     return None
                 continue
             lb = getattr(x, "lazydata", None)
@@ -225,6 +362,7 @@ class TinyJit(Generic[R]):
 
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], call: _Call) -> R:
         assert self.fxn is not None
+        constants = [(name, _captured_value(x)) for name, x in call.constants]  # before the function can change them
         recorded = _Recorder()
         capturing.append(recorded)
         try:
@@ -241,7 +379,7 @@ class TinyJit(Generic[R]):
         items = keep_peer_reads_safe(device_order(recorded.without_unread_snapshots(returned)))
         onetime: list[ExecItem] = []
         if self.prune:
-            items, onetime = _prune(items, call.buffers)
+            items, onetime = _prune(items, call.buffers, recorded.assigned_memory())
         keep = recorded.kept_memory(items, call.buffers, returned) | {id(b) for ei in onetime for b in ei.bufs}
         # memory another device reads in place keeps its own allocation: the planner sees no use of it there
         lent = [b for ei in items if isinstance(ei.runner, PeerRead) for b in ei.bufs]
@@ -253,7 +391,7 @@ class TinyJit(Generic[R]):
         replace = {(i, j): where[id(b)] for i, ei in enumerate(items) for j, b in enumerate(ei.bufs) if id(b) in where}
         template = map_tensors(ret, lambda x: _output_rule(x, call))
         variables = tuple(sorted(call.var_vals, key=lambda v: v.expr))
-        self.captured = CapturedJit(template, items, replace, call.infos, variables, call.constants)
+        self.captured = CapturedJit(template, items, replace, call.infos, variables, constants)
         if DEBUG >= 1:
             print(
                 f"jit: captured {len(items)} items ({len(self.captured.graph_batches)} graph batches) with "
@@ -303,6 +441,10 @@ class _Recorder:
                 kept.append(ei)
                 read_later |= {id(b) for b in ei.bufs[1:]} | {id(b.base) for b in ei.bufs if b.base is not None}
         return kept[::-1]
+
+    def assigned_memory(self) -> set[int]:
+        """ids of the allocations an assign wrote into (`_memory`)."""
+        return {_memory(buf) for buf in self.written if id(buf) in self.assigned}
 
     def kept_memory(self, items: list[ExecItem], inputs: list[Buffer], returned: set[int]) -> set[int]:
         """ids of the written buffers that must keep their own memory: inputs, returned buffers, assign targets (a
@@ -356,22 +498,27 @@ def _shard_rule(lb: LazyBuffer, call: _Call, cls: type, requires_grad: bool | No
     return lb
 
 
-def _prune(items: list[ExecItem], inputs: list[Buffer]) -> tuple[list[ExecItem], list[ExecItem]]:
+def _memory(buf: Buffer) -> int:
+    """The id of the allocation `buf` lies in (a view's base's)."""
+    return id(buf.base if buf.base is not None else buf)
+
+
+def _prune(items: list[ExecItem], inputs: list[Buffer], assigned: set[int]) -> tuple[list[ExecItem], list[ExecItem]]:
     """Split `items` into those a replay must run and those that ran once at capture, for good: an item is rerun when
-    it reads or writes memory whose value changes from call to call (an input's, or what a rerun item writes)."""
-
-    def memory(buf: Buffer) -> int:
-        return id(buf.base if buf.base is not None else buf)
-
-    changing = {memory(b) for b in inputs}
-    changing |= {memory(b) for ei in items for b in ei.bufs if b.shared}  # other code may write it between calls
+    it reads or writes memory whose value changes from call to call (an input's, or what a rerun item writes), or
+    writes into memory an assign updates (`assigned`: state such as a parameter or the random generator's counter,
+    whose value lives on between calls and moves on every call)."""
+    changing = {_memory(b) for b in inputs}
+    changing |= {_memory(b) for ei in items for b in ei.bufs if b.shared}  # other code may write it between calls
+    updates_state = {i for i, ei in enumerate(items) if any(_memory(b) in assigned for b in written_by(ei))}
     rerun: set[int] = set()
-    while True:  # to a fixed point: an item that reads what a later rerun item writes is rerun too
-        new = {i for i, ei in enumerate(items) if i not in rerun and any(memory(b) in changing for b in ei.bufs)}
+    while True:  # to a fixed point: an item that reads what a rerun item (before or after it) writes is rerun too
+        new = {i for i, ei in enumerate(items)
+               if i not in rerun and (i in updates_state or any(_memory(b) in changing for b in ei.bufs))}  # fmt: skip
         if not new:
             break
         rerun |= new
-        changing |= {memory(items[i].bufs[0]) for i in new}
+        changing |= {_memory(b) for i in new for b in written_by(items[i])}
     return [ei for i, ei in enumerate(items) if i in rerun], [ei for i, ei in enumerate(items) if i not in rerun]
 
 
@@ -412,10 +559,11 @@ def _check(captured: CapturedJit, call: _Call) -> None:
                        "arguments every call, or .reset() to capture again")  # fmt: skip
     _check_variables(captured.variables, tuple(call.var_vals))
     for (name, old), (_, new) in zip(captured.constants, call.constants):
-        if repr(new) != repr(old):  # by repr: 1 and True differ, nan equals nan
-            raise JitError(f"jit: argument {name} is {new!r}, captured with {old!r}; a replay runs the captured "
-                           "kernels, which hold the captured value: pass what changes as a tensor or a bound "
-                           "Variable, or .reset() to capture again")  # fmt: skip
+        if (found := _difference(old, new, name)) is not None:
+            where, was, now = found
+            raise JitError(f"jit: argument {where} is {_shown(now)}, captured with {_shown(was)}; a replay runs the "
+                           "captured kernels, which hold the captured value: pass what changes as a tensor or a bound "
+                           "Variable, or .reset() (or a new TinyJit) to capture again")  # fmt: skip
     first = {info.name: info for info in reversed(captured.inputs)}  # each tensor's first (or only) buffer
     for new in call.infos:
         if new.sharding != (old := first[new.name]).sharding:
@@ -433,6 +581,11 @@ def _check(captured: CapturedJit, call: _Call) -> None:
                        "captured kernels, made for the captured inputs (only a symbolic dimension, a bound Variable, "
                        "may change, within its range): pass inputs like the captured ones, or .reset() to capture "
                        "again")  # fmt: skip
+
+
+def _shown(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _placement(info: InputInfo) -> str:
