@@ -94,6 +94,68 @@ def _has_unsafe_pad_op(base: LazyBuffer, realizes: Realizes) -> bool:
     return False
 
 
+IN_PLACE_WALK = 1024  # most nodes `_computes_in_place` looks at before it gives up (and the value gets memory first)
+
+
+def _computes_in_place(assign: LazyBuffer) -> bool:
+    """Whether an assign of a whole buffer can compute its value in its own kernel, writing the target's memory as it
+    goes: every read of that memory the kernel would make is of the element being written (the target through its
+    own shape, by elementwise ops), none under a reduce and none through another view or a buffer view. Else the value
+    gets memory of its own first and the assign copies it (an optimizer's update then cost a second kernel and twice
+    the memory traffic). Nodes that get memory of their own anyway (forced, copies, other assigns, a reduce in a
+    reduce's input) end the walk: they run before the assign."""
+    value, target = assign.srcs
+    target = target.base
+    if assign.arg is not None:  # a write through a view (a KV-cache slice): its value always gets memory first
+        return False
+    whole = ShapeTracker.from_shape(target.shape)
+    stack: list[tuple[LazyBuffer, ShapeTracker, bool]] = [(value, ShapeTracker.from_shape(value.shape), False)]
+    seen: set[tuple[int, ShapeTracker, bool]] = set()
+    while stack:
+        lb, st, reduced = stack.pop()
+        base, st = (lb, st) if lb.base is lb else (lb.base, lb.st + st)
+        if (id(base), st, reduced) in seen:
+            continue
+        if len(seen) >= IN_PLACE_WALK:
+            return False
+        seen.add((id(base), st, reduced))
+        if base is target or (base.op is Ops.BUFFER_VIEW and _aliases_memory(base, target)):
+            if reduced or st != whole or base is not target:
+                return False
+            continue
+        if base.realized is not None:
+            if _shares_memory(base, target):
+                return False
+            continue
+        if base.op is Ops.CONST or base.op is Ops.RAMP:
+            continue
+        if base.forced_realize or base.op in (Ops.EMPTY, Ops.COPY, Ops.ASSIGN, Ops.CUSTOM, Ops.CONTIGUOUS):
+            continue  # its own kernel, run before this one
+        if base.op in GroupOp.Reduce:
+            if reduced:  # a reduce inside a reduce's input is a kernel of its own (a gradient's forward matmul)
+                continue
+            stack += [(src, ShapeTracker.from_shape(src.shape), True) for src in base.srcs]
+        elif base.op in GroupOp.Elementwise:
+            stack += [(src, st, reduced) for src in base.srcs]
+        else:
+            return False
+    return True
+
+
+def _aliases_memory(view: LazyBuffer, target: LazyBuffer) -> bool:
+    """Whether a BUFFER_VIEW node (or one it is a view of) reads `target`'s memory."""
+    while view.op is Ops.BUFFER_VIEW and view.srcs:
+        view = view.srcs[0].base
+        if view is target:
+            return True
+    return view.realized is not None and _shares_memory(view, target)
+
+
+def _shares_memory(a: LazyBuffer, b: LazyBuffer) -> bool:
+    x, y = a.buffer, b.buffer
+    return (x.base or x) is (y.base or y)
+
+
 def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[Realizes, dict[LazyBuffer, LazyBuffer]]:
     realizes: Realizes = {o.base: "output" for o in outs if o.base.realized is None}
     for base in graph.bases:
@@ -105,6 +167,8 @@ def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[Realizes, dic
             why = f"source of {_MEMORY_OPS[base.op]}"
             for src in base.srcs:
                 if src.base.realized is None and src.base.op is not Ops.CONST:
+                    if base.op is Ops.ASSIGN and src is base.srcs[0] and _computes_in_place(base):
+                        continue  # computed by the assign's own kernel, straight into the target's memory
                     realizes.setdefault(src.base, why)
         if base.op is Ops.BUFFER_VIEW:
             realizes.setdefault(base, _MEMORY_OPS[base.op])
