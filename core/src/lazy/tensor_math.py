@@ -9,12 +9,34 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lazy import function as F
-from lazy.dtype import ConstType, dtypes, to_np_dtype
+from lazy.dtype import ConstType, DType, dtypes, least_upper_float, to_np_dtype
 from lazy.helpers import ArgumentError
 from lazy.tensor_base import PyBool, PyFloat, TensorBase
 
 if TYPE_CHECKING:
     from typing_extensions import Self
+
+# Taylor coefficients in powers of x^2, lowest first: tanh(x) = x * (1 - x^2/3 + 2 x^4/15 - 17 x^6/315 + ...), the
+# coefficient of x^(2n-1) being 2^2n (2^2n - 1) B_2n / (2n)!, and sinh(x) = x * (1 + x^2/3! + x^4/5! + ...). Below
+# |x| = 0.55 the first 9 of tanh's and 5 of sinh's reach float32 precision, 18 and 8 float64's.
+_TANH_TAYLOR = (
+    1.0, -0.3333333333333333, 0.13333333333333333, -0.05396825396825397, 0.021869488536155203, -0.008863235529902197,
+    0.003592128036572481, -0.0014558343870513183, 0.000590027440945586, -0.00023912911424355248, 9.691537956929451e-05,
+    -3.927832388331683e-05, 1.5918905069328964e-05, -6.451689215655431e-06, 2.6147711512907546e-06,
+    -1.0597268320104654e-06, 4.294911078273806e-07, -1.7406618963571648e-07,
+)  # fmt: skip
+_SINH_TAYLOR = tuple(1 / math.factorial(2 * n + 1) for n in range(8))
+_SERIES_BOUND = 0.55  # |x| below which tanh and sinh use their series (above it their exp formulas cancel little)
+
+
+def _sqrt_eps(dtype: DType) -> float:
+    """sqrt(eps) of a float dtype: below it x^2 is lost next to 1, above its inverse 1 next to x^2."""
+    return 2.0 ** (-dtypes.finfo(dtype)[1] / 2)
+
+
+def _series_terms(dtype: DType, float32_terms: int, float64_terms: int) -> int:
+    """How many terms of a series reach `dtype`'s precision: float64's count for float64, float32's for the rest."""
+    return float64_terms if dtypes.finfo(dtype)[1] > 23 else float32_terms
 
 
 class MathMixin(TensorBase):
@@ -32,11 +54,23 @@ class MathMixin(TensorBase):
         assert isinstance(out, type(self))
         return out
 
+    def _odd_series(self, coefficients: Sequence[PyFloat]) -> Self:
+        """x * (c[0] + c[1] x^2 + c[2] x^4 + ...), an odd series given lowest coefficient first (-0.0 stays -0.0)."""
+        return self * self.square()._poly(coefficients[::-1])
+
+    def _near_zero(self, slope: PyFloat, otherwise: Self) -> Self:
+        """slope * x where |x| < sqrt(eps) of the dtype, else `otherwise`: an odd f(x) = slope * x * (1 + c x^2 + ...)
+        with |c| <= 1/3 rounds to slope * x there, tiny x and the sign of -0.0 included (where a formula built for
+        larger x rounds them away)."""
+        return (self.abs() < _sqrt_eps(self.dtype)).where(self * slope, otherwise)
+
     def asin(self) -> Self:
         """arcsin(x) in [-pi/2, pi/2], NaN outside [-1, 1] (Abramowitz & Stegun 4.4.46: |error| <= 2e-8 before
-        rounding)."""
+        rounding; in float32 the absolute error is about 3e-7, so the relative error is large for small |x|, except
+        below sqrt(eps), where the result is x itself)."""
         # on |x|: asin(x) = pi/2 - sqrt(1 - x) * poly(x)
-        a = self._float().abs()
+        x = self._float()
+        a = x.abs()
         coefficients = (
             -0.0012624911,
             0.0066700901,
@@ -47,14 +81,15 @@ class MathMixin(TensorBase):
             -0.2145988016,
             1.5707963050,
         )
-        return self._float().sign() * (math.pi / 2 - (1.0 - a).sqrt() * a._poly(coefficients))
+        return x._near_zero(1.0, x.sign() * (math.pi / 2 - (1.0 - a).sqrt() * a._poly(coefficients)))
 
     def acos(self) -> Self:
         """arccos(x) = pi/2 - asin(x), in [0, pi]."""
         return math.pi / 2 - self.asin()
 
     def atan(self) -> Self:
-        """arctan(x) in (-pi/2, pi/2), through asin (of 1/x where |x| > 1, so that nothing overflows)."""
+        """arctan(x) in (-pi/2, pi/2), through asin (of 1/x where |x| > 1, so that nothing overflows), with its
+        accuracy (x itself for tiny x)."""
         x = self._float()
         big = x.abs() > 1  # atan(x) = sign(x) pi/2 - atan(1/x) there: x*x would overflow for large x
         inner = big.where(x.reciprocal(), x)
@@ -62,40 +97,66 @@ class MathMixin(TensorBase):
         return big.where(x.sign() * (math.pi / 2) - a, a)
 
     def sinh(self) -> Self:
-        """(exp(x) - exp(-x)) / 2."""
-        return (self.exp() - (-self._float()).exp()) / 2
+        """sinh(x): its Taylor series where |x| < 0.55 (no cancellation: about 1.5 ulp), elsewhere `_exp_pair`'s
+        (exp(x) - exp(-x)) / 2, as precise as exp and finite as long as the result is."""
+        x = self._float()
+        small = x.abs() < _SERIES_BOUND
+        series = small.where(x, 0.0)._odd_series(_SINH_TAYLOR[: _series_terms(x.dtype, 5, 8)])
+        return small.where(series, x._exp_pair(odd=True))
 
     def cosh(self) -> Self:
-        """(exp(x) + exp(-x)) / 2."""
-        return (self.exp() + (-self._float()).exp()) / 2
+        """(exp(x) + exp(-x)) / 2 (see `_exp_pair`): as precise as exp, finite as long as the result is."""
+        return self._float()._exp_pair(odd=False)
+
+    def _exp_pair(self, odd: PyBool) -> Self:
+        """(exp(x) - exp(-x)) / 2 if `odd` (sinh), else (exp(x) + exp(-x)) / 2 (cosh). Past |x| = (mantissa bits + 3)
+        ln(2) / 2, where exp(-x) is below rounding, it is (sign(x) if odd) exp(|x| - 2) * e^2 / 2: |x| - 2 is exact
+        there, and exp(|x| - 2) does not overflow before the result does (exp(x) / 2 would, for float32 |x| in
+        (88.72, 89.42]; exp(|x| - ln 2) would round |x| - ln 2)."""
+        a = self.abs()
+        big = a > (dtypes.finfo(self.dtype)[1] + 3) * math.log(2) / 2
+        far = (a - 2).exp() * (math.exp(2) / 2)
+        moderate = big.where(0.0, self)  # (finite where unused: its zero gradient would meet exp's inf, 0 * inf = NaN)
+        up, down = moderate.exp(), (-moderate).exp()
+        return big.where(self.sign() * far if odd else far, (up - down if odd else up + down) / 2)
 
     def asinh(self) -> Self:
-        """log(x + sqrt(x^2 + 1)), and sign(x) * log(2|x|) where |x| > 1e4 (before x^2 overflows)."""
+        """sign(x) log(|x| + sqrt(x^2 + 1)); sign(x) log(2|x|) above 1/sqrt(eps), where the dropped 1/(4x^2) is below
+        rounding (and x^2 could overflow); x itself below sqrt(eps) (between that and 1, log(1 + small) costs up to
+        about ulp(1) / |x| relative error)."""
         x = self._float()
         a = x.abs()
-        big = a > 1e4  # log(2|x|) there, before x*x overflows (the dropped term is below float precision)
+        big = a > 1 / _sqrt_eps(x.dtype)
         small = big.where(1.0, a)
-        return x.sign() * big.where(a.log() + math.log(2), (small + (small.square() + 1).sqrt()).log())
+        return x._near_zero(
+            1.0, x.sign() * big.where(a.log() + math.log(2), (small + (small.square() + 1).sqrt()).log())
+        )
 
     def acosh(self) -> Self:
-        """log(x + sqrt(x^2 - 1)), NaN below 1, and log(2x) where x > 1e4 (before x^2 overflows)."""
+        """log(x + sqrt(x - 1) sqrt(x + 1)), NaN below 1 (sqrt(x - 1) is), and log(2x) above 1/sqrt(eps), where the
+        dropped -1/(4x^2) is below rounding. Near 1, log(1 + small) costs up to about ulp(1) / acosh(x) relative
+        error."""
         x = self._float()
-        big = x > 1e4  # log(2x) there, before x*x overflows
-        small = (x.abs() > 1e4).where(x.sign(), x)  # (x <= -1e4 stays below 1: NaN, as it should)
-        return big.where(x.log() + math.log(2), (small + (small.square() - 1).sqrt()).log())
+        cutoff = 1 / _sqrt_eps(x.dtype)
+        big = x > cutoff
+        small = (x.abs() > cutoff).where(x.sign(), x)  # (x <= -cutoff stays below 1: NaN, as it should)
+        # (not sqrt(x^2 - 1), which rounds to |x| for large negative x: log(x + |x|) = log(0) gave -inf, not NaN)
+        return big.where(x.log() + math.log(2), (small + (small - 1).sqrt() * (small + 1).sqrt()).log())
 
     def atanh(self) -> Self:
-        """log((1 + x) / (1 - x)) / 2: +-inf at +-1, NaN outside [-1, 1]."""
+        """log((1 + x) / (1 - x)) / 2: +-inf at +-1, NaN outside [-1, 1], x itself below sqrt(eps) (between that and
+        1, log(1 + small) costs up to about ulp(1) / |x| relative error)."""
         x = self._float()
-        return ((1 + x) / (1 - x)).log() / 2
+        return x._near_zero(1.0, ((1 + x) / (1 - x)).log() / 2)
 
     def erf(self) -> Self:
-        """The error function (Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7 before rounding)."""
+        """The error function (Abramowitz & Stegun 7.1.26: |error| <= 1.5e-7 before rounding, so the relative error is
+        large for small |x|, except below sqrt(eps), where the result is 2x / sqrt(pi))."""
         # on |x|, with the sign put back
         x = self._float()
         t = 1.0 / (1.0 + 0.3275911 * x.abs())
         tail = t * t._poly((1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)) * (-x.square()).exp()
-        return x.sign() * (1.0 - tail)
+        return x._near_zero(2 / math.sqrt(math.pi), x.sign() * (1.0 - tail))
 
     def lerp(self, end: Self, weight: Self | ConstType) -> Self:
         """self + (end - self) * weight: linear interpolation from self (weight 0) to `end` (weight 1)."""
@@ -129,8 +190,12 @@ class MathMixin(TensorBase):
         return (self == math.inf).where(hi, (self == -math.inf).where(lo, out))
 
     def tanh(self) -> Self:
-        """tanh(x), as 2 * sigmoid(2x) - 1."""
-        return 2.0 * ((2.0 * self._float()).sigmoid()) - 1.0
+        """tanh(x): its Taylor series where |x| < 0.55 (about 1 ulp; 2 * sigmoid(2x) - 1 would lose small x to
+        rounding), 2 * sigmoid(2x) - 1 elsewhere (up to about 3 ulp)."""
+        x = self._float()
+        small = x.abs() < _SERIES_BOUND
+        series = small.where(x, 0.0)._odd_series(_TANH_TAYLOR[: _series_terms(x.dtype, 9, 18)])
+        return small.where(series, 2.0 * ((2.0 * x).sigmoid()) - 1.0)
 
     def gelu(self, approximate: str = "tanh") -> Self:
         """GELU; approximate="tanh" (tinygrad's default) or "none" (exact, with erf, PyTorch's default)."""
@@ -153,8 +218,18 @@ class MathMixin(TensorBase):
     leakyrelu = leaky_relu  # (older tinygrad's name)
 
     def elu(self, alpha: PyFloat = 1.0) -> Self:
-        """x where x > 0, else alpha * (exp(x) - 1)."""
-        return (self > 0).where(self, alpha * (self._negative_part().exp() - 1))
+        """x where x > 0 (NaN stays NaN), else alpha * (exp(x) - 1) (see `_exp_below_zero` for its accuracy)."""
+        return self._exp_below_zero(alpha, 1.0)
+
+    def _exp_below_zero(self, alpha: PyFloat, scale: PyFloat) -> Self:
+        """x where x > 0 or NaN (a select on x <= 0, which NaN fails), else alpha * (exp(x / scale) - 1), the elu
+        family's curve. exp(x / scale) - 1 has an absolute error of about eps, so a large relative one for small |x|;
+        below |x / scale| = eps it would round to 0, and alpha / scale * x (-0.0 keeping its sign) is used instead."""
+        eps = 2.0 ** -dtypes.finfo(least_upper_float(self.dtype))[1]
+        negative = self._negative_part()
+        curve = alpha * ((negative if scale == 1 else negative / scale).exp() - 1)
+        tiny = self > -eps * abs(scale)
+        return (self <= 0).where(tiny.where(self * (alpha / scale), curve), self)
 
     def softplus(self, beta: PyFloat = 1.0, threshold: PyFloat = 20.0) -> Self:
         """log(1 + exp(beta*x)) / beta, and x itself where beta*x > threshold (as torch: no overflow to inf)."""
@@ -192,13 +267,13 @@ class MathMixin(TensorBase):
         return (self < 0).where(self, 0)
 
     def celu(self, alpha: PyFloat = 1.0) -> Self:
-        """x where x >= 0, else alpha * (exp(x / alpha) - 1)."""
-        return (self >= 0).where(self, alpha * ((self._negative_part() / alpha).exp() - 1))
+        """x where x >= 0 (NaN stays NaN), else alpha * (exp(x / alpha) - 1) (see `_exp_below_zero`)."""
+        return self._exp_below_zero(alpha, alpha)
 
     def selu(self, alpha: PyFloat = 1.67326, gamma: PyFloat = 1.0507) -> Self:
-        """gamma * (x where x >= 0, else alpha * (exp(x) - 1)); the default constants are tinygrad's, rounded (PyTorch's
-        have more digits)."""
-        return gamma * (self >= 0).where(self, alpha * (self._negative_part().exp() - 1))
+        """gamma * (x where x >= 0, else alpha * (exp(x) - 1)), NaN staying NaN (see `_exp_below_zero`); the default
+        constants are tinygrad's, rounded (PyTorch's have more digits)."""
+        return gamma * self._exp_below_zero(alpha, 1.0)
 
     def mish(self) -> Self:
         """x * tanh(softplus(x))."""
