@@ -51,6 +51,7 @@ def _draws(fn: Callable[[], Tensor], calls: int) -> list[np.ndarray]:
 
 
 def test_one_shape_of_random_call_compiles_once():
+    method_cache.clear()  # (it is bounded: full after other tests, a new kernel would push an old one out)
     Tensor.rand(7).realize()
     before = len(method_cache)
     draws = [Tensor.rand(7).numpy() for _ in range(12)]
@@ -70,6 +71,7 @@ def test_one_shape_of_random_call_compiles_once_on_a_compiled_device(device):
 def test_a_draw_of_a_new_size_compiles_only_its_own_kernel():
     """The counter's advance by a draw's size is a kernel parameter: a new size compiles the kernel of its numbers
     (it has that shape), not another kernel for its key (a model's initialisation draws once per parameter)."""
+    method_cache.clear()  # (it is bounded: full after other tests, a new kernel would push an old one out)
     Tensor.rand(7).realize()
     before = len(method_cache)
     for size in (3, 11, 40):
