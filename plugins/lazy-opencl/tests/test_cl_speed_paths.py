@@ -256,3 +256,18 @@ def test_elementwise_with_transcendentals(name):
     bound = 1e-6 + 8 * np.spacing(np.abs(arg).astype(np.float32)).astype(np.float64)
     worst = np.abs(got - np.sin(arg)) - bound
     assert (worst <= 0).all(), f"{int((worst > 0).sum())} results off, worst by {worst.max()} over the bound"
+
+
+@pytest.mark.parametrize("limits", ["avx2", "gpu"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.float64])
+@pytest.mark.parametrize("n", [8, 16, 64])
+def test_register_tiles_of_wide_lanes_keep_their_reduce_loop_when_unrolling_would_be_too_much_code(limits, dtype, n):
+    """An int or double matmul's register tile left no room in the unroll budget: the tile's reduce unroll raised
+    `KernelOptError` out of code generation (int32 8x8 @ 8x8 failed on CL). The loop now stays a loop."""
+    if dtype is np.float64 and not Device["CL"].renderer.limits.fp64:
+        pytest.skip("this OpenCL device has no float64")
+    a = (np.arange(n * n).reshape(n, n) % 7).astype(dtype)
+    ast = kernels(Tensor(a) @ Tensor(a))[-1]
+    optimized(ast, LIMITS[limits])  # does not raise
+    want = (a.astype(np.int64) @ a.astype(np.int64)).astype(dtype)
+    np.testing.assert_array_equal((Tensor(a) @ Tensor(a)).numpy(), want)

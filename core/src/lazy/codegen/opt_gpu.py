@@ -117,10 +117,13 @@ def register_tile(k: Kernel) -> Kernel | None:
     reduce_axes = trial.axes(Axis.REDUCE)
     if reduce_axes:
         size = trial.full_shape[reduce_axes[-1]]
+        unroll = None
         if isinstance(size, int) and size <= 2 * TILE_UNROLL and not _divides(size, TILE_UNROLL):
-            trial.apply_opt(Opt(OptOps.UNROLL, reduce_axes[-1], 0))  # a short loop (a 3x3 window's row): all of it
+            unroll = Opt(OptOps.UNROLL, reduce_axes[-1], 0)  # a short loop (a 3x3 window's row): all of it
         elif _divides(size, TILE_UNROLL):
-            trial.apply_opt(Opt(OptOps.UNROLL, reduce_axes[-1], TILE_UNROLL))
+            unroll = Opt(OptOps.UNROLL, reduce_axes[-1], TILE_UNROLL)
+        # (a tile of wide lanes, int or double, may leave no room in the unroll budget: the loop then stays a loop)
+        trial = (trial.applied(unroll) if unroll is not None else None) or trial
     return trial
 
 
