@@ -259,9 +259,14 @@ class Sqrt(Function):
 
 
 class Sigmoid(Function):
+    """1 / (1 + exp(-x)), and exp(x) / (1 + exp(x)) below 0, which underflows gradually (1 / (1 + exp(-x)) is 0 once
+    exp(-x) overflows); one exp2 of -|x| either way. The gradient is the output's: s (1 - s)."""
+
     def forward(self, x: LazyBuffer) -> LazyBuffer:
-        # 1 / (1 + 2^(-x/ln2))
-        return x.const(1).e(Ops.ADD, x.e(Ops.MUL, x.const(-1 / math.log(2))).e(Ops.EXP2)).e(Ops.RECIP)
+        negative = x.e(Ops.CMPLT, x.const(0))
+        decay = negative.e(Ops.WHERE, x, x.e(Ops.NEG)).e(Ops.MUL, x.const(1 / math.log(2))).e(Ops.EXP2)  # exp(-|x|)
+        of_abs = x.const(1).e(Ops.ADD, decay).e(Ops.RECIP)  # sigmoid(|x|)
+        return negative.e(Ops.WHERE, decay.e(Ops.MUL, of_abs), of_abs)
 
     def backward(self, grad_output: B, ret: B, x: B) -> B:
         return ret.e(Ops.MUL, ret.const(1).e(Ops.ADD, ret.e(Ops.NEG))).e(Ops.MUL, grad_output)

@@ -635,16 +635,9 @@ class Tensor(
 
     def sigmoid(self) -> Tensor:
         """1 / (1 + exp(-x)) in a float dtype (half and bfloat16 compute in float32, rounded once); below 0 it is
-        exp(x) / (1 + exp(x)), which underflows gradually (1 / (1 + exp(-x)) is 0 once exp(-x) overflows)."""
-
-        def stable(x: Tensor) -> Tensor:
-            negative = x < 0
-            # exp(-|x|) <= 1, with -|x| as a select: abs()'s zero gradient at 0 would make sigmoid's 0 there
-            decay = negative.where(x, -x).exp()
-            of_abs = (1 + decay).reciprocal()  # sigmoid(|x|)
-            return negative.where(decay * of_abs, of_abs)
-
-        return self._transcendental(stable)
+        exp(x) / (1 + exp(x)), which underflows gradually (1 / (1 + exp(-x)) is 0 once exp(-x) overflows). Its
+        gradient is s (1 - s) from the output (`F.Sigmoid`)."""
+        return self._transcendental(F.Sigmoid.apply)
 
     def abs(self) -> Tensor:
         """|x|. Unsigned and bool tensors are returned as they are; the lowest signed integer stays itself (abs(-128) is
