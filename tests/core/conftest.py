@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sys
+import threading
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -31,3 +33,21 @@ def fresh_search() -> Iterator[None]:
     with Context(CACHE_DIR="off", BEAM_BUDGET=0, DEBUG=0):
         yield
     search._results.clear()
+
+
+@pytest.fixture
+def run_interleaved() -> Callable[[list[threading.Thread]], None]:
+    """Start the threads and wait for them, switching between threads as often as the interpreter can (races show)."""
+
+    def run(threads: list[threading.Thread]) -> None:
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            sys.setswitchinterval(interval)
+
+    return run

@@ -6,7 +6,6 @@ device (CPU)."""
 from __future__ import annotations
 
 import pickle
-import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -154,7 +153,7 @@ def test_tensors_in_dicts_and_keywords_replay():
 # -- calls from several threads --------------------------------------------------------------------------------------
 
 
-def test_calls_from_two_threads_run_one_at_a_time():
+def test_calls_from_two_threads_run_one_at_a_time(run_interleaved):
     jf = TinyJit(lambda counter: counter.assign(counter + 1).realize())  # each thread updates its own tensor
     counters = [Tensor.zeros(4).contiguous().realize() for _ in range(2)]
     start, errors, calls = threading.Barrier(2), [], 20
@@ -167,16 +166,7 @@ def test_calls_from_two_threads_run_one_at_a_time():
         except Exception as e:  # reported below: an exception in a thread does not fail the test by itself
             errors.append(e)
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible: interleave the calls
-    try:
-        threads = [threading.Thread(target=work, args=(counter,)) for counter in counters]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved([threading.Thread(target=work, args=(counter,)) for counter in counters])
     assert not errors, errors
     for counter in counters:  # a replay whose kernels ran on the other thread's tensor would count wrong
         np.testing.assert_array_equal(counter.numpy(), [calls] * 4)

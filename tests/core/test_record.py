@@ -104,7 +104,7 @@ def test_replace_and_the_dataclasses_api():
             raise AssertionError("a record matches positionally by its fields")
 
 
-def test_methods_compile_once_on_first_use_from_any_path():
+def test_methods_compile_once_on_first_use_from_any_path(run_interleaved):
     """Before any instance exists the class holds stand-ins; the first use (here: an instance made without `__init__`,
     as unpickling makes one, compared and hashed) compiles them all, once, also when threads race to it."""
 
@@ -125,15 +125,7 @@ def test_methods_compile_once_on_first_use_from_any_path():
         results.append((hash(made), made == made))
 
     threads = [threading.Thread(target=use) for _ in range(8)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as possible: they race into the compile
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved(threads)  # they race into the compile
     assert len(results) == 8 and len(set(results)) == 1 and results[0][1] and "__record_pending__" not in Fresh.__dict__
     assert Fresh.__init__.__qualname__.endswith("Fresh.__init__")
     assert Fresh(1, "x") == made and hash(Fresh(1, "x")) == hash(made)
