@@ -195,3 +195,45 @@ def test_prune_keeps_a_counter_that_reads_only_itself():
     jf = TinyJit(lambda x: (x + steps.assign(steps + 1)).realize(), prune=True)  # the update reads no input
     for i in range(1, 5):
         np.testing.assert_allclose(jf(Tensor.zeros(1)).numpy(), [i])
+
+
+def test_a_capture_records_only_its_own_threads_work(run_interleaved):
+    """While one thread captures, another thread's eager work and jit replays run as usual: they are not recorded
+    into the capture (its replays would run them), and a replay there is not refused as a jit inside a jit."""
+    other = TinyJit(lambda t: (t * 3).realize())
+    for _ in range(3):
+        other(Tensor.ones(4))
+    inside, go, capturing_now = threading.Event(), threading.Event(), threading.Event()
+
+    def captured_fn(x: Tensor) -> Tensor:
+        y = (x + 1).realize()
+        if capturing_now.is_set():
+            inside.set()
+            go.wait(10)  # the other thread runs its work now, during the capture
+        return (y * 2).realize()
+
+    jf = TinyJit(captured_fn)
+    jf(Tensor.ones(4))  # the eager call
+    capturing_now.set()
+    results, errors = [], []
+
+    def capture() -> None:
+        try:
+            results.append(jf(Tensor.full((4,), 2.0)).numpy())
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    def meanwhile() -> None:
+        try:
+            inside.wait(10)
+            results.append(((Tensor.full((4,), 5.0) - 1).numpy(), other(Tensor.full((4,), 7.0)).numpy()))
+        except Exception as e:  # reported below
+            errors.append(e)
+        finally:
+            go.set()
+
+    run_interleaved([threading.Thread(target=capture), threading.Thread(target=meanwhile)])
+    assert not errors, errors
+    assert jf.captured is not None and len(jf.jit_cache) == 2, [ei.prg for ei in jf.jit_cache]
+    for v in (3.0, 4.0):
+        np.testing.assert_array_equal(jf(Tensor.full((4,), v)).numpy(), [(v + 1) * 2] * 4)

@@ -309,7 +309,7 @@ class TinyJit(Generic[R]):
             return self._call(args, kwargs)
 
     def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
-        if capturing and self.cnt >= 1:
+        if capturing and self.cnt >= 1 and _capturing_here():
             raise JitError("jit: having TinyJit inside another TinyJit is not supported: this one would capture or "
                            "replay while the outer one captures, which would miss its work; jit the outer function "
                            "only")  # fmt: skip
@@ -408,12 +408,19 @@ def jit(fxn: Callable[..., R]) -> TinyJit[R]:
 # -- capture -----------------------------------------------------------------------------------------------------------
 
 
+def _capturing_here() -> bool:
+    """Whether a jit captures on this thread (one on another thread neither sees nor stops this thread's work)."""
+    here = threading.get_ident()
+    return any(getattr(listener, "thread", here) == here for listener in capturing)
+
+
 class _Recorder:
     """Listens to `run_schedule` while a function is captured: every item that runs, the buffers written, which of
     those are written in place by an assign, which items are snapshots (`LazyBuffer.is_snapshot`), and a weak
     reference to each written buffer's LazyBuffer."""
 
     def __init__(self) -> None:
+        self.thread = threading.get_ident()  # the capturing thread: work other threads run meanwhile is theirs
         self.items: list[ExecItem] = []
         self.written: list[Buffer] = []
         self.owners: list[weakref.ref[LazyBuffer]] = []
@@ -421,6 +428,8 @@ class _Recorder:
         self.snapshots: set[int] = set()
 
     def __call__(self, ei: ExecItem, outputs: tuple[LazyBuffer, ...]) -> None:
+        if threading.get_ident() != self.thread:
+            return
         if any(out.is_snapshot for out in outputs):
             self.snapshots.add(len(self.items))
         self.items.append(ExecItem(ei.runner, list(ei.bufs), dict(ei.var_vals)))
