@@ -92,8 +92,9 @@ def wrong_type(raw: bytes) -> bytes:
         (lambda raw: b"", "truncated"),
         (unloadable, "does not load"),
         (wrong_type, "holds a dict"),
+        (lambda raw: raw + b"tail", "longer than its header says"),
     ],  # fmt: skip
-    ids=["truncated", "garbled", "empty", "unloadable", "wrong-type"],
+    ids=["truncated", "garbled", "empty", "unloadable", "wrong-type", "appended"],
 )
 def test_a_damaged_program_entry_is_generated_again_and_replaced(cache, capsys, damage, why):
     np.testing.assert_allclose(run_kernels(), EXPECTED)
@@ -104,6 +105,21 @@ def test_a_damaged_program_entry_is_generated_again_and_replaced(cache, capsys, 
         np.testing.assert_allclose(run_kernels(), EXPECTED)
     assert why in capsys.readouterr().out
     assert read_cache_entry(victim.read_bytes(), bytes.fromhex(victim.name))[0] is not None, "not replaced"
+
+
+def test_a_directory_where_an_entry_belongs_is_replaced_once(cache, capsys):
+    """A directory at an entry's path blocked every write of it, so each run noted it again (as unwritable)."""
+    np.testing.assert_allclose(run_kernels(), EXPECTED)
+    victim = entries(cache, "program")[0]
+    victim.unlink()
+    (victim / "inside").mkdir(parents=True)
+    with Context(DEBUG=1):
+        np.testing.assert_allclose(run_kernels(), EXPECTED)
+    assert "is a directory, not a cache entry" in capsys.readouterr().out
+    assert victim.is_file() and read_cache_entry(victim.read_bytes(), bytes.fromhex(victim.name))[0] is not None
+    with Context(DEBUG=1):
+        np.testing.assert_allclose(run_kernels(), EXPECTED)
+    assert "directory" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS, errno.EACCES], ids=["full-disk", "read-only", "denied"])

@@ -181,3 +181,15 @@ def test_a_buffer_larger_than_any_memory_is_refused_before_the_plugin_sees_it(de
     assert sum(len(v) for v in getattr(allocator, "cache", {}).values()) == cached
     a = np.array([1.0, 2.0, 3.0], np.float32)
     np.testing.assert_allclose((Tensor(a, device=device) * 2 + 1).numpy(), a * 2 + 1)
+
+
+def test_a_bitcast_that_cannot_hold_whole_elements_says_to_reshape():
+    """float32 (3,) as float64: 12 bytes hold no whole number of 8-byte elements; `.contiguous()` cannot help, and
+    the message said to call it. A transposed view (whole elements, but not consecutive) is told to."""
+    from lazy import dtypes
+
+    with pytest.raises(ValueError, match=r"12 bytes do not hold whole .*reshape"):
+        Tensor(np.ones(3, np.float32)).bitcast(dtypes.float64)
+    with pytest.raises(ValueError, match=r"contiguous\(\) first"):
+        Tensor(np.ones((4, 4), np.float32)).T.bitcast(dtypes.float64)
+    still_works()

@@ -43,8 +43,10 @@ def read_cache_entry(raw: bytes, key_digest: bytes) -> tuple[bytes | None, str]:
         return None, "not in this version's format"
     if key != key_digest:
         return None, "for another key (another compiler, source or kernel)"
-    if len(payload) != length:
+    if len(payload) < length:
         return None, f"truncated ({len(payload)} of {length} bytes)"
+    if len(payload) > length:
+        return None, f"longer than its header says ({len(payload)} bytes, {length} expected)"
     if sha256(payload) != digest:
         return None, "corrupt (checksum mismatch)"
     return payload, ""
@@ -125,6 +127,9 @@ def load_cached(kind: str, key_digest: bytes) -> bytes | None:
         raw = path.read_bytes()
     except FileNotFoundError:
         raw = None
+    except IsADirectoryError:
+        compile_stats.problem(f"{kind} cache: {path} is a directory, not a cache entry; recompiling and replacing it")
+        raw = None
     except OSError as e:
         compile_stats.problem(f"{kind} cache: {path} is unreadable ({e}); recompiling")
         raw = None
@@ -144,6 +149,10 @@ def store_cached(kind: str, key_digest: bytes, payload: bytes) -> None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_dir() and not path.is_symlink():  # (no entry is a directory: one here would block every write)
+            import shutil
+
+            shutil.rmtree(path)
         import tempfile  # on first use, as `import lazy` need not load it
 
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")

@@ -517,9 +517,14 @@ class Tensor(
             if view is not None:
                 return Tensor(view, device=self.device, requires_grad=False)
             if dtype.itemsize != self.dtype.itemsize:
+                last = self.shape[-1] if self.shape else 1
+                if isinstance(last, int) and (last * self.dtype.itemsize) % dtype.itemsize:
+                    raise ValueError(f"bitcast from {self.dtype} to {dtype} of shape {self.shape}: the last "
+                                     f"dimension's {last * self.dtype.itemsize} bytes do not hold whole {dtype} "
+                                     f"elements ({dtype.itemsize} bytes each); reshape so that they do")  # fmt: skip
                 raise ValueError(f"bitcast from {self.dtype} to {dtype} of shape {self.shape}: a different element "
-                                 "size needs a contiguous tensor whose last dimension holds whole elements; call "
-                                 ".contiguous() first")  # fmt: skip
+                                 "size needs a tensor laid out consecutively in memory; call .contiguous() "
+                                 "first")  # fmt: skip
         return F.Cast.apply(self, dtype=dtype, bitcast=True)
 
     def float(self) -> Tensor:
