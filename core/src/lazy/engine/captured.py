@@ -177,7 +177,8 @@ def map_tensors(obj: Any, fn: Any) -> Any:
 class CapturedJit:
     """A captured program: `jit_cache` (the kernels, copies and views, in order), `input_replace` ((item, buffer
     position) -> tensor input index), `inputs`, `variables` and `constants` (what a replay must be called with: the
-    tensors, the variables bound, the plain-value arguments), `graph_batches`, `replays` (how many times it ran) and
+    tensors, the variables bound, every other argument as captured: `lazy.engine.jit._captured_value`),
+    `graph_batches`, `replays` (how many times it ran) and
     the returned value (tensors the replays write into, or `FromInput`s)."""
 
     def __init__(self, ret: Any, jit_cache: list[ExecItem], input_replace: dict[tuple[int, int], int],
