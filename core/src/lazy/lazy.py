@@ -250,7 +250,7 @@ def snapshots_for(targets: list[LazyBuffer], realized: set[int], clobbered: Coll
     return [Snapshot(target, readers) for target, readers in outliving_readers(targets, realized, clobbered).items()]
 
 
-def _same_memory(a: LazyBuffer, b: LazyBuffer) -> bool:
+def same_memory(a: LazyBuffer, b: LazyBuffer) -> bool:
     """Whether two realized bases use the same memory (one buffer, or views of one, e.g. through a bitcast)."""
     x, y = a.buffer, b.buffer
     return (x.base or x) is (y.base or y)
@@ -448,7 +448,7 @@ class LazyBuffer:
         assert self.base is self and self.st.contiguous, "assign target must be a contiguous base"
         assert view is None or storable_view(view), f"cannot store through {view}"
         written = view if view is not None else ShapeTracker.from_shape(self.shape)
-        if value.base.realized is not None and _same_memory(value.base, self) and value.st != written:
+        if value.base.realized is not None and same_memory(value.base, self) and value.st != written:
             # the kernel would read the memory it writes, elsewhere than where it writes (`x.assign(x.flip(0))`):
             # a copy first (a computed value gets memory of its own anyway, see `lazy.engine.schedule`)
             value = value.clone()

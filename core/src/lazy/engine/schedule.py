@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from lazy.device import Buffer, get_device
 from lazy.helpers import DEBUG, VIZ, prod
-from lazy.lazy import PEER_READ, LazyBuffer, snapshots_for
+from lazy.lazy import PEER_READ, LazyBuffer, same_memory, snapshots_for
 from lazy.ops import RAMP_VALUE, ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
 from lazy.record import field, record, replace
 from lazy.shape import ShapeTracker
@@ -124,7 +124,7 @@ def _computes_in_place(assign: LazyBuffer) -> bool:
                 return False
             continue
         if base.realized is not None:
-            if _shares_memory(base, target):
+            if same_memory(base, target):
                 return False
             continue
         if base.op is Ops.CONST or base.op is Ops.RAMP:
@@ -148,12 +148,7 @@ def _aliases_memory(view: LazyBuffer, target: LazyBuffer) -> bool:
         view = view.srcs[0].base
         if view is target:
             return True
-    return view.realized is not None and _shares_memory(view, target)
-
-
-def _shares_memory(a: LazyBuffer, b: LazyBuffer) -> bool:
-    x, y = a.buffer, b.buffer
-    return (x.base or x) is (y.base or y)
+    return view.realized is not None and same_memory(view, target)
 
 
 def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[Realizes, dict[LazyBuffer, LazyBuffer]]:
