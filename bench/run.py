@@ -375,14 +375,17 @@ def numpy_tiny() -> Prepare:
     return same(lambda: [x + 1 for _ in range(TINY_COUNT)])
 
 
-def eager_chain(x: Any) -> Prepare:
-    """The jit rows' chain of adds on an array or tensor that computes before it returns (numpy, PyTorch), eagerly."""
+def eager_chain(x: Any, sync: Callable[[], None] | None = None) -> Prepare:
+    """The jit rows' chain of adds on an array or tensor (numpy, PyTorch), eagerly; `sync` waits for a GPU at the
+    end."""
 
     def run() -> None:
         for _ in range(JIT_CALLS):
             y = x
             for i in range(JIT_OPS):
                 y = y + (i + 1)
+        if sync is not None:
+            sync()
 
     return same(run)
 
@@ -444,10 +447,11 @@ NUMPY_ROWS: dict[str, Callable[..., Prepare]] = {
 }  # fmt: skip
 
 
-def torch_step(torch: Any, model: Any, optimizer: Any, x: np.ndarray) -> Callable[[], Any]:
-    """One eager training step of `model` on the batch `x`; each call returns the loss."""
-    opt, inputs = optimizer(model.parameters()), torch.from_numpy(x)
-    targets = torch.from_numpy(labels(len(x)).astype(np.int64))
+def torch_step(torch: Any, model: Any, optimizer: Any, x: np.ndarray, device: str = "cpu") -> Callable[[], Any]:
+    """One eager training step of `model` on the batch `x` on `device`; each call returns the loss."""
+    model.to(device)
+    opt, inputs = optimizer(model.parameters()), torch.from_numpy(x).to(device)
+    targets = torch.from_numpy(labels(len(x)).astype(np.int64)).to(device)
 
     def step() -> Any:
         opt.zero_grad()
@@ -459,12 +463,12 @@ def torch_step(torch: Any, model: Any, optimizer: Any, x: np.ndarray) -> Callabl
     return step
 
 
-def torch_cnn_step(torch: Any, batch: int) -> Callable[[], Any]:
+def torch_cnn_step(torch: Any, batch: int, device: str = "cpu") -> Callable[[], Any]:
     nn = torch.nn
     model = nn.Sequential(nn.Conv2d(1, 32, 5), nn.ReLU(), nn.Conv2d(32, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Conv2d(32, 64, 3), nn.ReLU(), nn.Conv2d(64, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Flatten(), nn.Linear(576, 10))  # fmt: skip
-    return torch_step(torch, model, lambda p: torch.optim.Adam(p, lr=1e-3), rand(batch, 1, 28, 28))
+    return torch_step(torch, model, lambda p: torch.optim.Adam(p, lr=1e-3), rand(batch, 1, 28, 28), device)
 
 
 # -- cold start: rows measured in a fresh interpreter ------------------------------------------------------------------
@@ -533,43 +537,51 @@ def lib_fresh_cnn_step(lib: TensorLib, batch: int, how: ColdStart) -> Prepare:
     return fresh_cnn_step(lib.name, lib.device, batch, how)
 
 
-def torch_rows(torch: Any) -> dict[str, Callable[..., Prepare]]:
-    """PyTorch's version of each row, by `Workload.key` (CPU, all cores, out of place like the others)."""
+def torch_rows(torch: Any, device: str = "cpu") -> dict[str, Callable[..., Prepare]]:
+    """PyTorch's version of each row, by `Workload.key` (all cores on the CPU, out of place like the others). On a GPU
+    (`device` "cuda") each repetition waits for the device, as lazy's do."""
     F, nn = torch.nn.functional, torch.nn  # noqa: N806 (PyTorch's spelling)
+    on_gpu = device != "cpu"
 
     def t(array: np.ndarray) -> Any:
-        return torch.from_numpy(array)
+        return torch.from_numpy(array).to(device)
+
+    def timed(run: Callable[[], Any]) -> Prepare:
+        if not on_gpu:
+            return same(run)
+        return same(lambda: (run(), torch.cuda.synchronize()))
 
     def tiny() -> Prepare:
-        x = torch.arange(16, dtype=torch.float32)
-        return same(lambda: [x + 1 for _ in range(TINY_COUNT)])
+        x = torch.arange(16, dtype=torch.float32, device=device)
+        return timed(lambda: [x + 1 for _ in range(TINY_COUNT)])
 
     def chain() -> Prepare:  # eager: the jit rows' ops one by one, as PyTorch runs them without torch.compile
-        return eager_chain(torch.arange(16, dtype=torch.float32))
+        return eager_chain(torch.arange(16, dtype=torch.float32, device=device), torch.cuda.synchronize if on_gpu
+                           else None)  # fmt: skip
 
     def elementwise(n: int) -> Prepare:
         a, b, c = (t(rand(n)) for _ in range(3))
-        return same(lambda: (a + b) * c)
+        return timed(lambda: (a + b) * c)
 
     def exp_chain(n: int) -> Prepare:
         a, b, c = (t(rand(n) - 0.5) for _ in range(3))
-        return same(lambda: torch.exp(torch.relu(a * b + c) * 0.5))
+        return timed(lambda: torch.exp(torch.relu(a * b + c) * 0.5))
 
     def total(n: int) -> Prepare:
         a = t(rand(n))
-        return same(lambda: a.sum())
+        return timed(lambda: a.sum())
 
     def softmax(n: int) -> Prepare:
         x = t(rand(n, n))
-        return same(lambda: torch.softmax(x, dim=-1))
+        return timed(lambda: torch.softmax(x, dim=-1))
 
     def matmul(n: int) -> Prepare:
         a, b = t(rand(n, n)), t(rand(n, n))
-        return same(lambda: a @ b)
+        return timed(lambda: a @ b)
 
     def conv(shape: ConvShape) -> Prepare:
         x, w = (t(a) for a in shape.arrays())
-        return same(lambda: F.conv2d(x, w, padding=1))
+        return timed(lambda: F.conv2d(x, w, padding=1))
 
     def conv_backward(shape: ConvShape) -> Prepare:
         x_np, w_np = shape.arrays()
@@ -578,7 +590,8 @@ def torch_rows(torch: Any) -> dict[str, Callable[..., Prepare]]:
         def prepare() -> Timed:
             x, w = t(x_np).requires_grad_(), t(w_np).requires_grad_()
             out = F.conv2d(x, w, padding=1)
-            return lambda: torch.autograd.grad(out, (x, w), grad_out)
+            grads = lambda: torch.autograd.grad(out, (x, w), grad_out)  # noqa: E731
+            return (lambda: (grads(), torch.cuda.synchronize())) if on_gpu else grads
 
         return prepare
 
@@ -587,19 +600,23 @@ def torch_rows(torch: Any) -> dict[str, Callable[..., Prepare]]:
             for _ in range(steps):
                 step()
 
-        return same(run)
+        return timed(run)
 
     def cnn(batch: int) -> Prepare:
-        return train_steps(torch_cnn_step(torch, batch), 1)
+        return train_steps(torch_cnn_step(torch, batch, device), 1)
 
     def mlp() -> Prepare:
         model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
-        return train_steps(torch_step(torch, model, lambda p: torch.optim.SGD(p, lr=0.01), rand(64, 64)), MLP_STEPS)
+        step = torch_step(torch, model, lambda p: torch.optim.SGD(p, lr=0.01), rand(64, 64), device)
+        return train_steps(step, MLP_STEPS)
 
-    fresh = {key: functools.partial(fresh_cnn_step, "PyTorch", "CPU", how=how) for key, how in FRESH_CNN_ROWS.items()}
-    return {"tiny": tiny, "tiny_sync": tiny, "jit": chain, "jit_sync": chain, "elementwise": elementwise,
+    rows = {"tiny": tiny, "tiny_sync": tiny, "jit": chain, "jit_sync": chain, "elementwise": elementwise,
             "exp": exp_chain, "sum": total, "softmax": softmax, "matmul": matmul, "conv2d": conv,
-            "conv2d_backward": conv_backward, "cnn": cnn, "mlp": mlp, **fresh}  # fmt: skip
+            "conv2d_backward": conv_backward, "cnn": cnn, "mlp": mlp}  # fmt: skip
+    if not on_gpu:  # the fresh-process rows run PyTorch on the CPU
+        rows |= {key: functools.partial(fresh_cnn_step, "PyTorch", "CPU", how=how)
+                 for key, how in FRESH_CNN_ROWS.items()}  # fmt: skip
+    return rows
 
 
 LIB_ROWS: dict[str, Callable[..., Prepare]] = {
@@ -721,10 +738,11 @@ def ratio(lazy: Figure, reference: Figure) -> str:
     return f"{fmt_number(lazy / reference)}x"
 
 
-def bench_rows(selected: list[Workload], devices: list[str], named: set[str], budget: Budget) -> list[str]:
-    """The table rows, one per workload and device; numpy and PyTorch run once per workload."""
+def bench_rows(selected: list[Workload], devices: list[str], named: set[str], budget: Budget,
+               torch_device: str = "cpu") -> list[str]:  # fmt: skip
+    """The table rows, one per workload and device; numpy and PyTorch (on `torch_device`) run once per workload."""
     torch = load_torch()
-    torch_impls = torch_rows(torch) if torch else {}
+    torch_impls = torch_rows(torch, torch_device) if torch else {}
     libs = {device: (lazy_lib(device), tinygrad_lib(device)) for device in devices}
     lines = []
     for work in selected:
@@ -779,6 +797,8 @@ def parse_args(names: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small sizes and a short budget: a smoke run (< 1 min)")
     budget_help = "seconds of timed repetitions per figure, at least one (default 3, quick 0.1)"
     parser.add_argument("--budget", type=float, default=None, help=budget_help)
+    torch_help = "PyTorch's device for its column: cpu (default) or cuda, beside lazy's CUDA (each repetition synced)"
+    parser.add_argument("--torch-device", default="cpu", help=torch_help)
     out_help = "Markdown file whose section between the bench markers is rewritten ('' writes nothing)"
     parser.add_argument("--out", default="docs/benchmarks.md", help=out_help)
     args = parser.parse_args()
@@ -808,8 +828,8 @@ def main() -> None:
         runs = 2 if args.quick else 5
         lines += [f"`import lazy` (median of {runs} fresh processes): **{report.import_time(runs) * 1e3:.0f} ms**", ""]
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += bench_rows(selected, devices, named, budget)
-    lines += ["", *NOTES, ""]
+    lines += bench_rows(selected, devices, named, budget, args.torch_device)
+    lines += ["", *NOTES, *([f"PyTorch ran on {args.torch_device}."] if args.torch_device != "cpu" else []), ""]
     # issue 14's: allreduce bandwidth against the memory copy, data-parallel scaling over MPI (a minute or two: in a
     # full run, or when --rows names it)
     for key in report.MULTI_DEVICE_ROWS:
