@@ -4,7 +4,7 @@
 # used), then runs a smoke test, the conformance suite on CUDA (three processes, one per part of the suite), the
 # plugin's tests, the digits example and the benchmark rows beside PyTorch on the same GPU.
 # Logs and reports go to $OUT (default reports/cuda): log.txt, conformance-{a,b,c}.json, bench.txt.
-#   usage: scripts/cuda_check.sh [stage ...]   stages: env install smoke conformance tests example bench (default: all)
+#   usage: scripts/cuda_check.sh [stage ...]   stages: env install smoke conformance tests example bench profile (default: all but profile)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-reports/cuda}
@@ -69,6 +69,10 @@ EOF
     bench) run bench 300 $PY bench/run.py --devices CUDA --torch-device cuda --budget 1 --out '' \
       --rows tiny,tiny_sync,jit,jit_sync,elementwise,exp,softmax,sum,matmul,conv2d,conv2d_backward,cnn,mlp
       grep -E '^\|' "$LOG" | tail -n 20 >"$OUT/bench.txt" ;;
-    *) echo "unknown stage $stage (env install smoke conformance tests example bench)"; exit 2 ;;
+    profile)  # each workload in its own process with LAZY_DEBUG=2: the kernels that take the time, with their sizes
+      for work in "matmul 2048" "sum" "softmax" "conv2d" "conv2d_backward" "cnn"; do
+        run "profile $work" 120 env LAZY_DEBUG=2 $PY bench/profile_workload.py --device CUDA $work
+      done ;;
+    *) echo "unknown stage $stage (env install smoke conformance tests example bench profile)"; exit 2 ;;
   esac
 done

@@ -487,3 +487,28 @@ def test_torch_memory_outlives_the_torch_tensor_and_lazy_memory_the_lazy_tensor(
     gc.collect()
     churn((1000,))
     np.testing.assert_array_equal(y.numpy(), np.arange(1000))
+
+
+@pytest.mark.parametrize("versioned", [None, (1, 1)])
+def test_a_consumer_refusing_gpu_memory_raises_its_own_error_and_frees_the_export(versioned):
+    """numpy drops a capsule of GPU memory on its error path (an exception pending): the capsule's destructor must not
+    replace that BufferError with a SystemError, and must let go of what the export held."""
+
+    class Producer:  # as a CUDA tensor presents itself to np.from_dlpack
+        def __init__(self, arr):
+            self.arr = arr
+
+        def __dlpack__(self, **kwargs):
+            arr = self.arr
+            return dlpack._make_capsule(arr.ctypes.data, (2, 0), dtypes.float32, (4,), (1,), arr, versioned)
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    producer = Producer(np.arange(4, dtype=np.float32))
+    owner = weakref.ref(producer.arr)
+    with pytest.raises((BufferError, RuntimeError), match="Unsupported device"):  # numpy < 2.5: RuntimeError
+        np.from_dlpack(producer)
+    del producer
+    gc.collect()
+    assert owner() is None

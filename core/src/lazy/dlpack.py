@@ -103,68 +103,47 @@ class DLManagedTensorVersioned(ctypes.Structure):
 # ---------------------------------------------------------------------------------------------------------------------
 # capsules. A capsule is named "dltensor_versioned" (or "dltensor", the legacy struct) until a consumer takes it and
 # renames it "used_..."; the consumer then calls the deleter when done. A capsule nobody consumed calls it when it
-# dies (its destructor). Both run from C, possibly while an exception is pending (a consumer dropping the capsule on
-# its error path). Host memory is exported through numpy (`_numpy_capsule`), whose destructor and deleter are C and
-# never lose such an exception. Other memory (a GPU's) gets lazy's own capsule (`_make_capsule`): there each callback
-# is a ctypes thunk of a built-in `dict.pop`, and what must happen runs in a `__del__` (the interpreter saves a pending
-# exception around finalizers), so memory is always released; but a ctypes callback run while an exception is
-# pending replaces it with a SystemError. Names, thunks and the tables live for the whole process: a capsule or a
-# consumer's array may outlive this module's teardown at exit, and must never call freed code or read a freed name.
+# dies (its destructor). Both run from C, possibly while an exception is pending: a consumer dropping the capsule on
+# its error path (numpy refusing GPU memory: "Unsupported device in DLTensor"). A Python callback run then would
+# replace that exception with a SystemError, so every capsule lazy makes is numpy's, whose destructor and deleter
+# are C: host memory is exported as a numpy array over it; other memory (a GPU's) as a placeholder array of the same
+# shape and strides whose base holds what keeps the memory alive, with the data pointer and device written in.
 
 _NAMES = {key: ctypes.create_string_buffer(key) for key in
           (b"dltensor", b"dltensor_versioned", b"used_dltensor", b"used_dltensor_versioned")}  # fmt: skip
-_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _C_DELETER = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)  # a producer's deleter, called holding the GIL
-
 _api = ctypes.pythonapi
-_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
-    ("PyCapsule_New", _api)
-)
 _capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
 _capsule_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_SetName", _api))
 _capsule_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", _api))
-# by address, not as an object: called from the destructor of a capsule that is being freed (no new reference to it)
-_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
-
-# address of an exported managed tensor -> what it keeps alive (the struct, its shape and strides, the memory's owner)
-_exports: dict[int, tuple[Any, ...]] = {}
-# address of a capsule lazy made -> its `_Unconsumed` check, run when the capsule dies
-_capsules: dict[int, _Unconsumed] = {}
-_EXPORT_DELETER = _CALLBACK(_exports.pop)
-_CAPSULE_DESTRUCTOR = _CALLBACK(_capsules.pop)
-_FOREVER = (_NAMES, _EXPORT_DELETER, _CAPSULE_DESTRUCTOR, _exports, _capsules)
-_api.Py_IncRef(ctypes.py_object(_FOREVER))  # never freed, not even at interpreter teardown
-
-
-@record()
-class _Unconsumed:
-    """Popped when a capsule lazy made dies: if nobody consumed it (it still has its first name), its export is
-    released here, as the destructor DLPack asks for would call the deleter."""
-
-    capsule: int
-    managed: int
-    name: bytes
-
-    def __del__(self) -> None:
-        if _capsule_is_valid(self.capsule, _NAMES[self.name]):
-            _exports.pop(self.managed, None)
+_api.Py_IncRef(ctypes.py_object(_NAMES))  # never freed: a capsule may outlive this module's teardown at exit
 
 
 def _numpy_capsule(array: np.ndarray, dtype: DType, max_version: tuple[int, int] | None, copied: bool) -> Any:
     """A capsule of host memory, made by numpy for `array` (whose base keeps the memory alive), with `dtype`'s code
     written in (numpy holds bfloat16 and fp8 as unsigned ints) and IS_COPIED set for a copy."""
+    return _patched(_capsule_of(array, max_version), dtype, FLAG_IS_COPIED if copied else 0)
+
+
+def _capsule_of(array: np.ndarray, max_version: tuple[int, int] | None) -> Any:
     try:
-        capsule = array.__dlpack__(max_version=max_version) if max_version is not None else array.__dlpack__()
+        return array.__dlpack__(max_version=max_version) if max_version is not None else array.__dlpack__()
     except TypeError:  # numpy before 2.1 makes legacy capsules only, which a versioned consumer also takes
-        capsule = array.__dlpack__()
+        return array.__dlpack__()
+
+
+def _managed(capsule: Any) -> DLManagedTensor | DLManagedTensorVersioned:
     name = _capsule_name(capsule)
     pointer = _capsule_pointer(capsule, _NAMES[name])
-    managed: DLManagedTensor | DLManagedTensorVersioned
     if name == b"dltensor_versioned":
-        managed = DLManagedTensorVersioned.from_address(pointer)
-        managed.flags |= FLAG_IS_COPIED if copied else 0
-    else:
-        managed = DLManagedTensor.from_address(pointer)
+        return DLManagedTensorVersioned.from_address(pointer)
+    return DLManagedTensor.from_address(pointer)
+
+
+def _patched(capsule: Any, dtype: DType, flags: int) -> Any:
+    managed = _managed(capsule)
+    if isinstance(managed, DLManagedTensorVersioned):
+        managed.flags |= flags
     managed.dl_tensor.dtype.code, managed.dl_tensor.dtype.bits = DL_DTYPES[dtype]
     return capsule
 
@@ -173,24 +152,21 @@ def _make_capsule(address: int, device: tuple[int, int], dtype: DType, shape: tu
                   strides: tuple[int, ...], owner: Any, versioned: tuple[int, int] | None,
                   flags: int = 0) -> Any:  # fmt: skip
     """A capsule of a DLPack tensor at `address` (element strides) on `device`, keeping `owner` alive until its
-    deleter runs: lazy's own structs, for memory that is not host memory."""
-    ndim = len(shape)
-    shape_arr, strides_arr = (ctypes.c_int64 * max(ndim, 1))(*shape), (ctypes.c_int64 * max(ndim, 1))(*strides)
-    managed: DLManagedTensor | DLManagedTensorVersioned
-    if versioned is not None:
-        managed = DLManagedTensorVersioned(version=DLPackVersion(*versioned), flags=flags)
-    else:
-        managed = DLManagedTensor()
-    code, bits = DL_DTYPES[dtype]
-    managed.dl_tensor = DLTensor(address or None, DLDevice(*device), ndim, DLDataType(code, bits, 1),
-                                 ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64)),
-                                 ctypes.cast(strides_arr, ctypes.POINTER(ctypes.c_int64)), 0)  # fmt: skip
-    managed.deleter = ctypes.cast(_EXPORT_DELETER, ctypes.c_void_p).value
-    key = ctypes.addressof(managed)
-    _exports[key] = (managed, shape_arr, strides_arr, owner)
-    name = b"dltensor_versioned" if versioned is not None else b"dltensor"
-    capsule = _capsule_new(key, _NAMES[name], ctypes.cast(_CAPSULE_DESTRUCTOR, ctypes.c_void_p).value)
-    _capsules[id(capsule)] = _Unconsumed(id(capsule), key, name)
+    deleter runs: numpy's capsule of a placeholder array of this shape and strides, never read, whose base holds
+    `owner`, with the address, the device and (for `versioned`) the version written in."""
+    import numpy as np
+
+    np_dtype = np.dtype(to_np_dtype(dtype))
+    holder = (ctypes.c_uint8 * np_dtype.itemsize)()
+    holder.owner = owner  # type: ignore[attr-defined]  # the placeholder's base keeps it alive
+    placeholder = np.lib.stride_tricks.as_strided(np.frombuffer(memoryview(holder), np_dtype), shape,
+                                                  tuple(s * np_dtype.itemsize for s in strides))  # fmt: skip
+    capsule = _patched(_capsule_of(placeholder, versioned), dtype, flags)
+    managed = _managed(capsule)
+    managed.dl_tensor.data, managed.dl_tensor.byte_offset = address or None, 0
+    managed.dl_tensor.device = DLDevice(*device)
+    if isinstance(managed, DLManagedTensorVersioned) and versioned is not None:
+        managed.version = DLPackVersion(*versioned)
     return capsule
 
 

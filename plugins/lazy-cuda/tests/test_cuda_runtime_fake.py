@@ -37,6 +37,7 @@ def cuda(monkeypatch):
         monkeypatch.setattr(module, "driver", fake)
     monkeypatch.setattr(signal_memory, "free", [])  # slots of this fake's memory only
     monkeypatch.setattr(signal_memory, "pages", [])
+    monkeypatch.setattr(lazy_cuda.device, "open_devices", [])  # not a real GPU's device opened by another test
     monkeypatch.setattr(lazy_cuda.device, "STAGING_BYTES", 64)  # several chunks for small copies
     dev = lazy_cuda.device.open_cuda("CUDA")
     yield dev

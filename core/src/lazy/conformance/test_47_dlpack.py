@@ -33,6 +33,20 @@ def values_for(dtype):
     return (values % 2 == 1) if dtype == dtypes.bool else values.astype(np.dtype(dtype.fmt))
 
 
+def to_numpy(t):
+    """`np.from_dlpack(t)`: host memory as it is; other memory (a GPU's) numpy refuses with its own error (lazy's
+    capsule must not turn it into another), then takes as a host copy when asked for host memory (numpy 2.1's
+    device="cpu")."""
+    if t.__dlpack_device__()[0] == KDLCPU:
+        return np.from_dlpack(t)
+    with pytest.raises((BufferError, RuntimeError), match="[Dd]evice"):
+        np.from_dlpack(t)
+    try:
+        return np.from_dlpack(t, device="cpu")
+    except TypeError:
+        pytest.skip(f"numpy {np.__version__} cannot ask for host memory (np.from_dlpack(x, device='cpu'): 2.1+)")
+
+
 def host_address(t):
     from lazy import dlpack
 
@@ -62,7 +76,7 @@ def test_export_to_numpy(device_name, caps, shares_host_memory, dtype):
     values = values_for(dtype)
     t = Tensor(values, device=device_name).realize()
     if not shares_host_memory:  # through one copy to host memory
-        np.testing.assert_array_equal(np.from_dlpack(t), values)
+        np.testing.assert_array_equal(to_numpy(t), values)
         return
     out = np.from_dlpack(t)
     np.testing.assert_array_equal(out, values)
@@ -100,7 +114,7 @@ def test_strided_producers(device_name):
     for view in (arr.T, arr[::-1, 1::2]):
         np.testing.assert_array_equal(Tensor.from_dlpack(view, device=device_name).numpy(), view)
     t = Tensor(arr, device=device_name).realize()
-    np.testing.assert_array_equal(np.from_dlpack(t.T), arr.T)
+    np.testing.assert_array_equal(to_numpy(t.T), arr.T)
 
 
 @pytest.mark.requires("kernels")  # (making such a tensor from Python floats is a cast on the device)
