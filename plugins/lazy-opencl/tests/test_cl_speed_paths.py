@@ -181,7 +181,7 @@ def test_a_simd_reduction_the_lowerer_cannot_vectorize_gets_independent_output_l
     assert k.vector_axis() is None and 16 in upcasts(k)  # 16 rows at once: code the compiler vectorizes across
 
 
-@pytest.mark.parametrize("name, group", [("avx512", 256), ("gpu", 32)])
+@pytest.mark.parametrize("name, group", [("avx512", 256), ("gpu", 128)])
 def test_elementwise_work_groups(name, group):
     k = optimized(kernels(Tensor(data(1 << 16)) * 2 + 1)[-1], LIMITS[name])
     assert [k.full_shape[a] for a in k.axes(Axis.LOCAL)] == [group] and not upcasts(k)

@@ -211,19 +211,50 @@ class Lowerer:
             assert isinstance(size, int) and dim < 3, "at most three local dimensions of static size"
             self.local_size[dim] = size
             self.var_uops[self.axis_vars[i]] = self.special(f"lidx{dim}", size)
-        thread_axes = axes[-3:]
         self.global_size = [1, 1, 1]
-        if not all(isinstance(self.full_shape[i], int) for i in thread_axes):
-            return axes  # symbolic launch sizes: keep loops (simple and always correct)
+        groups = self.launch_groups(axes)
+        if groups is None:
+            return axes  # symbolic launch sizes, or more groups than the device launches: keep loops (always correct)
+        for dim, group in enumerate(groups):
+            sizes = [self.full_shape[i] for i in group]
+            self.global_size[dim] = total = prod(sizes)
+            gid = self.special(f"gidx{dim}", total)
+            inner = 1
+            for i, size in zip(reversed(group), reversed(sizes)):  # merged axes: digits of the one id, innermost last
+                assert isinstance(size, int)
+                var = gid if inner == 1 else self.b.alu(Ops.IDIV, gid, self.index_const(inner))
+                if inner * size < total:
+                    var = self.b.alu(Ops.MOD, var, self.index_const(size))
+                self.var_uops[self.axis_vars[i]] = var
+                inner *= size
+        return axes[: len(axes) - sum(len(g) for g in groups)]
+
+    def launch_groups(self, axes: list[int]) -> list[list[int]] | None:
+        """The output axes as (up to) three launch dimensions, innermost first: each of the two innermost axes its own
+        dimension, the rest merged into the third (a kernel of five output axes still launches every work group, not
+        three dimensions of them each looping over the other two), each within the device's launch limits (CUDA's
+        65535 on y and z); where they do not fit, two axes or all of them merge into the roomier x. On a device whose
+        work groups run serially (PoCL) only the three innermost axes launch, the rest loop. None: symbolic sizes, or
+        no fit (the axes stay loops)."""
+        ints = 0  # the innermost axes of static size are the candidates; symbolic ones outside them stay loops
+        while ints < len(axes) and isinstance(self.full_shape[axes[len(axes) - 1 - ints]], int):
+            ints += 1
+        if ints == 0:
+            return None if axes else []
         limits = self.k.caps.global_max
-        if limits is not None and any(self.full_shape[i] > most for i, most in zip(reversed(thread_axes), limits)):
-            return axes  # more work groups than the device launches along some dimension (CUDA's 65535 on y and z)
-        for dim, i in enumerate(reversed(thread_axes)):
-            size = self.full_shape[i]
-            assert isinstance(size, int)
-            self.global_size[dim] = size
-            self.var_uops[self.axis_vars[i]] = self.special(f"gidx{dim}", size)
-        return axes[:-3]
+        inner = list(reversed(axes))[:ints]
+        splits = [[inner[:1], inner[1:2], inner[2:]], [inner[:2], inner[2:3], inner[3:]], [inner[:1], inner[1:]],
+                  [inner]]  # fmt: skip
+        if self.k.caps.serial_work_groups:  # a CPU behind OpenCL: a work-item looping over outer axes costs nothing
+            if ints < min(3, len(axes)):
+                return None
+            splits = [[inner[:1], inner[1:2], inner[2:3]]]
+        for split in splits:
+            groups = [list(reversed(g)) for g in split if g]
+            sizes = [prod(self.full_shape[i] for i in g) for g in groups]
+            if len(groups) <= 3 and (limits is None or all(size <= most for size, most in zip(sizes, limits))):
+                return groups
+        return None
 
     def special(self, name: str, size: int) -> UOp:
         self.check_index(0, size, size)  # a thread id, in [0, size)

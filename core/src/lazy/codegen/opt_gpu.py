@@ -23,7 +23,11 @@ from lazy.symbolic import sint
 
 SIMD_GROUP = 256  # items per group of an elementwise kernel on a SIMD device: PoCL vectorizes over them, and fewer
 # larger groups cost less to launch (measured on PoCL 3, AVX-512: 256 beat 32 by about 15%)
-GPU_GROUP = 32  # items along the innermost output axis of a GPU group
+GPU_GROUP = 128  # items of a GPU group: four warps, so a multiprocessor's block limit leaves it fully occupied
+GPU_MIN_GROUP = 16  # a GPU group along an axis that splits into fewer items is taken only when no axis does better
+GROUP_REDUCE = 64  # most items a GPU reduction's loop is spread over (their partials are then added in turn)
+FEW_OUTPUTS = 16384  # a GPU reduction with fewer outputs spreads each one's loop over a group: one item per output
+# leaves most of a GPU's thousands of lanes idle (a 16M-element sum's first stage has 2048 partial sums)
 MIN_GROUPS = 64  # groups a launch keeps at least, for the cores (or a GPU's compute units) to share
 TILE_UNROLL = 4  # reduce steps a register tile unrolls: loads of one step overlap the multiply-adds of the last
 TILE_ITEMS = (16, 8)  # most items along N and along M of a GPU work group whose operands are staged in local memory
@@ -158,19 +162,26 @@ def local_tiles(k: Kernel) -> Kernel | None:
 
 
 def group_reduce(k: Kernel) -> bool:
-    """A GPU reduction with few outputs and a long reduce: spread the loop over a group's items (partials meet in local
-    memory). Not for a SIMD device, whose group items run in turn: there the loop gets vector lanes (`reduce_lanes`)."""
+    """A GPU reduction whose loop is spread over a group's items (partials meet in local memory): when the outputs are
+    few (a long sum: the items of one output are the parallelism), or when an input is contiguous along the reduce
+    (a softmax's rows: the group's items read consecutive addresses, which one item per output looping along its own
+    row does not). Not for a SIMD device, whose group items run in turn: there the loop gets vector lanes
+    (`reduce_lanes`)."""
     out_size = prod(k.full_shape[i] for i in k.axes(Axis.GLOBAL))
     reduce_axes = k.axes(Axis.REDUCE)
-    if not isinstance(out_size, int) or out_size >= 2048 or not reduce_axes:
+    if not isinstance(out_size, int) or not reduce_axes:
         return False
-    size = k.full_shape[reduce_axes[-1]]
-    if not isinstance(size, int) or size < 256:
+    axis = reduce_axes[-1]
+    size, total = k.full_shape[axis], prod(k.full_shape[i] for i in reduce_axes)
+    if not isinstance(size, int) or not isinstance(total, int) or total < 256 or size < 16:
         return False
-    for amount in (16, 8, 4):
-        if size % amount == 0:
+    few = out_size < FEW_OUTPUTS
+    if not few and (reuse_axes(k) or not any(k.stride_of(b, axis) == 1 for b in k.membufs[1:])):
+        return False  # (a matmul-like kernel's items share operands through local memory instead: `local_tiles`)
+    for amount in (64, 32, 16, 8, 4):  # many outputs: only a group large enough to read whole segments of a row
+        if amount <= min(GROUP_REDUCE, size) and size % amount == 0 and (few or amount >= GPU_MIN_GROUP):
             try:
-                k.apply_opt(Opt(OptOps.GROUP, reduce_axes[-1], amount))
+                k.apply_opt(Opt(OptOps.GROUP, axis, amount))
                 return True
             except KernelOptError:
                 pass
@@ -178,25 +189,42 @@ def group_reduce(k: Kernel) -> bool:
 
 
 def group_items(k: Kernel) -> None:
-    """Work groups along the innermost output axis (contiguous in an elementwise kernel's buffers), as large as the
-    device likes while at least `MIN_GROUPS` groups remain to spread over the cores: on a GPU they are the parallel
-    lanes; on a SIMD device PoCL vectorizes across a group's items where the body is straight-line code (elementwise
-    kernels), and elsewhere a group saves launches (its items with a loop run in turn)."""
+    """Work groups along an output axis, as large as the device likes while at least `MIN_GROUPS` groups remain to
+    spread over the cores. On a SIMD device the innermost axis (contiguous in an elementwise kernel's buffers): PoCL
+    vectorizes across a group's items where the body is straight-line code (elementwise kernels), and elsewhere a group
+    saves launches (its items with a loop run in turn). On a GPU the group's items are its parallel lanes: the axis
+    most buffers are contiguous along (consecutive items read consecutive addresses), splitting into at least
+    `GPU_MIN_GROUP` items (a whole axis of 58 is a group of 58), else the axis giving the largest group."""
     globals_ = k.axes(Axis.GLOBAL)
     items = prod(k.full_shape[i] for i in globals_)
     if not globals_ or not isinstance(items, int) or items < 1024 or k.axes(Axis.LOCAL, Axis.GROUP):
         return  # small launches gain nothing from work groups
-    most = min(SIMD_GROUP if simd_items(k.caps) else GPU_GROUP, items // MIN_GROUPS)
+    simd = simd_items(k.caps)
+    most = min(SIMD_GROUP if simd else GPU_GROUP, items // MIN_GROUPS)
     if k.caps.local_size_max:
         most = min(most, k.caps.local_size_max)
-    size = k.full_shape[globals_[-1]]
-    for amount in (256, 128, 64, 32, 16, 8, 4, 2):
-        if amount <= most and _divides(size, amount):
-            try:
-                k.apply_opt(Opt(OptOps.LOCAL, globals_[-1], amount))
-                return
-            except KernelOptError:
-                pass
+
+    def amounts(axis: int) -> list[int]:
+        size = k.full_shape[axis]
+        found = [a for a in (256, 128, 64, 32, 16, 8, 4, 2) if a <= most and _divides(size, a)]
+        if not simd and isinstance(size, int) and 2 < size <= most and size not in found:
+            found = sorted([*found, size], reverse=True)  # the whole axis, of any size
+        return found
+
+    def coalesced(axis: int) -> int:
+        return sum(1 for b in k.membufs if k.stride_of(b, axis) == 1)
+
+    order = [globals_[-1]] if simd else sorted(globals_, key=lambda a: (coalesced(a), a), reverse=True)
+    tried = [(axis, amount) for axis in order for amount in amounts(axis)]
+    if not simd:  # the first axis in order that makes a group worth its name, else the largest group any axis makes
+        good = [t for t in tried if t[1] >= GPU_MIN_GROUP]
+        tried = good or sorted(tried, key=lambda t: -t[1])
+    for axis, amount in tried:
+        try:
+            k.apply_opt(Opt(OptOps.LOCAL, axis, amount))
+            return
+        except KernelOptError:
+            pass
 
 
 def reduce_lanes(k: Kernel) -> Kernel:
