@@ -398,13 +398,16 @@ def test_launch_limits_are_the_targets(gpu_plugin: GpuPlugin) -> None:
 
 
 @pytest.mark.usefixtures("clean_registry")
-def test_grids_over_the_targets_limits_loop_instead() -> None:
-    # CUDA launches at most 65535 blocks along y and z: a kernel with more output rows keeps them as a loop
+def test_grids_over_the_targets_limits_merge_into_x() -> None:
+    # CUDA launches at most 65535 blocks along y and z: a kernel with more output rows launches them along x (merged
+    # with the axis there), not as a loop in every item (before: a loop, which ran a GPU's work on a few threads)
     register_gpu(dataclasses.replace(FAKE_CAPS, global_max=(1 << 31, 3, 3)))
     x = np.arange(5 * 7 * 4, dtype=np.float32).reshape(5, 7, 4)
     with Context(EMULATE="FAKEGPU", NOOPT=1):
         out = (Tensor(x, device="PYTHON").permute(1, 0, 2) * 2).numpy()  # (7, 5, 4): 7 and 5 are over the limit of 3
-        assert any("\tRANGE\t" in k.spec.src for k in python_kernels())
+        (kernel,) = python_kernels()
+        assert "\tRANGE\t" not in kernel.spec.src
+        assert kernel.spec.global_size is not None and max(kernel.spec.global_size[1:]) <= 3
     Device.reset(discover=False)
     np.testing.assert_array_equal(out, x.transpose(1, 0, 2) * 2)
 
