@@ -540,11 +540,10 @@ class LazyBuffer:
         return create_lazybuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op, axis, (self,))
 
     def _split_reduce(self, op: Ops, axis: tuple[int, ...], new_shape: tuple[sint, ...]) -> LazyBuffer | None:
-        """Reduce one long axis in two stages: (P, R, W) partial results first, P chunks for the cores (on a GPU, for
-        its work groups) and W contiguous lanes (vector accumulators) each, summing R rows read in order; then the P*W
-        partials. A length no such plan divides splits the longest prefix that one does, and reduces the rest (fewer
-        than P*W elements) on its own: one accumulator over a whole long row rounded 100x more (1.5e-4 relative error
-        at 100003)."""
+        """Reduce one long axis in two stages: (P, R, W) partial results first, P chunks for the cores and W
+        contiguous lanes (vector accumulators) each, summing R rows read in order; then the P*W partials. A length no
+        such plan divides splits the longest prefix that one does, and reduces the rest (fewer than P*W elements) on
+        its own: one accumulator over a whole long row rounded 100x more (1.5e-4 relative error at 100003)."""
         if not all_int(self.shape) or len(axis) != 1:
             return None
         reduced = prod(self.shape) // prod(new_shape)
@@ -553,10 +552,7 @@ class LazyBuffer:
         ax = axis[0]
         size = self.shape[ax]
         assert isinstance(size, int)
-        # a GPU wants its first stage wide: thousands of items, each a warp-wide row of W (measured on an H200: 64
-        # chunks left a 16M sum at 183 GB/s); a CPU wants a chunk per core
-        chunk_counts = (1024, 512, 256, 128) if _gpu_kind(self.device) else (64, 32, 16, 8)
-        plans = [(p, w) for w in (32, 16, 8, 1) for p in chunk_counts if size // (p * w) >= 16]
+        plans = [(p, w) for w in (32, 16, 8, 1) for p in (64, 32, 16, 8) if size // (p * w) >= 16]
         exact = next(((p, w) for p, w in plans if size % (p * w) == 0 and w > 1), None)
         if (plan := exact or next(((p, w) for p, w in plans if w > 1), None)) is None:
             return None
@@ -633,11 +629,3 @@ class _LazyGraph:
 
 
 _LAZY_GRAPH = _LazyGraph()
-
-
-def _gpu_kind(device: Any) -> bool:
-    """Whether `device` runs work groups in parallel lanes (a GPU), not in turn on a CPU core (PoCL) or not at all."""
-    if not isinstance(device, str):
-        return False
-    caps = getattr(getattr(get_device(device), "renderer", None), "caps", None)
-    return bool(caps is not None and caps.has_local and not caps.serial_work_groups)

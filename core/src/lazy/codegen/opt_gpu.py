@@ -12,8 +12,6 @@ that measured slower (see `SIMD_LOCAL_TILES`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from lazy.codegen.heuristics import reuse_axes, tile_optimizations
 from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
 from lazy.codegen.lowerer import choose_vector_axis
@@ -213,58 +211,20 @@ def group_items(k: Kernel) -> None:
             found = sorted([*found, size], reverse=True)  # the whole axis, of any size
         return found
 
-    if simd:
-        for amount in amounts(globals_[-1]):
-            try:
-                k.apply_opt(Opt(OptOps.LOCAL, globals_[-1], amount))
-                return
-            except KernelOptError:
-                pass
-        return
-    if (trial := _gpu_group(k, globals_, most, amounts)) is not None:
-        k.sts, k.kinds, k.applied_opts = trial.sts, trial.kinds, trial.applied_opts
+    def coalesced(axis: int) -> int:
+        return sum(1 for b in k.membufs if k.stride_of(b, axis) == 1)
 
-
-def _coalesced(k: Kernel, axis: int) -> int:
-    """How many elements of the buffers neighbouring items along `axis` read or write at neighbouring addresses
-    (stride 1, or up to the 4 lanes of an item's own vector), each buffer counted once, by the elements it spans (a
-    softmax's row maxima, broadcast along the row, weigh 1/4096 of its input)."""
-    total = 0
-    for b in {b.idx: b for b in k.membufs}.values():
-        if isinstance(s := k.stride_of(b, axis), int) and 0 < s <= 4:
-            spanned = prod(n for a, n in enumerate(k.full_shape) if k.stride_of(b, a) != 0)
-            total += spanned if isinstance(spanned, int) else 1
-    return total
-
-
-def _gpu_group(k: Kernel, globals_: list[int], most: int, amounts: Callable[[int], list[int]]) -> Kernel | None:
-    """A GPU group: along the axis most buffers are coalesced along (its items consecutive lanes of a warp), topped
-    up towards `GPU_GROUP` items along a second axis when that one is short (a long sum's 8 vectors of 4 partials);
-    without such an axis, or when it does not apply, the largest group any one axis makes of at least
-    `GPU_MIN_GROUP` items, else the largest at all."""
-    order = sorted(globals_, key=lambda a: (_coalesced(k, a), a), reverse=True)
-    plans: list[list[tuple[int, int]]] = []
-    if _coalesced(k, order[0]) and (first := amounts(order[0])):
-        plan = [(order[0], first[0])]
-        for axis in order[1:] if first[0] < GPU_GROUP else []:
-            if more := [a for a in amounts(axis) if a * first[0] <= most]:
-                plan.append((axis, more[0]))
-                break
-        if prod(n for _, n in plan) >= GPU_MIN_GROUP:  # (a kernel's 3x3 taps make no group worth its name)
-            plans.append(plan)
-    singles = sorted(((a, m) for a in order for m in amounts(a)), key=lambda t: -t[1])
-    plans += [[t] for t in singles if t[1] >= GPU_MIN_GROUP] or [[t] for t in singles]
-    for plan in plans:
-        trial = k.applied(*[Opt(OptOps.LOCAL, axis, amount) for axis, amount in plan[1:]]) if plan[1:] else k
-        if trial is None:
-            continue
-        # the coalesced axis is split last, so it is the innermost thread id; its index after the other's split
-        axis, amount = plan[0]
-        moved = {a for a, n in plan[1:] if n == k.full_shape[a]}  # a whole axis left the output axes
-        rank = [a for a in globals_ if a not in moved].index(axis)
-        if (trial := trial.applied(Opt(OptOps.LOCAL, trial.axes(Axis.GLOBAL)[rank], amount))) is not None:
-            return trial
-    return None
+    order = [globals_[-1]] if simd else sorted(globals_, key=lambda a: (coalesced(a), a), reverse=True)
+    tried = [(axis, amount) for axis in order for amount in amounts(axis)]
+    if not simd:  # the first axis in order that makes a group worth its name, else the largest group any axis makes
+        good = [t for t in tried if t[1] >= GPU_MIN_GROUP]
+        tried = good or sorted(tried, key=lambda t: -t[1])
+    for axis, amount in tried:
+        try:
+            k.apply_opt(Opt(OptOps.LOCAL, axis, amount))
+            return
+        except KernelOptError:
+            pass
 
 
 def reduce_lanes(k: Kernel) -> Kernel:
