@@ -216,3 +216,24 @@ def test_constant_defined_in_loop_used_after(dev):
     end(b, i)
     b.add(UOps.STORE, None, (out, b.const(3, dtypes.int32), seven))  # ...and used after it
     np.testing.assert_array_equal(run(dev, b.uops, [np.zeros(4, np.float32)])[0], [7, 7, 7, 7])
+
+
+def test_only_kernels_that_take_long_split_over_the_cores():
+    """Splitting costs a wake-up and a join of another thread (tens of us on a small VM): the backward of a small
+    layer (64x10 @ 10x64 with a ReLU's mask, 160k operations: ~10 us on one core) runs whole; a 128x128 matmul and an
+    elementwise kernel over 1M floats (12 MB moved) split. Arithmetic counts for less than memory moved
+    (`OPS_PER_WORD`)."""
+    from lazy import Device, Tensor
+    from lazy.codegen.program import get_program
+    from lazy_cpu.device import SPLIT_MIN_WORK, estimated_work
+
+    def work(out: Tensor) -> float:
+        (si,) = [si for si in out.schedule() if si.ast.op is Ops.SINK]
+        return estimated_work(get_program(si.ast, Device["CPU"].renderer))
+
+    def empty(*shape: int) -> Tensor:
+        return Tensor.empty(*shape, device="CPU")
+
+    assert work((empty(64, 10) @ empty(64, 10).T) * (empty(64, 64) > 0)) < SPLIT_MIN_WORK
+    assert work(empty(128, 128) @ empty(128, 128)) >= SPLIT_MIN_WORK
+    assert work(empty(1 << 20) + empty(1 << 20)) >= SPLIT_MIN_WORK

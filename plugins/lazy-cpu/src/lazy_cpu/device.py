@@ -47,7 +47,8 @@ HUGE_PAGE_MIN = 4 << 20
 MADV_HUGEPAGE = 14  # Linux; elsewhere madvise refuses the advice and the buffer keeps normal pages
 C_COMPILERS = ("clang", "gcc", "cc")  # in order of preference
 KERNEL_NAME = re.compile(r"^void (\w+)\(", re.MULTILINE)  # a rendered kernel's function (its helpers are static)
-SPLIT_MIN_WORK = 1 << 17  # ops (or 4-byte elements moved) below which a kernel runs on the calling thread alone
+SPLIT_MIN_WORK = 1 << 17  # `estimated_work` below which a kernel runs on the calling thread alone (~0.5 MB moved)
+OPS_PER_WORD = 16  # arithmetic operations a core does (vector lanes counted) in the time it moves a 4-byte element
 # Kernel chunks never block, so threads beyond the cores only add switching; a few per core still lets one measure
 # oversubscription (and covers an affinity mask narrower than the machine), while e.g. 1000 would start 1000 threads
 # and reserve 8 GB of address space for their stacks.
@@ -251,8 +252,17 @@ CORE_SHARES = CoreShares()
 
 
 def estimated_work(spec: ProgramSpec | None) -> float:
-    """How much a launch does, to decide whether splitting it over cores pays (unknown or symbolic: a lot)."""
-    return float("inf") if spec is None else spec.estimated_work()
+    """How long a launch runs, to decide whether splitting it over cores pays, in 4-byte elements moved from memory
+    with its arithmetic counted at `OPS_PER_WORD` operations each (unknown or symbolic: a lot). Counting operations
+    like elements split a small layer's backward (64x10 @ 10x64 with a ReLU's mask: 160k operations, ~10 us on one
+    core), where waking and joining a second thread cost more than it saved: the jitted MLP step's median 140-155 ->
+    111-124 us on CPU (docs/benchmarks.md)."""
+    if spec is None:
+        return float("inf")
+    ops, mem = spec.op_estimate, spec.mem_estimate
+    if not isinstance(ops, int) or not isinstance(mem, int) or ops == mem == 0:
+        return float("inf")
+    return max(ops / OPS_PER_WORD, mem / 4)
 
 
 # --------------------------------------------------------------------------------------------------------------------
