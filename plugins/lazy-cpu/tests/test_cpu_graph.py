@@ -193,3 +193,24 @@ def test_a_symbolic_jit_patches_variable_values_into_the_native_graph(dev):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     graph = jf.graph_batches[0].graph
     assert isinstance(graph, HostGraph) and graph.native is not None
+
+
+def test_a_small_graph_replays_on_the_calling_thread_and_a_large_one_on_the_worker(dev):
+    """Handing a replay to the queue worker and waiting for it costs more than a small graph's kernels: with the
+    worker idle, one under `INLINE_GRAPH_WORK` runs on the caller's thread; a larger one goes to the worker."""
+    from lazy import Device
+    from lazy_cpu.graph import INLINE_GRAPH_WORK, NativeLaunch
+
+    worker = Device[dev.device].queue_worker  # the device tensors run on (the fixture's may be another instance)
+    for size, inline in ((100, True), (1 << 22, False)):
+        jf = TinyJit(chain)
+        x = Tensor(np.ones(size, np.float32), device=dev.device).realize()
+        for _ in range(3):  # eager, capture, then a replay
+            jf(x)
+        Device[dev.device].synchronize()
+        launcher = jf.graph_batches[0].graph.launcher
+        assert isinstance(launcher, NativeLaunch) and (launcher.work < INLINE_GRAPH_WORK) == inline
+        before = worker.submitted
+        out = jf(x)
+        assert (worker.submitted == before) == inline, f"{size} elements"
+        assert out.numpy()[0] == 63.0  # ((1 * 2 + 1) ... five times

@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 # A graph with a kernel taking more (its lo/hi included) replays through core's HCQGraph: each count is a case of the
 # launcher's switch, and 32 cases keep its one-time compile (cached on disk) to a few tenths of a second.
 MAX_ARGS = 32
+# A replay whose kernels' estimated work (`lazy_cpu.device.estimated_work`) adds up to less than this runs on the
+# submitting thread when the queue worker is idle (its large kernels still split over the pool): handing it to the
+# worker and waiting for it cost more than a small graph's kernels (a jitted MLP step of 19 kernels: 90-103 ->
+# 69-74 us at the fastest, median 143-159 -> 112-127 us). Larger ones stay on the worker, so the caller is free while
+# they run and Ctrl-C is not held back for long.
+INLINE_GRAPH_WORK = 1 << 23
 RECORD = ("fn", "nargs", "first", "total", "parts")  # one launch record: int64 fields, in this order
 
 
@@ -236,8 +242,9 @@ class NativeLaunch:
     def __init__(self, native: NativeLibrary, kernels: list[NativeKernel]):
         self.native, self.count = native, len(kernels)
         # what the CPU queue reads to decide whether a submission may run on the submitting thread: the graph as a
-        # whole, since it runs as one command
+        # whole, since it runs as one command, against its own bound (`INLINE_GRAPH_WORK`)
         self.work = sum(kernel.work for kernel in kernels)
+        self.inline_limit = INLINE_GRAPH_WORK
 
     def __call__(self, *bufs: Any, global_size: tuple[int, ...] | None = None,
                  local_size: tuple[int, ...] | None = None, vals: tuple[int, ...] = (),

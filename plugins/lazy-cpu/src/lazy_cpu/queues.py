@@ -110,8 +110,8 @@ class CPUComputeQueue(HostQueue["HostDevice"]):
 def _small(dev: HostDevice, cmd: Command) -> bool:
     """Can `cmd` run on the submitting thread without holding it long? Never a wait for a value not reached yet: the
     host may be the one to set it later."""
-    if isinstance(cmd, Exec):
-        return getattr(cmd.program, "work", float("inf")) < dev.split_min_work
+    if isinstance(cmd, Exec):  # a kernel too small to split, or a native graph under its own bound
+        return getattr(cmd.program, "work", float("inf")) < getattr(cmd.program, "inline_limit", dev.split_min_work)
     if isinstance(cmd, Copy):
         return cmd.nbytes <= INLINE_COPY_BYTES
     return not isinstance(cmd, Wait) or cmd.signal.value >= cmd.value
