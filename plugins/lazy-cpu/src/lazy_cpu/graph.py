@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 MAX_ARGS = 32
 # A replay whose kernels' estimated work (`lazy_cpu.device.estimated_work`) adds up to less than this runs on the
 # submitting thread when the queue worker is idle (its large kernels still split over the pool): handing it to the
-# worker and waiting for it cost more than a small graph's kernels (a jitted MLP step of 19 kernels: 90-103 ->
-# 69-74 us at the fastest, median 143-159 -> 112-127 us). Larger ones stay on the worker, so the caller is free while
-# they run and Ctrl-C is not held back for long.
+# worker and waiting for it cost more than a small graph's kernels (a jitted MLP step of 19 kernels: median 143-171 ->
+# 112-140 us, docs/benchmarks.md). Larger ones stay on the worker, so the caller is free while they run and Ctrl-C
+# is not held back for long.
 INLINE_GRAPH_WORK = 1 << 23
 RECORD = ("fn", "nargs", "first", "total", "parts")  # one launch record: int64 fields, in this order
 
