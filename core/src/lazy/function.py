@@ -512,26 +512,39 @@ def _recorded(fn: type[Function], x: B, *srcs: B) -> B:
 # -- reductions -------------------------------------------------------------------------------------------------------
 
 
-class Sum(Function):
-    def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
-        return x.r(Ops.SUM, axis)
+class _Reduce(Function):
+    """A reduction over `axis`, its result reshaped to `shape` when given (the reduced axes dropped: one Function, not a
+    reduction and a reshape, each with its own bookkeeping); the backward sees the result with the axes kept."""
+
+    op: Ops
+
+    def forward(self, x: LazyBuffer, axis: tuple[int, ...], shape: tuple[sint, ...] | None = None) -> LazyBuffer:
+        self.axis = axis
+        out = x.r(self.op, axis)
+        self.kept, self.dropped = out.shape, shape is not None and shape != out.shape
+        return out.reshape(shape) if self.dropped and shape is not None else out
+
+    def _kept(self, y: B) -> B:
+        return y.reshape(self.kept) if self.dropped else y
+
+
+class Sum(_Reduce):
+    op = Ops.SUM
 
     def backward(self, grad_output: B, ret: B, x: B) -> B:
-        return grad_output.expand(x.shape)
+        return self._kept(grad_output).expand(x.shape)
 
 
-class Max(Function):
-    def forward(self, x: LazyBuffer, axis: tuple[int, ...]) -> LazyBuffer:
-        self.axis = axis
-        return x.r(Ops.RMAX, axis)
+class Max(_Reduce):
+    op = Ops.RMAX
 
     def backward(self, grad_output: B, ret: B, x: B) -> B:
         # the gradient is split between all elements equal to the max
-        hit = x.e(Ops.CMPNE, ret.expand(x.shape)).e(Ops.CMPNE, x.const(True).cast(dtypes.bool))
+        hit = x.e(Ops.CMPNE, self._kept(ret).expand(x.shape)).e(Ops.CMPNE, x.const(True).cast(dtypes.bool))
         # 1.0 / 0.0 by a select rather than a cast of the bool: it vectorizes (pooling backward kernels)
         hit_f = hit.e(Ops.WHERE, grad_output.const(1, x.shape), grad_output.const(0, x.shape))
         count = hit_f.r(Ops.SUM, self.axis).expand(x.shape)
-        return hit_f.e(Ops.MUL, count.e(Ops.RECIP)).e(Ops.MUL, grad_output.expand(x.shape))
+        return hit_f.e(Ops.MUL, count.e(Ops.RECIP)).e(Ops.MUL, self._kept(grad_output).expand(x.shape))
 
 
 # -- movement ---------------------------------------------------------------------------------------------------------

@@ -440,8 +440,9 @@ class Tensor(
         axes = self._reduce_axes(axis)
         if self.ndim == 0:
             return self
-        ret = fxn.apply(self, axis=axes)
-        return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+        if keepdim:
+            return fxn.apply(self, axis=axes)
+        return fxn.apply(self, axis=axes, shape=tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     # -- elementwise ---------------------------------------------------------------------------------------------------
 
