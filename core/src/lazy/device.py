@@ -719,9 +719,12 @@ class Compiled:
 
     `graph_t` (optional, a class attribute): the device's own replay of a jit's kernels, a class built from
     `(device, launches)` with `lazy.hcq.HCQGraph`'s `replay`, such as one native call for the whole graph; None
-    gives core's `HCQGraph` (one recorded queue)."""
+    gives core's `HCQGraph` (one recorded queue). `eager_graphs` (a class attribute, default False): recording a
+    `graph_t` is cheap enough that a cached eager schedule's consecutive kernels replay as one too, from the
+    schedule's second run on (`lazy.engine.realize.StepGraph`)."""
 
     graph_t: ClassVar[type | None] = None
+    eager_graphs: ClassVar[bool] = False
 
     def __init__(self, device: str, allocator: Allocator, renderer: Renderer | None = None,
                  compiler: Compiler | None = None, runtime: Callable[[str, bytes, ProgramSpec], Any] | None = None,

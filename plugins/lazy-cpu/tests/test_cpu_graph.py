@@ -214,3 +214,62 @@ def test_a_small_graph_replays_on_the_calling_thread_and_a_large_one_on_the_work
         out = jf(x)
         assert (worker.submitted == before) == inline, f"{size} elements"
         assert out.numpy()[0] == 63.0  # ((1 * 2 + 1) ... five times
+
+
+def _cached_plan(dev, out: Tensor):
+    """The plan of the cached schedule that realizing `out`'s structure runs (`lazy.engine.realize.CachedSchedule`)."""
+    from lazy.engine import realize as engine
+    from lazy.engine.schedule import graph_structure
+
+    key = (graph_structure([out.lazydata]).key, engine.BEAM.value, engine.NOOPT.value)
+    return engine.schedule_cache[hash(key)].plan
+
+
+def test_an_eager_schedule_of_several_kernels_replays_as_one_native_graph_from_its_second_run(dev):
+    """A cached schedule's consecutive kernels on a host device run as one native graph from the second run on
+    (`lazy.engine.realize.StepGraph`): recorded once, its buffer arguments patched each run (new inputs, new outputs),
+    and the kernels still counted one by one."""
+    from lazy import Device, GlobalCounters
+    from lazy.engine.realize import StepGraph
+
+    worker, graphs = Device[dev.device].queue_worker, []
+    for run in range(5):
+        a = np.random.default_rng(run).standard_normal((64, 300)).astype(np.float32)
+        x = Tensor(a, device=dev.device).realize()
+        out = x.softmax(1)
+        plan, kernels, submitted = None, GlobalCounters.kernel_count, worker.submitted
+        if run:
+            plan = _cached_plan(dev, out)
+        out.realize()
+        want = np.exp(a - a.max(1, keepdims=True))
+        np.testing.assert_allclose(out.numpy(), want / want.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+        ran = GlobalCounters.kernel_count - kernels
+        assert ran >= 2, "softmax is several kernels"
+        if run >= 2:  # the plan is made on the second run
+            plan = _cached_plan(dev, out) if plan is None else plan
+            (graph_part,) = [part for part in plan if isinstance(part, StepGraph)]
+            assert len(graph_part.steps) == ran
+            assert isinstance(graph_part.graph, HostGraph) and graph_part.graph.native is not None
+            graphs.append(graph_part.graph)
+            assert worker.submitted - submitted <= 1, "one submission at most (a small graph runs on this thread)"
+    assert all(g is graphs[0] for g in graphs), "recorded once, then patched"
+
+
+def test_an_eager_graph_is_recorded_again_when_a_kernel_gets_a_new_program(dev):
+    """A quick build replaced by its full one changes a kernel's program: the next run records the graph anew, so it
+    never calls the old binary's address."""
+    from lazy.engine.realize import StepGraph, get_runner
+
+    a = np.random.default_rng(0).standard_normal((32, 100)).astype(np.float32)
+    for _ in range(3):
+        out = Tensor(a, device=dev.device).realize().softmax(1)
+        plan = _cached_plan(dev, out) if _ else None  # (looked up before realizing: a realized node is a buffer)
+        out.realize()
+    (part,) = [p for p in plan if isinstance(p, StepGraph)]
+    old_graph = part.graph
+    runner = get_runner(*part.steps[0].kernel)
+    runner.program = runner.dev.runtime(runner.spec.name, runner.lib, runner.spec)  # as `CompiledRunner.rebuild` does
+    out = Tensor(a + 1, device=dev.device).realize().softmax(1).realize()
+    want = np.exp(a - a.max(1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), want / want.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert part.graph is not old_graph and part.programs[0] is runner.program

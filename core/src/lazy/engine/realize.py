@@ -648,15 +648,86 @@ class Step:
     var_vals: dict[Variable, int]
 
 
-@record(frozen=True)
+@record()
 class CachedSchedule:
     """A schedule kept for a structure: its steps, over the structure's nodes followed by one snapshot copy for each
     assign target in `snapshots` (the targets' indices, ascending): the copies an assign needs when nodes outside the
-    graph still read what it overwrites (`lazy.lazy.Snapshot`), made anew for each run."""
+    graph still read what it overwrites (`lazy.lazy.Snapshot`), made anew for each run. From its second run on, the
+    steps run as `plan` (`_graph_plan`: kernels grouped into graphs where the device replays them cheaply)."""
 
     steps: list[Step]
     snapshots: tuple[int, ...] = ()
     key: Any = None  # the structure's key (with the settings a schedule depends on)
+    runs: int = 0
+    plan: list[Step | StepGraph] | None = None
+
+
+class StepGraph:
+    """Two or more consecutive kernel steps of a cached schedule on one device that records graphs of kernels cheaply
+    (`Compiled.eager_graphs`: the host devices' native launcher), run as one replay of the device's `graph_t`, as a
+    jit replays its graph batches: one queue submission, no Python between the kernels (a split kernel's threads
+    start and join in C), the buffer arguments that changed since the last run patched in. The graph is recorded
+    again when a kernel's program changed (a quick build replaced by its full one); while profiling, capturing for a
+    jit, or when code outside lazy shares a buffer (DLPack), the steps run one by one as before."""
+
+    def __init__(self, device: str, steps: list[Step]):
+        self.device, self.steps = device, steps
+        self.slots = [(n, j) for n, step in enumerate(steps) for j in range(len(step.bufs))]
+        self.graph: Any = None
+        self.programs: list[Any] = []  # the programs the graph was recorded with
+        self.last: list[Any] = []  # the buffer handles it holds, by slot
+
+    def run(self, nodes: list[LazyBuffer]) -> bool:
+        """Run the steps as a graph on `nodes`' buffers; False (nothing run) when they must run one by one."""
+        runners = [get_runner(*cast("tuple[str, LazyOp]", step.kernel)) for step in self.steps]
+        bufs = [[nodes[i].buffer for i in step.bufs] for step in self.steps]
+        for group in bufs:
+            for buf in group:
+                if buf._opaque is None:
+                    buf.allocate()
+                if (buf if buf.base is None else buf.base)._shared:
+                    return False
+        programs = [runner.program for runner in runners]
+        now = [buf.opaque for group in bufs for buf in group]
+        if self.graph is None or any(new is not old for new, old in zip(programs, self.programs)):
+            dev = get_device(self.device)
+            launches = [runner.launch(group, step.var_vals) for runner, group, step in zip(runners, bufs, self.steps)]
+            self.graph, self.programs = cast("type", dev.graph_t)(dev, launches), programs
+            self.graph.replay()
+        else:  # by identity: handles may compare by contents
+            moved = {slot: new for slot, new, old in zip(self.slots, now, self.last) if new is not old}
+            self.graph.replay(None, moved or None)
+        self.last = now
+        for runner, step in zip(runners, self.steps):
+            if runner.upgrade is not None:
+                runner.count_run()
+            count_run(runner, step.var_vals)
+        return True
+
+
+def _graph_plan(steps: list[Step]) -> list[Step | StepGraph]:
+    """`steps` with each run of two or more consecutive kernels on one device with `eager_graphs` as a `StepGraph`."""
+    plan: list[Step | StepGraph] = []
+    run: list[Step] = []
+
+    def flush() -> None:
+        if len(run) >= 2:
+            plan.append(StepGraph(cast("tuple[str, LazyOp]", run[0].kernel)[0], list(run)))
+        else:
+            plan.extend(run)
+        run.clear()
+
+    for step in steps:
+        device = step.kernel[0] if step.kernel is not None else None
+        if device is None or not get_device(device).eager_graphs:
+            flush()
+            plan.append(step)
+            continue
+        if run and cast("tuple[str, LazyOp]", run[0].kernel)[0] != device:
+            flush()
+        run.append(step)
+    flush()
+    return plan
 
 
 # the hash of a structure key -> its cached schedule (whose own key must equal the one looked up: two keys of one hash
@@ -712,7 +783,7 @@ def realize(outs: list[LazyBuffer]) -> None:
         schedule_cache[slot] = cached
         if len(schedule_cache) > SCHEDULE_CACHE_SIZE:
             del schedule_cache[next(iter(schedule_cache))]
-        _run_steps(cached.steps, [*structure.nodes, *copies])
+        _run_cached(cached, [*structure.nodes, *copies])
         if lent.to:
             settle_peer_reads()
 
@@ -788,6 +859,31 @@ def _steps(schedule: list[ScheduleItem], nodes: list[LazyBuffer]) -> list[Step] 
         runner = lower_schedule_item(si).runner if kernel is None else None
         steps.append(Step(runner, kernel, tuple(where[id(lb)] for lb in held), outputs, dict(si.var_vals)))
     return steps
+
+
+def _run_cached(cached: CachedSchedule, nodes: list[LazyBuffer]) -> None:
+    """Run a cached schedule on `nodes`: step by step the first time (and while a jit captures or profiling is on,
+    which need each kernel on its own), then by its plan (`StepGraph`)."""
+    if capturing or profile.active():
+        _run_steps(cached.steps, nodes)
+        return
+    if cached.plan is None:
+        cached.runs += 1
+        if cached.runs < 2:  # a schedule run once costs no plan
+            _run_steps(cached.steps, nodes)
+            return
+        cached.plan = _graph_plan(cached.steps)
+    for part in cached.plan:
+        if isinstance(part, Step):
+            _run_steps([part], nodes)
+        elif part.run(nodes):
+            for step in part.steps:
+                for i in step.outputs:
+                    out = nodes[i]
+                    out.done = True
+                    forget_graph(out)
+        else:
+            _run_steps(part.steps, nodes)
 
 
 def _run_steps(steps: list[Step], nodes: list[LazyBuffer]) -> None:

@@ -657,6 +657,7 @@ class HostDevice(Compiled):
     replays its kernels as one native graph (`graph_t`)."""
 
     graph_t = HostGraph
+    eager_graphs = True  # (a graph is an argument array: cheap to record)
 
     def __init__(self, device: str, renderer: Any, compiler: Compiler, program_t: ProgramFactory):
         self.program_t = program_t
