@@ -37,6 +37,9 @@ TINY_COUNT = 200  # tiny ops per repetition of the tiny-op row (a single one is 
 MLP_STEPS = 20  # jitted MLP steps per repetition
 JIT_OPS = 20  # kernels in the jitted chain of the jit-replay rows
 JIT_CALLS = 50  # replays of the chain per repetition
+# the most timed repetitions of one figure (within the time budget). This machine class is noisy (a 16M sum's time
+# varied 2.6-4.2 ms between repetitions): the best of 20 moved a ratio by 0.1-0.2 from run to run, for every column
+MAX_REPS = 100
 
 
 def rand(*shape: int) -> np.ndarray:
@@ -769,9 +772,9 @@ def bench_rows(selected: list[Workload], devices: list[str], named: set[str], bu
 COLUMNS = ("workload", "unit", "device", "lazy", "numpy", "PyTorch", "lazy / numpy", "lazy / PyTorch",
            "tinygrad (same device)")  # fmt: skip
 NOTES = [
-    "Each figure is the best of its timed repetitions (repeated while their total is under the --budget), after",
-    "untimed warm-up calls (compilation; the jit's capture for the train steps); each repetition builds the lazy graph",
-    "anew, recomputes it and waits for the device. Ratios divide the figures as shown: above 1x, lazy is faster for",
+    f"Each figure is the best of its timed repetitions (at most {MAX_REPS}, while their total is under the",
+    "--budget), after untimed warm-up calls (compilation; the jit's capture for the train steps); each repetition",
+    "builds the lazy graph anew, recomputes it and waits for the device. Ratios divide the figures as shown: above 1x, lazy is faster for",
     "GFLOP/s and GB/s, slower for ms and us. GB/s counts each input read once and the output written once. numpy's",
     "conv2d is im2col (a copy of every 3x3 window) and one BLAS matmul per image; PyTorch runs out of place on all",
     "cores. The backward row times the input and weight gradients given the output's gradient, its forward untimed.",
@@ -819,7 +822,7 @@ def main() -> None:
     names = ["import", *dict.fromkeys(w.key for w in workloads(QUICK)), *report.MULTI_DEVICE_ROWS]
     args = parse_args(names)
     sizes = QUICK if args.quick else FULL
-    budget = Budget(args.budget if args.budget is not None else 0.1 if args.quick else 3.0, 3 if args.quick else 20)
+    budget = Budget(args.budget if args.budget is not None else 0.1 if args.quick else 3.0, 3 if args.quick else MAX_REPS)
     devices, named = args.devices.split(","), set(args.rows.split(",")) if args.rows else set()
     selected = [w for w in workloads(sizes) if w.key in named or (not named and (w.quick or not args.quick))]
 
