@@ -772,20 +772,21 @@ def bench_rows(selected: list[Workload], devices: list[str], named: set[str], bu
 COLUMNS = ("workload", "unit", "device", "lazy", "numpy", "PyTorch", "lazy / numpy", "lazy / PyTorch",
            "tinygrad (same device)")  # fmt: skip
 NOTES = [
-    f"Each figure is the best of its timed repetitions (at most {MAX_REPS}, while their total is under the",
-    "--budget), after untimed warm-up calls (compilation; the jit's capture for the train steps); each repetition",
-    "builds the lazy graph anew, recomputes it and waits for the device. Ratios divide the figures as shown: above 1x, lazy is faster for",
-    "GFLOP/s and GB/s, slower for ms and us. GB/s counts each input read once and the output written once. numpy's",
-    "conv2d is im2col (a copy of every 3x3 window) and one BLAS matmul per image; PyTorch runs out of place on all",
-    "cores. The backward row times the input and weight gradients given the output's gradient, its forward untimed.",
-    "The sync rows wait for the device after each op or replay; numpy and PyTorch compute before returning, so",
-    f"their cells there time the same code as without. The jit rows replay a captured chain of {JIT_OPS} adds on 16",
+    f"Each figure is the best of its timed repetitions (at most {MAX_REPS}, while their total is under the --budget),",
+    "after untimed warm-up calls (compilation; the jit's capture for the train steps); each repetition builds the",
+    "lazy graph anew, recomputes it and waits for the device. Ratios divide the figures as shown: above 1x, lazy is",
+    "faster for GFLOP/s and GB/s, slower for ms and us. GB/s counts each input read once and the output written once.",
+    "numpy's conv2d is im2col (a copy of every 3x3 window) and one BLAS matmul per image; PyTorch runs out of place",
+    "on all cores. The backward row times the input and weight gradients given the output's gradient, its forward",
+    "untimed. The sync rows wait for the device after each op or replay; numpy and PyTorch compute before returning,",
+    f"so their cells there time the same code as without. The jit rows replay a captured chain of {JIT_OPS} adds on 16",
     f"elements, one kernel each (a replay's kernel count is checked), {JIT_CALLS} replays per repetition; numpy and",
     "PyTorch run the adds eagerly. The first-step rows (s) run each repetition in a fresh interpreter whose compile",
     "caches (lazy's, PoCL's, tinygrad's) are in an empty directory, or (warm) in one an earlier, untimed process",
-    "filled; it builds the model and batch, then times the first step (for lazy the jit's first, eager call) until its",
-    "loss is a Python float, or from the process's start, imports included. PyTorch has no compile cache: its warm",
-    "rows are another fresh process. Import times need bytecode: run `python -m compileall -q core/src plugins` first.",
+    "filled; it builds the model and batch, then times the first step (for lazy the jit's first, eager call) until",
+    "its loss is a Python float, or from the process's start, imports included. PyTorch has no compile cache: its",
+    "warm rows are another fresh process. Import times need bytecode: run `python -m compileall -q core/src plugins`",
+    "first.",
 ]
 
 
@@ -822,7 +823,8 @@ def main() -> None:
     names = ["import", *dict.fromkeys(w.key for w in workloads(QUICK)), *report.MULTI_DEVICE_ROWS]
     args = parse_args(names)
     sizes = QUICK if args.quick else FULL
-    budget = Budget(args.budget if args.budget is not None else 0.1 if args.quick else 3.0, 3 if args.quick else MAX_REPS)
+    seconds = args.budget if args.budget is not None else 0.1 if args.quick else 3.0
+    budget = Budget(seconds, 3 if args.quick else MAX_REPS)
     devices, named = args.devices.split(","), set(args.rows.split(",")) if args.rows else set()
     selected = [w for w in workloads(sizes) if w.key in named or (not named and (w.quick or not args.quick))]
 
