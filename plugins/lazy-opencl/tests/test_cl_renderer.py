@@ -112,3 +112,51 @@ def test_bool_buffers_and_bfloat16(dev):
     got = run(dev, b.uops, [np.zeros(4, np.uint16), np.array([1, 0, 1, 0], np.bool_), as_bf16([1.5, 2, -3, 4])],
               global_size=(4, 1, 1))[0]  # fmt: skip
     np.testing.assert_array_equal((got.astype(np.uint32) << 16).view(np.float32), [3, 2, -6, 4])
+
+
+def mulacc_through_memory(count: int):
+    """out[1..1+count] = fma(a, b, c) at odd element offsets: `a` and `c` loaded from global memory, `b` stored to
+    and loaded from local memory; count == 1 is scalar."""
+    b = UOpBuilder()
+    vec = f32.vec(count) if count > 1 else f32
+    out, xs = buffers(b, (f32, True), (f32, False))
+    temp = b.add(UOps.DEFINE_LOCAL, f32.ptr(), (), ("temp", 2 * count + 1))
+    one = b.const(1, dtypes.int32)
+    a = b.add(UOps.LOAD, vec, (xs, one))
+    b.add(UOps.STORE, None, (temp, one, b.add(UOps.LOAD, vec, (xs, b.const(1 + count, dtypes.int32)))))
+    c = b.add(UOps.LOAD, vec, (xs, b.const(1 + 2 * count, dtypes.int32)))
+    b.add(UOps.BARRIER)
+    total = b.alu(Ops.MULACC, a, b.add(UOps.LOAD, vec, (temp, one)), c)
+    b.add(UOps.STORE, None, (out, one, total))
+    return b.uops
+
+
+def test_a_cpu_device_gets_its_multiply_adds_and_vector_moves_inline_bit_for_bit(dev):
+    """On a CPU OpenCL device the kernel defines its own `lazy_fma` and vector loads and stores (PoCL called the
+    library's out of line, spilling a matmul's accumulators around every multiply-add): the same bits as `fma`,
+    `vload` and `vstore` of the GPU dialect, at odd element offsets in global and local memory. (Whether the kernel's
+    other `a * b + c` stay two roundings is the OpenCL compiler's: PoCL 3.0 contracts them despite `FP_CONTRACT OFF`,
+    with either dialect.)"""
+    from lazy_opencl.renderer import DeviceLimits, OpenCLRenderer
+
+    cpu, gpu = OpenCLRenderer(DeviceLimits(cpu=True)), OpenCLRenderer(DeviceLimits(cpu=False))
+    rng = np.random.default_rng(0)
+    for count in (1, 4, 8):
+        uops = mulacc_through_memory(count)
+        text = cpu.render("k", uops)
+        assert "lazy_fma(" in text and "fma(" not in text.replace("lazy_fma(", "")
+        if count > 1:
+            assert f"lazy_vload{count}(" in text and f"lazy_vstore{count}(" in text and "vload" not in text.replace(
+                "lazy_vload", "")  # fmt: skip
+        assert "fma(" in gpu.render("k", uops)
+        xs = rng.standard_normal(3 * count + 2).astype(np.float32)
+        got = []
+        for renderer in (cpu, gpu):
+            saved, dev.renderer = dev.renderer, renderer
+            try:
+                got.append(run(dev, uops, [np.zeros(count + 2, np.float32), xs], local_size=(1, 1, 1))[0])
+            finally:
+                dev.renderer = saved
+        np.testing.assert_array_equal(got[0].view(np.uint32), got[1].view(np.uint32))
+        a, b, c = (xs[1 + k * count : 1 + (k + 1) * count].astype(np.float64) for k in range(3))
+        np.testing.assert_allclose(got[0][1 : 1 + count], a * b + c, rtol=1e-6)

@@ -93,6 +93,8 @@ class OpenCLRenderer(CStyleLanguage):
     def __init__(self, limits: DeviceLimits | None = None):
         self.limits = limits or DeviceLimits()
         self.caps = self.limits.capabilities()
+        if self.limits.cpu:  # see `inline_helpers`
+            self.code_for_op = {**self.code_for_op, Ops.MULACC: _inline_fma_mulacc}
 
     # --- types --------------------------------------------------------------------------------------------------
     def vector_type(self, dtype: DType) -> str:
@@ -116,9 +118,13 @@ class OpenCLRenderer(CStyleLanguage):
         return f"({x}).s{lane:x}"
 
     def render_vector_load(self, buf: str, idx: str, dtype: DType) -> str:
+        if self.limits.cpu:
+            return f"lazy_vload{dtype.count}({buf}+{idx})"
         return f"vload{dtype.count}(0, {buf}+{idx})"
 
     def render_vector_store(self, buf: str, idx: str, val: str, dtype: DType) -> str:
+        if self.limits.cpu:
+            return f"lazy_vstore{dtype.count}({buf}+{idx}, {val});"
         return f"vstore{dtype.count}({val}, 0, {buf}+{idx});"
 
     # --- the kernel -------------------------------------------------------------------------------------------------
@@ -132,4 +138,37 @@ class OpenCLRenderer(CStyleLanguage):
             lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
         if dtypes.bfloat16 in scalars:
             lines += BF16_HELPERS
+        if self.limits.cpu:
+            lines += self.inline_helpers(used)
         return lines
+
+    def inline_helpers(self, used: set[DType]) -> list[str]:
+        """On a CPU device, helpers in the kernel's own source for what would be calls of the OpenCL C library there.
+        PoCL (3.0, LLVM 14) called its `fma`, `vload8` and `vstore8` out of line, so every multiply-add of a matmul's
+        register tile was a call around which the accumulators were spilled: 1024x1024 matmul ran at ~11 GFLOP/s, a
+        tenth of the CPU device's kernel. A helper of the kernel's source is inlined: `lazy_fma` contracts `a * b + c`
+        in its own body only (`FP_CONTRACT ON` there: one fused multiply-add, bit for bit `fma`'s result; contraction
+        stays off elsewhere), and vector loads and stores go through a pointer to a vector type aligned like its
+        element (safe at any element offset, as vload is), overloaded for the global, local and private spaces."""
+        lines = []
+        for t in ("float", "float2", "float3", "float4", "float8", "float16"):  # (half math computes in these too)
+            lines.append(f"static inline {t} __attribute__((overloadable)) lazy_fma({t} a, {t} b, {t} c) {{\n"
+                         "#pragma OPENCL FP_CONTRACT ON\n  return a * b + c;\n}")  # fmt: skip
+        for dtype in sorted((d for d in used if d.count > 1), key=lambda d: (d.count, d.name)):
+            vec, n = self.vector_type(dtype), dtype.count
+            scalar, unaligned = vec[: -len(str(n))], f"lazy_{vec}_u"
+            attrs = f"ext_vector_type({n}), aligned(sizeof({scalar}))"
+            lines.append(f"typedef {scalar} {unaligned} __attribute__(({attrs}));")
+            for space in ("__global", "__local", "__private"):
+                lines += [
+                    f"static inline {vec} __attribute__((overloadable)) lazy_vload{n}(const {space} {scalar}* p) "
+                    f"{{ return *(const {space} {unaligned}*)p; }}",
+                    f"static inline void __attribute__((overloadable)) lazy_vstore{n}({space} {scalar}* p, {vec} v) "
+                    f"{{ *({space} {unaligned}*)p = v; }}",
+                ]
+        return lines
+
+
+def _inline_fma_mulacc(a: str, b: str, c: str, dtype: DType) -> str:
+    # as core's GPU MULACC (one rounding in float32, two elsewhere), through the kernel's own helper (`inline_helpers`)
+    return f"lazy_fma({a},{b},{c})" if dtype.scalar() == dtypes.float32 else f"(({a}*{b})+{c})"
