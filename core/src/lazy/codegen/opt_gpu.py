@@ -31,7 +31,9 @@ FEW_OUTPUTS = 16384  # a GPU reduction with fewer outputs spreads each one's loo
 MIN_GROUPS = 64  # groups a launch keeps at least, for the cores (or a GPU's compute units) to share
 TILE_UNROLL = 4  # reduce steps a register tile unrolls: loads of one step overlap the multiply-adds of the last
 TILE_ITEMS = (16, 8)  # most items along N and along M of a GPU work group whose operands are staged in local memory
-SIMD_LOCAL_TILES = False  # local-memory tiles on a SIMD device (PoCL): off, they measured slower (docs/benchmarks.md)
+# local-memory tiles on a SIMD device (PoCL): off, they measured slower (docs/benchmarks.md); still 15% slower on the
+# 1024 matmul (32.6 against 38.5 GFLOP/s) since PoCL's kernels inline their vector loads and multiply-adds
+SIMD_LOCAL_TILES = False
 
 
 def simd_items(caps: Capabilities) -> bool:
