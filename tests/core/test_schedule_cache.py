@@ -258,3 +258,34 @@ def test_buffer_views_and_copies_on_a_hit(scheduled: list[int]) -> None:
         np.testing.assert_equal((moved * 2).numpy(), (X + k)[4:12] * 2)
         counts.append(len(scheduled))
     assert counts[1] == counts[2], "the second and third rounds ran cached schedules"
+
+
+def _softmax(a: np.ndarray) -> np.ndarray:
+    e = np.exp(a - a.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+M = np.linspace(-2, 2, 48, dtype=np.float32).reshape(4, 12)
+
+
+def test_several_kernels_on_new_buffers_every_run(scheduled: list[int]) -> None:
+    """A cached schedule of several kernels (a softmax: on host devices one graph from its second run on,
+    `lazy.engine.realize.StepGraph`) reads each run's own inputs and writes its own outputs, with freed memory
+    handed to the next run's tensors in between."""
+    outs, first = [], 0
+    for k in range(6):
+        x = Tensor(M * (k + 1)).realize()
+        outs.append((k, x.softmax(-1).realize()))
+        first = first or len(scheduled)
+        del x
+        gc.collect()
+    for k, out in outs:  # every output kept its own values
+        np.testing.assert_allclose(out.numpy(), _softmax(M * (k + 1)), rtol=1e-5, atol=1e-7)
+    assert len(scheduled) == first, "the later runs were cached"
+
+
+def test_several_kernels_read_an_assign_in_between(scheduled: list[int]) -> None:
+    x = Tensor(M).realize()
+    for k in range(5):
+        np.testing.assert_allclose(x.softmax(-1).numpy(), _softmax(M * 2**k), rtol=1e-5, atol=1e-7)
+        x.assign(x * 2).realize()
