@@ -77,25 +77,36 @@ class Function:
 
     @classmethod
     def apply(cls, *x: Tensor, **kwargs: Any) -> Tensor:
-        from lazy.tensor import Tensor
-
+        tensor = _tensor_class or _load_tensor_class()
         inputs = tuple([t.lazydata for t in x])
         ctx = cls(inputs[0].device, *x)
-        ret = Tensor.__new__(Tensor)
+        ret = tensor.__new__(tensor)
         ret.lazydata = out = ctx.forward(*inputs, **kwargs)
         ret.requires_grad, ret.grad = ctx.requires_grad if cls.differentiable else False, None
-        if ctx.recorded and not Tensor.no_grad:
+        if ctx.recorded and not tensor.no_grad:
             ret._ctx, ctx.inputs, ctx.output = ctx, inputs, out
         else:
             ret._ctx = None
         return ret
 
 
-def _constant(lb: LazyBuffer) -> Tensor:
-    """A Tensor of `lb` with no history and no gradient."""
+# `lazy.tensor.Tensor`, which imports this module: looked up once, not by an import statement in every eager op's
+# `apply` (an import that finds its module still costs ~1 us)
+_tensor_class: type[Tensor] | None = None
+
+
+def _load_tensor_class() -> type[Tensor]:
+    global _tensor_class
     from lazy.tensor import Tensor
 
-    ret = Tensor.__new__(Tensor)
+    _tensor_class = Tensor
+    return Tensor
+
+
+def _constant(lb: LazyBuffer) -> Tensor:
+    """A Tensor of `lb` with no history and no gradient."""
+    tensor = _tensor_class or _load_tensor_class()
+    ret = tensor.__new__(tensor)
     ret.lazydata, ret.requires_grad, ret.grad, ret._ctx = lb, False, None, None
     return ret
 

@@ -61,6 +61,16 @@ class Runner:
 
 
 _REBUILT = threading.Lock()  # held while a full build replaces a quick one (`CompiledRunner.rebuild`)
+_exec_class: type[Exec] | None = None  # `lazy.hcq.Exec`, found on the first launch (see `_load_exec_class`)
+
+
+def _load_exec_class() -> type[Exec]:
+    """`lazy.hcq.Exec`, imported once: an import statement in `launch` cost every queued kernel ~1 us."""
+    global _exec_class
+    from lazy.hcq import Exec
+
+    _exec_class = Exec
+    return Exec
 
 
 class CompiledRunner(Runner):
@@ -102,12 +112,11 @@ class CompiledRunner(Runner):
 
     def launch(self, bufs: list[Buffer], var_vals: dict[Variable, int]) -> Exec:
         """The queue command that runs this kernel on `bufs` with the variables' values."""
-        from lazy.hcq import Exec  # loaded by then, with the device's queues (`import lazy` does not load HCQ)
-
+        exec_t = _exec_class or _load_exec_class()  # (`import lazy` does not load HCQ: the device's queues do)
         vals = tuple(var_vals[v] for v in self.spec.vars)
         gs, ls = self.static_dims if self.static_dims is not None else self.spec.launch_dims(var_vals)
-        return Exec(self.program, tuple(b.opaque for b in bufs), vals, tuple(gs) if gs else None,
-                    tuple(ls) if ls else None)  # fmt: skip
+        return exec_t(self.program, tuple(b.opaque for b in bufs), vals, tuple(gs) if gs else None,
+                      tuple(ls) if ls else None)  # fmt: skip
 
     def rebuild(self) -> None:
         """Build the kernel in full (`upgrade`) and run that binary from now on; a failure keeps the quick one (with a
