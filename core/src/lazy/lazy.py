@@ -517,8 +517,8 @@ class LazyBuffer:
             )
             out_dtype = srcs[1].dtype
         else:
-            for src in in_srcs:
-                assert src.dtype == dtype, f"{op}: dtypes differ {[s.dtype for s in srcs]}"
+            for src in in_srcs:  # (identity first: a DType's == is a Python call, and every eager op comes here)
+                assert src.dtype is dtype or src.dtype == dtype, f"{op}: dtypes differ {[s.dtype for s in srcs]}"
             out_dtype = dtypes.bool if op in GroupOp.Comparison else dtype
         if (simpler := rewrite(_LAZY_GRAPH, op, out_dtype, srcs)) is not None:  # constants fold (lazy.rewrite)
             return simpler

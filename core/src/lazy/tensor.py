@@ -450,7 +450,7 @@ class Tensor(
         x: Tensor = self
         kind = type(y)
         lb = x.lazydata
-        if (kind is float and dtypes.is_float(lb.dtype)) or (kind is int and lb.dtype != dtypes.bool):
+        if (kind is float and dtypes.is_float(lb.dtype)) or (kind is int and lb.dtype.name != "bool"):
             # the common case, `x + 1` or `1 - x`: a number of x's dtype, made in x's shape directly (no reshape or
             # expand ops; constants of recent ops are kept, see `LazyBuffer.const_like`)
             const = Tensor.__new__(Tensor)

@@ -550,7 +550,6 @@ def schedule_key(si: ScheduleItem) -> Any:
 # -- the structure of a graph: what a schedule depends on ----------------------------------------------------------
 
 
-@record(frozen=True)
 class Structure:
     """The unrealized graph behind some outputs, with its buffers abstracted: `key` holds, for every node reached
     (in the order a walk from the outputs meets them), what decides its part of the schedule (op, argument, dtype,
@@ -560,11 +559,13 @@ class Structure:
     Two graphs with equal keys get the same schedule, item for item, on their own buffers (`nodes`), except where an
     assign overwrites memory that a node outside the graph still reads (`create_schedule` snapshots it): a graph with
     assigns (`assigns`: their indices) may run a cached schedule only after `lazy.lazy.outliving_readers` finds no
-    such node. None of `key` is an object identity."""
+    such node. None of `key` is an object identity. (A plain class: one is made per realize, and a frozen record's
+    construction cost a microsecond of the eager op's path.)"""
 
-    key: tuple[Any, ...]
-    nodes: list[LazyBuffer]
-    assigns: tuple[int, ...] = ()
+    __slots__ = ("key", "nodes", "assigns")
+
+    def __init__(self, key: tuple[Any, ...], nodes: list[LazyBuffer], assigns: tuple[int, ...] = ()):
+        self.key, self.nodes, self.assigns = key, nodes, assigns
 
 
 def graph_structure(outs: list[LazyBuffer]) -> Structure:
