@@ -534,7 +534,7 @@ class Compiler:
         With a quick tier (`quick_for`) and `LAZY_TIERED=1`, a kernel builds quickly first unless its full build is
         in the on-disk cache: one that runs once (a weight's initialisation, a cold process's first step) never
         waits for the full build; one that runs again and does enough work is rebuilt in full in the background
-        (`lazy.engine.realize.CompiledRunner`), and a jit builds its kernels in full when it captures them."""
+        (`lazy.engine.runners.CompiledRunner`), and a jit builds its kernels in full when it captures them."""
         full = self.for_program(spec)
         quick = self.quick_for(spec) if TIERED else None
         if quick is None or quick is full or full.cached_binary(spec.src) is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generic
 
 from lazy.dtype import ConstType, dtypes, is_numpy
-from lazy.engine.realize import copy_now
+from lazy.engine.runners import copy_now
 from lazy.helpers import CHECK_INDEX, ArgumentError, ShapeError, all_int, broadcast_shape, prod
 from lazy.plugins import Device
 from lazy.record import field, record

@@ -18,7 +18,7 @@ import torch
 from lazy import Context, Device, Tensor
 from lazy.codegen.program import get_program
 from lazy.device import CompileError, ProgramSpec
-from lazy.engine import realize
+from lazy.engine import realize, runners
 from lazy_cpu.device import SMALL_KERNEL_WORK, ClangCompiler, CPUProgram, load_shared_object, unpack_batch
 from lazy_cpu.hostcpu import x86_fma
 
@@ -218,7 +218,7 @@ def test_a_kernel_builds_quickly_first_and_in_full_once_it_runs_again(tmp_path, 
     """A kernel whose full build is costly builds with the compiler's quick tier first (a weight's initialisation,
     a cold first step run once); once it has run again and done enough work to be worth it (here: any), it asks for
     the full build in the background, which then replaces it."""
-    monkeypatch.setattr(realize, "UPGRADE_WORK", 0)
+    monkeypatch.setattr(runners, "UPGRADE_WORK", 0)
     realize.method_cache.clear()
     realize.schedule_cache.clear()
     compiler = Device[device].compiler
@@ -306,13 +306,13 @@ def test_a_kernel_that_did_little_work_keeps_its_quick_build(tmp_path):
         runner = _runner(out)
         for _ in range(3):
             np.testing.assert_array_equal(_division("CPU")[0].numpy(), want)
-        assert runner.runs == 3 and runner.work_done < realize.UPGRADE_WORK
+        assert runner.runs == 3 and runner.work_done < runners.UPGRADE_WORK
         assert runner.upgrading is None and runner.upgrade is not None
 
 
 def test_profiled_runs_count_toward_the_full_build(tmp_path, monkeypatch):
     """While profiling (LAZY_DEBUG=2 times every kernel), runs count as they do otherwise."""
-    monkeypatch.setattr(realize, "UPGRADE_WORK", 0)
+    monkeypatch.setattr(runners, "UPGRADE_WORK", 0)
     realize.method_cache.clear()
     realize.schedule_cache.clear()
     with Context(CACHE_DIR=str(tmp_path), DEBUG=2):

@@ -116,7 +116,7 @@ class _KernelRecorder:
         self.failed: list[str] = []
 
     def collect(self, closing_device: str = "") -> None:  # (also a close callback: called with the device's name)
-        from lazy.engine.realize import method_cache
+        from lazy.engine.runners import method_cache
 
         for key in list(method_cache):
             if key[1] not in self.kernels:
@@ -142,7 +142,7 @@ def record_tensor_kernels(suite_dir: pathlib.Path = SUITE_DIR, keyword: str | No
     to the failure are in). The reference device's kernels compiled before are forgotten first, so each kernel is
     found again under the test that runs it (a cached schedule looks its kernels up in the method cache)."""
     from lazy.device import close_callbacks
-    from lazy.engine.realize import method_cache
+    from lazy.engine.runners import method_cache
 
     files = sorted(str(p) for p in suite_dir.glob("test_*.py") if layer_of(p.name) in RECORDED_LAYERS)
     if not files:

@@ -14,7 +14,7 @@ from lazy.conformance import kernels
 from lazy.conformance.support import buffer_from, compile_kernel, empty_buffer
 from lazy.device import Buffer, DeviceError
 from lazy.dtype import dtypes
-from lazy.engine.realize import BufferCopy
+from lazy.engine.runners import BufferCopy
 from lazy.multi import MultiLazyBuffer
 from lazy.tensor import Tensor
 
@@ -195,7 +195,7 @@ def test_peer_read_waits_for_work_queued_on_the_source(devices):
     """Where the devices are peers, a peer read lends the source's memory only after the kernels queued on the source
     (here held back by a signal) wrote it, and a kernel on the reader then reads those values in place."""
     from lazy.device import peers
-    from lazy.engine.realize import PeerRead, settle_peer_reads
+    from lazy.engine.runners import PeerRead, settle_peer_reads
     from lazy.plugins import Device
 
     n = kernels.HCQ_N

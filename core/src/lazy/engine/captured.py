@@ -10,7 +10,7 @@ from typing import Any
 import lazy.profile as profile
 from lazy.device import Buffer, BufferSpec, get_device
 from lazy.dtype import DType
-from lazy.engine.realize import (
+from lazy.engine.runners import (
     CompiledRunner,
     ExecItem,
     PeerRead,

@@ -24,15 +24,8 @@ from lazy.engine.captured import (
     device_order,
     map_tensors,
 )
-from lazy.engine.realize import (
-    ExecItem,
-    PeerRead,
-    capturing,
-    keep_peer_reads_safe,
-    realize,
-    upgrade_kernels,
-    written_by,
-)
+from lazy.engine.realize import realize
+from lazy.engine.runners import ExecItem, PeerRead, capturing, keep_peer_reads_safe, upgrade_kernels, written_by
 from lazy.helpers import DEBUG, JIT
 from lazy.lazy import LazyBuffer
 from lazy.multi import MultiLazyBuffer

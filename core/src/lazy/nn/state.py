@@ -260,7 +260,7 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike[str], metadata
     temporary file in the same directory, which is fsynced and then renamed over `path` (and the directory fsynced).
     A failure part way leaves the old file as it was and no temporary file behind; the temporary files of a save
     that was killed (no cleanup ran) are removed by the next save of the same path."""
-    from lazy.engine.realize import copy_now
+    from lazy.engine.runners import copy_now
     from lazy.plugins import Device
 
     path = pathlib.Path(path)

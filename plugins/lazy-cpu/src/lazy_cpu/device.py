@@ -623,7 +623,7 @@ class LLVMCompiler(TieredCompiler):
             raise CompileError(self.device, src, str(e)) from None
 
     def compile_batch(self, srcs: list[str]) -> list[bytes]:
-        """The compile pool's kernels (`lazy.engine.realize.precompile`), each in a worker process (see `LLVMJit`)."""
+        """The compile pool's kernels (`lazy.engine.runners.precompile`), each in a worker process (see `LLVMJit`)."""
         objs = []
         for src in srcs:
             try:

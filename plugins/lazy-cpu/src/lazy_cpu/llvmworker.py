@@ -3,7 +3,7 @@ run as a script, which imports nothing but llvmlite).
 
 llvmlite takes one process-wide lock around every call into LLVM, so threads of one process compile one kernel at a
 time however many cores there are. `lazy_cpu.device.LLVMJit` therefore sends the kernels a schedule builds in
-parallel (`lazy.engine.realize.precompile`) to worker processes, one per compiling thread, and compiles single
+parallel (`lazy.engine.runners.precompile`) to worker processes, one per compiling thread, and compiles single
 kernels here. A worker that aborts on some IR takes only itself down: the kernel's compile fails with its message.
 
 The protocol, over the worker's stdin and stdout, is messages of a 4-byte little-endian length and that many bytes.
