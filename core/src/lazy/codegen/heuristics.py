@@ -63,8 +63,11 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     then N contiguous in the output (plain vector stores), then N contiguous in an input (vector loads), then the
     innermost M. The N-tile loop is then moved outside the M-tile loop: one N panel of the reused operand stays in
     cache while the M rows stream past it (the other order would stream the whole N-operand once per M tile), and
-    the N operand is packed per N tile. Where an operand would still be gathered along the lanes, `dot_tiles` is
-    tried instead."""
+    the N operand is packed per N tile. A tile whose N operand would still be gathered along the lanes (neither
+    contiguous nor packed there: a batch axis as lanes, 16 images apart) loads each vector a scalar at a time, which
+    costs more than any accumulators gain (a 5x5 convolution's forward with 16-lane batch vectors ran at 5 GFLOP/s,
+    with output-channel vectors over 10 accumulators at 75): the best such tile goes to `dot_tiles` first, then to
+    the best tile that loads whole vectors, and is taken only when there is neither."""
     axes = reuse_axes(k)
     if len(axes) < 2 or not k.caps.vector_widths:
         return None
@@ -74,8 +77,7 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     # generation per kernel, the cold CNN step 3.4 -> 4.6 s), and a padded tile too big to unroll the taps was slower
     # (a 64-row conv gradient: 18 -> 31 ms)
     may_pad = k.caps.padded_tiles and _short_reduce(k) is None
-    best: tuple[object, ...] | None = None
-    choice = (0, 0, 0, 0)  # n_axis, m_axis, nv, mr
+    best: dict[tuple[int, int], tuple[tuple[object, ...], int, int]] = {}  # (n_axis, m_axis) -> (score, nv, mr)
     for n_axis in (a for a in axes if _divides(full[a], width)):
         for m_axis in (a for a in axes if a != n_axis and outer_product(k, n_axis, a)):
             for nv in (4, 3, 2, 1):
@@ -90,16 +92,32 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
                     # accumulators that compute real outputs first (a padded tile's last rows are wasted)
                     useful = mr * nv * int(full[m_axis]) / rows
                     score = (useful, -(mr + nv), k.output_stride(n_axis) == 1, contiguous, mr, m_axis)
-                    if best is None or score > best:
-                        best, choice = score, (n_axis, m_axis, nv, mr)
-    if best is None:
-        return dot_tiles(k, axes)
-    return _micro_kernel(k, axes, *choice)
+                    if (n_axis, m_axis) not in best or score > best[n_axis, m_axis][0]:
+                        best[n_axis, m_axis] = (score, nv, mr)
+    gathering: Kernel | None = None  # the best tile that gathers, kept for when nothing else fits
+    for (n_axis, m_axis), (_, nv, mr) in sorted(best.items(), key=lambda item: item[1][0], reverse=True):
+        if (trial := _micro_kernel(k, n_axis, m_axis, nv, mr)) is None:
+            continue
+        if not _gathers(trial):
+            return unroll_short_reduce(trial)
+        if gathering is None:
+            if (dots := dot_tiles(k, axes)) is not None:
+                return dots
+            gathering = trial
+    return unroll_short_reduce(gathering) if gathering is not None else dot_tiles(k, axes)
 
 
-def _micro_kernel(k: Kernel, axes: list[int], n_axis: int, m_axis: int, nv: int, mr: int) -> Kernel | None:
-    """`k` with the micro-kernel `cpu_tiles` chose: M padded when `mr` does not divide it, N outermost, the tiles,
-    the N operand packed, the taps unrolled (or dot products where an operand would be gathered)."""
+def _gathers(k: Kernel) -> bool:
+    """Whether some input of the reduction varies along the vector lanes without being contiguous or packed there:
+    each of its vectors is then gathered a scalar at a time."""
+    vec = k.vector_axis()
+    return vec is not None and any(k.st_of(b).real_strides()[vec] not in (0, 1) and b.idx not in k.packs
+                                   for b in k.reduce_inputs())  # fmt: skip
+
+
+def _micro_kernel(k: Kernel, n_axis: int, m_axis: int, nv: int, mr: int) -> Kernel | None:
+    """`k` with a micro-kernel `cpu_tiles` weighs: M padded when `mr` does not divide it, N outermost, the tiles,
+    the N operand packed (the taps are unrolled once it is chosen)."""
     width = max(k.caps.vector_widths)
     opts = [] if _divides(k.full_shape[m_axis], mr) else [Opt(OptOps.PAD, m_axis, mr)]  # (first: axes stay put)
     if n_axis > m_axis:  # N outermost first (the axes trade places), then the tiles, later axes first so that an
@@ -116,14 +134,7 @@ def _micro_kernel(k: Kernel, axes: list[int], n_axis: int, m_axis: int, nv: int,
     for buf in trial.membufs[1:]:
         if trial.pack_plan(buf.idx) is not None:
             trial = trial.applied(Opt(OptOps.PACK, buf.idx, 0)) or trial
-    # an operand that varies along the vector lanes but is neither contiguous nor packed there is gathered a scalar
-    # at a time: dot products along a contiguous reduce axis do better where the kernel has one
-    vec = trial.vector_axis()
-    gathers = vec is not None and any(trial.st_of(b).real_strides()[vec] not in (0, 1) and b.idx not in trial.packs
-                                      for b in trial.reduce_inputs())  # fmt: skip
-    if gathers:
-        return dot_tiles(k, axes) or trial
-    return unroll_short_reduce(trial)
+    return trial
 
 
 def outer_product(k: Kernel, n_axis: int, m_axis: int) -> bool:
