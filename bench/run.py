@@ -18,6 +18,7 @@ import functools
 import os
 import sys
 import tempfile
+import textwrap
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -68,17 +69,60 @@ class Elapsed(float):
     count the interpreter's start and exit): `measure` takes this time in seconds instead of its own."""
 
 
-def measure(prepare: Prepare, warmup: int, budget: Budget) -> float:
-    """The best time of one repetition, in seconds. Each repetition is prepared untimed, then timed alone."""
-    for _ in range(warmup):
-        prepare()()
-    times: list[float] = []
-    while not times or (sum(times) < budget.seconds and len(times) < budget.max_reps):
-        run = prepare()
-        start = time.perf_counter()
-        result = run()
-        times.append(result if isinstance(result, Elapsed) else time.perf_counter() - start)
-    return min(times)
+class Cell:
+    """One implementation of a row being measured: its set-up (`Prepare`), the times of its repetitions so far, or
+    (`failed`) why it has no figure."""
+
+    def __init__(self, label: str, prepare: Prepare | None = None, failed: str | None = None):
+        self.label, self.prepare, self.failed = label, prepare, failed
+        self.times: list[float] = []
+        self.started = time.perf_counter()
+
+    def wants_more(self, budget: Budget) -> bool:
+        return self.failed is None and (not self.times or (sum(self.times) < budget.seconds and
+                                                           len(self.times) < budget.max_reps))  # fmt: skip
+
+    def repeat(self) -> None:
+        """One timed repetition, prepared untimed; a failure ends the cell (printed in full), not the run."""
+        assert self.prepare is not None
+        try:
+            run = self.prepare()
+            start = time.perf_counter()
+            result = run()
+            self.times.append(result if isinstance(result, Elapsed) else time.perf_counter() - start)
+        except Exception as e:
+            self.fail(e)
+
+    def fail(self, e: Exception) -> None:
+        if isinstance(e, NotMeasured):
+            self.failed = str(e)
+        else:
+            traceback.print_exc()
+            self.failed = f"failed ({type(e).__name__})"
+
+
+# A row's columns are timed in turns (`measure_cells`): BLOCKS turns each, every turn after SETTLE_S of idle time. The
+# pause lets the previous column's thread pool go quiet: OpenBLAS's threads spin ~0.1 s after a call (THREAD_TIMEOUT),
+# and a lazy matmul timed right after numpy's ran at 0.72-0.77x of its speed when the turns were one repetition each.
+BLOCKS = 5
+SETTLE_S = 0.15
+
+
+def measure_cells(cells: list[Cell], budget: Budget) -> None:
+    """Time the cells' repetitions in turns: each round gives every cell still under its budget a block of about a
+    fifth of its repetitions (by count or time), starting one cell later each round, so that all of a row's columns
+    meet the same phases of a noisy machine (its memory bandwidth moved by half between cells measured one after the
+    other) instead of one column meeting a fast phase and the next a slow one."""
+    rounds = 0
+    while live := [c for c in cells if c.wants_more(budget)]:
+        for cell in live[rounds % len(live) :] + live[: rounds % len(live)]:
+            time.sleep(SETTLE_S)
+            before, block_start = len(cell.times), time.perf_counter()
+            while cell.wants_more(budget) and (len(cell.times) == before or (
+                    len(cell.times) - before < budget.max_reps / BLOCKS and
+                    time.perf_counter() - block_start < budget.seconds / BLOCKS)):  # fmt: skip
+                cell.repeat()
+        rounds += 1
 
 
 @dataclass(frozen=True)
@@ -708,24 +752,32 @@ class NotMeasured(Exception):
     """A library cannot measure a row the way the others do: the cell says why."""
 
 
-def run_cell(label: str, impl: Callable[..., Prepare] | None, args: Sequence[Any], work: Workload,
-             budget: Budget) -> Figure:  # fmt: skip
-    """Measure one implementation of a row; a failure is reported (and printed in full), not fatal."""
+def set_up(label: str, impl: Callable[..., Prepare] | None, args: Sequence[Any], work: Workload) -> Cell | None:
+    """One implementation of a row, set up with its untimed warm-up calls done (compilation, the jit's capture), or
+    None where there is none; a failure is the cell's figure (and printed in full), not fatal."""
     if impl is None:
-        return "-"
-    started = time.perf_counter()
+        return None
+    cell = Cell(label)
     try:
-        seconds = measure(impl(*args), work.warmup, budget)
-    except NotMeasured as e:
-        return str(e)
+        prepare = impl(*args)
+        for _ in range(work.warmup):
+            prepare()()
+        cell.prepare = prepare
     except Exception as e:
-        traceback.print_exc()
-        return f"failed ({type(e).__name__})"
-    figure = work.unit.figure(seconds, work.work)
-    took = time.perf_counter() - started
-    print(
-        f"  {work.title} | {label}: {fmt_number(figure)} {work.unit.name} ({took:.1f} s)", file=sys.stderr, flush=True
-    )
+        cell.fail(e)
+    return cell
+
+
+def figure_of(cell: Cell | None, work: Workload) -> Figure:
+    """A measured cell's figure (its best repetition), printed as it is reported; "-" for a missing one."""
+    if cell is None:
+        return "-"
+    if cell.failed is not None:
+        return cell.failed
+    figure = work.unit.figure(min(cell.times), work.work)
+    took = time.perf_counter() - cell.started
+    print(f"  {work.title} | {cell.label}: {fmt_number(figure)} {work.unit.name} ({len(cell.times)} repetitions, "
+          f"{took:.1f} s with the row's others)", file=sys.stderr, flush=True)  # fmt: skip
     return figure
 
 
@@ -749,45 +801,60 @@ def bench_rows(selected: list[Workload], devices: list[str], named: set[str], bu
     libs = {device: (lazy_lib(device), tinygrad_lib(device)) for device in devices}
     lines = []
     for work in selected:
-        numpy_fig = run_cell("numpy", NUMPY_ROWS.get(work.key), work.args, work, budget)
-        torch_fig = run_cell("PyTorch", torch_impls.get(work.key), work.args, work, budget) if torch else \
-            "not installed"  # fmt: skip
+        # every implementation of the row is set up first, then timed interleaved (`measure_cells`)
+        numpy_cell = set_up("numpy", NUMPY_ROWS.get(work.key), work.args, work)
+        torch_cell = set_up("PyTorch", torch_impls.get(work.key), work.args, work) if torch else None
+        per_device: dict[str, tuple[Cell | None, Cell | None] | str] = {}
         for device in devices:
             lazy, tinygrad = libs[device]
             if device in work.only_if_named_on and work.key not in named:
                 why = work.only_if_named_on[device]
                 print(f"  {work.title} | {device}: skipped: {why}; `--rows {work.key}` runs it", file=sys.stderr)
-                lazy_fig: Figure = f"skipped: `--rows {work.key}` runs it"
-                tinygrad_fig: Figure = "-"
+                per_device[device] = f"skipped: `--rows {work.key}` runs it"
             else:
-                lazy_fig = run_cell(f"lazy {device}", LIB_ROWS[work.key], (lazy, *work.args), work, budget)
-                tinygrad_fig = run_cell(f"tinygrad {device}", LIB_ROWS[work.key], (tinygrad, *work.args), work,
-                                        budget) if tinygrad else "n/a"  # fmt: skip
-            cells = [work.title, work.unit.name, device, lazy_fig, numpy_fig, torch_fig,
-                     ratio(lazy_fig, numpy_fig), ratio(lazy_fig, torch_fig), tinygrad_fig]  # fmt: skip
-            lines.append("| " + " | ".join(fmt_number(c) for c in cells) + " |")
+                per_device[device] = (set_up(f"lazy {device}", LIB_ROWS[work.key], (lazy, *work.args), work),
+                                      set_up(f"tinygrad {device}", LIB_ROWS[work.key], (tinygrad, *work.args), work)
+                                      if tinygrad else None)  # fmt: skip
+        cells = [numpy_cell, torch_cell, *(c for v in per_device.values() if not isinstance(v, str) for c in v)]
+        measure_cells([c for c in cells if c is not None], budget)
+        numpy_fig = figure_of(numpy_cell, work)
+        torch_fig = figure_of(torch_cell, work) if torch else "not installed"
+        for device, found in per_device.items():
+            lazy_fig: Figure
+            tinygrad_fig: Figure
+            if isinstance(found, str):
+                lazy_fig, tinygrad_fig = found, "-"
+            else:
+                lazy_fig = figure_of(found[0], work)
+                tinygrad_fig = figure_of(found[1], work) if found[1] is not None else "n/a"
+            row = [work.title, work.unit.name, device, lazy_fig, numpy_fig, torch_fig,
+                   ratio(lazy_fig, numpy_fig), ratio(lazy_fig, torch_fig), tinygrad_fig]  # fmt: skip
+            lines.append("| " + " | ".join(fmt_number(c) for c in row) + " |")
     return lines
 
 
 COLUMNS = ("workload", "unit", "device", "lazy", "numpy", "PyTorch", "lazy / numpy", "lazy / PyTorch",
            "tinygrad (same device)")  # fmt: skip
-NOTES = [
-    f"Each figure is the best of its timed repetitions (at most {MAX_REPS}, while their total is under the --budget),",
-    "after untimed warm-up calls (compilation; the jit's capture for the train steps); each repetition builds the",
-    "lazy graph anew, recomputes it and waits for the device. Ratios divide the figures as shown: above 1x, lazy is",
-    "faster for GFLOP/s and GB/s, slower for ms and us. GB/s counts each input read once and the output written once.",
-    "numpy's conv2d is im2col (a copy of every 3x3 window) and one BLAS matmul per image; PyTorch runs out of place",
-    "on all cores. The backward row times the input and weight gradients given the output's gradient, its forward",
-    "untimed. The sync rows wait for the device after each op or replay; numpy and PyTorch compute before returning,",
-    f"so their cells there time the same code as without. The jit rows replay a captured chain of {JIT_OPS} adds on 16",
-    f"elements, one kernel each (a replay's kernel count is checked), {JIT_CALLS} replays per repetition; numpy and",
-    "PyTorch run the adds eagerly. The first-step rows (s) run each repetition in a fresh interpreter whose compile",
-    "caches (lazy's, PoCL's, tinygrad's) are in an empty directory, or (warm) in one an earlier, untimed process",
-    "filled; it builds the model and batch, then times the first step (for lazy the jit's first, eager call) until",
-    "its loss is a Python float, or from the process's start, imports included. PyTorch has no compile cache: its",
-    "warm rows are another fresh process. Import times need bytecode: run `python -m compileall -q core/src plugins`",
-    "first.",
-]
+NOTES = textwrap.wrap(
+    f"Each figure is the best of its timed repetitions (at most {MAX_REPS}, while their total is under the --budget), "
+    "after untimed warm-up calls (compilation; the jit's capture for the train steps). A row's columns are timed in "
+    "turns (five blocks of repetitions each, after a pause), so that all meet the same phases of the machine. Each "
+    "repetition "
+    "builds the lazy graph anew, recomputes it and waits for the device. Ratios divide the figures as shown: above "
+    "1x, lazy is faster for GFLOP/s and GB/s, slower for ms and us. GB/s counts each input read once and the output "
+    "written once. numpy's conv2d is im2col (a copy of every 3x3 window) and one BLAS matmul per image; PyTorch runs "
+    "out of place on all cores. The backward row times the input and weight gradients given the output's gradient, "
+    "its forward untimed. The sync rows wait for the device after each op or replay; numpy and PyTorch compute "
+    f"before returning, so their cells there time the same code as without. The jit rows replay a captured chain of "
+    f"{JIT_OPS} adds on 16 elements, one kernel each (a replay's kernel count is checked), {JIT_CALLS} replays per "
+    "repetition; numpy and PyTorch run the adds eagerly. The first-step rows (s) run each repetition in a fresh "
+    "interpreter whose compile caches (lazy's, PoCL's, tinygrad's) are in an empty directory, or (warm) in one an "
+    "earlier, untimed process filled; it builds the model and batch, then times the first step (for lazy the jit's "
+    "first, eager call) until its loss is a Python float, or from the process's start, imports included. PyTorch has "
+    "no compile cache: its warm rows are another fresh process. Import times need bytecode: run `python -m compileall "
+    "-q core/src plugins` first.",
+    width=115,
+)
 
 
 def parse_args(names: list[str]) -> argparse.Namespace:
