@@ -78,9 +78,9 @@ class Cell:
         self.times: list[float] = []
         self.started = time.perf_counter()
 
-    def wants_more(self, budget: Budget) -> bool:
-        return self.failed is None and (not self.times or (sum(self.times) < budget.seconds and
-                                                           len(self.times) < budget.max_reps))  # fmt: skip
+    def wants_more(self, budget: Budget, min_reps: int = 1) -> bool:
+        return self.failed is None and (len(self.times) < min_reps or (sum(self.times) < budget.seconds and
+                                                                       len(self.times) < budget.max_reps))  # fmt: skip
 
     def repeat(self) -> None:
         """One timed repetition, prepared untimed; a failure ends the cell (printed in full), not the run."""
@@ -108,17 +108,17 @@ BLOCKS = 5
 SETTLE_S = 0.15
 
 
-def measure_cells(cells: list[Cell], budget: Budget) -> None:
+def measure_cells(cells: list[Cell], budget: Budget, min_reps: int = 1) -> None:
     """Time the cells' repetitions in turns: each round gives every cell still under its budget a block of about a
     fifth of its repetitions (by count or time), starting one cell later each round, so that all of a row's columns
     meet the same phases of a noisy machine (its memory bandwidth moved by half between cells measured one after the
-    other) instead of one column meeting a fast phase and the next a slow one."""
+    other) instead of one column meeting a fast phase and the next a slow one. Each cell gets at least `min_reps`."""
     rounds = 0
-    while live := [c for c in cells if c.wants_more(budget)]:
+    while live := [c for c in cells if c.wants_more(budget, min_reps)]:
         for cell in live[rounds % len(live) :] + live[: rounds % len(live)]:
             time.sleep(SETTLE_S)
             before, block_start = len(cell.times), time.perf_counter()
-            while cell.wants_more(budget) and (len(cell.times) == before or (
+            while cell.wants_more(budget, min_reps) and (len(cell.times) == before or (
                     len(cell.times) - before < budget.max_reps / BLOCKS and
                     time.perf_counter() - block_start < budget.seconds / BLOCKS)):  # fmt: skip
                 cell.repeat()
@@ -707,6 +707,9 @@ class Workload:
     # devices where the row runs only when --rows names it, and why
     only_if_named_on: dict[str, str] = field(default_factory=dict)
     quick: bool = True  # False: --quick runs the row only when --rows names it (it takes a minute at any size)
+    # repetitions each column gets whatever the budget: a fresh-process row's one repetition takes seconds, and the
+    # best of one or two moved by a second between runs (a cold CNN step 2.4-3.5 s)
+    min_reps: int = 1
 
 
 def workloads(sizes: Sizes) -> list[Workload]:
@@ -720,7 +723,7 @@ def workloads(sizes: Sizes) -> list[Workload]:
     cnn_on_cl = "on PoCL, compiling the CNN step's kernels alone takes minutes"
     # each repetition is a fresh process that reports its own time: no warm-up
     cold_start = [Workload(key, f"first CNN train step, batch {batch}, fresh process, {how.title}", SECONDS, 1,
-                           (batch,), warmup=0, only_if_named_on={"CL": cnn_on_cl}, quick=False)
+                           (batch,), warmup=0, only_if_named_on={"CL": cnn_on_cl}, quick=False, min_reps=3)
                   for key, how in FRESH_CNN_ROWS.items()]  # fmt: skip
     return [
         Workload("tiny", "cached tiny op `(x+1).realize()`, 16 elements", US_PER_OP, TINY_COUNT),
@@ -816,7 +819,7 @@ def bench_rows(selected: list[Workload], devices: list[str], named: set[str], bu
                                       set_up(f"tinygrad {device}", LIB_ROWS[work.key], (tinygrad, *work.args), work)
                                       if tinygrad else None)  # fmt: skip
         cells = [numpy_cell, torch_cell, *(c for v in per_device.values() if not isinstance(v, str) for c in v)]
-        measure_cells([c for c in cells if c is not None], budget)
+        measure_cells([c for c in cells if c is not None], budget, work.min_reps)
         numpy_fig = figure_of(numpy_cell, work)
         torch_fig = figure_of(torch_cell, work) if torch else "not installed"
         for device, found in per_device.items():
