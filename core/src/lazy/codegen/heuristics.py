@@ -66,8 +66,8 @@ def cpu_tiles(k: Kernel) -> Kernel | None:
     the N operand is packed per N tile. A tile whose N operand would still be gathered along the lanes (neither
     contiguous nor packed there: a batch axis as lanes, 16 images apart) loads each vector a scalar at a time, which
     costs more than any accumulators gain (a 5x5 convolution's forward with 16-lane batch vectors ran at 5 GFLOP/s,
-    with output-channel vectors over 10 accumulators at 75): the best such tile goes to `dot_tiles` first, then to
-    the best tile that loads whole vectors, and is taken only when there is neither."""
+    with output-channel vectors at 134): the best such tile goes to `dot_tiles` first, then to the best tile that
+    loads whole vectors, and is taken only when there is neither."""
     axes = reuse_axes(k)
     if len(axes) < 2 or not k.caps.vector_widths:
         return None
