@@ -165,6 +165,35 @@ def test_vector_mulacc_rounds_once(dev, width):
     np.testing.assert_array_equal(got, 2.0**-24 * scale)
 
 
+def test_one_value_in_every_lane_renders_as_a_splat(dev):
+    """A 16-lane vector of one constant or one loaded scalar is the type's splat macro in C (one spelling, not 16),
+    with the same bits: -0.0 stays negative, infinities and NaN stay what they are."""
+    vec = f32.vec(16)
+    b = UOpBuilder()
+    out, nans, scaled, x, s = buffers(b, (f32, True), (f32, True), (f32, True), (f32, False), (f32, False))
+    zero = b.const(0, dtypes.int32)
+    va = b.add(UOps.LOAD, vec, (x, zero))
+
+    def splat(value):  # one scalar in all 16 lanes
+        return b.add(UOps.VECTORIZE, vec, tuple(value for _ in range(16)))
+
+    negative = b.add(UOps.ALU, dtypes.bool.vec(16), (va, splat(b.const(0.0, f32))), Ops.CMPLT)
+    b.add(UOps.STORE, None, (out, zero, b.alu(Ops.WHERE, negative, splat(b.const(float("-inf"), f32)),
+                                              splat(b.const(-0.0, f32)))))  # fmt: skip
+    b.add(UOps.STORE, None, (nans, zero, b.alu(Ops.MAX, va, splat(b.const(float("nan"), f32)))))
+    b.add(UOps.STORE, None, (scaled, zero, b.alu(Ops.MUL, va, splat(b.add(UOps.LOAD, f32, (s, zero))))))
+    if isinstance(dev.renderer, ClangRenderer):
+        src = dev.renderer.render("splat_kernel", b.uops)
+        assert src.count("lazy_splat_float16(") >= 5 and "(-__builtin_inff()),(-__builtin_inff())" not in src
+    a = np.linspace(-8, 7, 16, dtype=np.float32)
+    arrays = [np.zeros(16, np.float32), np.zeros(16, np.float32), np.zeros(16, np.float32), a, np.float32([2.5])]
+    got, got_nans, got_scaled = run(dev, b.uops, arrays)[:3]
+    np.testing.assert_array_equal(got[a < 0], -np.inf)
+    assert (got[a >= 0] == 0).all() and np.signbit(got[a >= 0]).all()
+    assert np.isnan(got_nans).all()  # lazy's MAX propagates NaN
+    np.testing.assert_array_equal(got_scaled, a * np.float32(2.5))
+
+
 def test_value_read_before_assign_is_not_moved_past_it(dev):
     """t = acc*2 is computed before acc is assigned and used after: it must not be inlined after the ASSIGN."""
     b = UOpBuilder()
