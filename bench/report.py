@@ -75,7 +75,7 @@ def import_time(repeats: int) -> float:
 
 # Issue 14's figures, each from its own script in a fresh process (a second CPU instance, MPI): (row, script, its
 # arguments in a full run and in a quick one, the lines of its output that are the figures)
-MULTI_DEVICE_ROWS = {
+MULTI_DEVICE_ROWS: dict[str, tuple[str, list[str], list[str], tuple[str, ...]]] = {
     "allreduce": ("allreduce.py", [], ["--mib", "8", "--repeats", "2"], ("allreduce over", "ratio:")),
     "dp_mpi": ("dp_mpi.py", [], ["--steps", "10", "--repeats", "1"], ("1 process:", "processes:", "ratio (")),
 }

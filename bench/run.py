@@ -4,7 +4,8 @@
                                   [--out docs/benchmarks.md]
 
 Prints a Markdown table (each row's figure in its unit, and lazy / numpy, lazy / PyTorch ratios) with the machine it
-ran on, and rewrites the section between the bench markers of --out. Timing lives here, never in tests. The cold-start
+ran on, and rewrites the section between the bench markers of --out. Timing lives here, never in tests: how a row's
+columns are timed against each other is `bench/measure.py`, what each library runs for a row is below. The cold-start
 rows run each repetition in a fresh interpreter (`bench/fresh.py`: this script again, as a child), which reports its
 own times. Issue 14's figures come from their own scripts in fresh processes and are quoted below the table:
 `allreduce` (`bench/allreduce.py`, in every run) and `dp_mpi` (`bench/dp_mpi.py`, a minute or two: in full runs, or
@@ -20,18 +21,35 @@ import sys
 import tempfile
 import textwrap
 import time
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-import fresh  # bench/fresh.py and bench/report.py: this script's directory is on sys.path when it runs
+import fresh  # bench/fresh.py, measure.py and report.py: this script's directory is on sys.path when it runs
 import numpy as np
 import report
-
-Timed = Callable[[], object]  # one repetition: recomputes the result from the inputs and waits for the device
-Prepare = Callable[[], Timed]  # the untimed set-up of one repetition (a forward pass before a timed backward)
+from measure import (
+    GBS,
+    GFLOPS,
+    MS_PER_STEP,
+    SECONDS,
+    US_PER_OP,
+    US_PER_STEP,
+    Budget,
+    Cell,
+    Elapsed,
+    Figure,
+    NotMeasured,  # fmt: skip
+    Prepare,
+    Timed,
+    Unit,
+    figure_of,
+    fmt_number,
+    measure_cells,
+    ratio,
+    set_up,
+)
 
 RNG = np.random.default_rng(0)
 TINY_COUNT = 200  # tiny ops per repetition of the tiny-op row (a single one is below the timer's resolution)
@@ -49,101 +67,6 @@ def rand(*shape: int) -> np.ndarray:
 
 def labels(batch: int) -> np.ndarray:
     return RNG.integers(0, 10, batch).astype(np.int32)
-
-
-# -- measuring ---------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How long to measure one figure: after the row's untimed warm-up calls (compilation, the jit's capture), timed
-    repetitions while their total stays under `seconds`, at most `max_reps`: a slow call (a CNN step of seconds)
-    is timed once or twice, a fast one many times."""
-
-    seconds: float
-    max_reps: int
-
-
-class Elapsed(float):
-    """What a repetition returns when it timed itself (one in a fresh process, where the parent's clock would also
-    count the interpreter's start and exit): `measure` takes this time in seconds instead of its own."""
-
-
-class Cell:
-    """One implementation of a row being measured: its set-up (`Prepare`), the times of its repetitions so far, or
-    (`failed`) why it has no figure."""
-
-    def __init__(self, label: str, prepare: Prepare | None = None, failed: str | None = None):
-        self.label, self.prepare, self.failed = label, prepare, failed
-        self.times: list[float] = []
-        self.started = time.perf_counter()
-
-    def wants_more(self, budget: Budget, min_reps: int = 1) -> bool:
-        return self.failed is None and (len(self.times) < min_reps or (sum(self.times) < budget.seconds and
-                                                                       len(self.times) < budget.max_reps))  # fmt: skip
-
-    def repeat(self) -> None:
-        """One timed repetition, prepared untimed; a failure ends the cell (printed in full), not the run."""
-        assert self.prepare is not None
-        try:
-            run = self.prepare()
-            start = time.perf_counter()
-            result = run()
-            self.times.append(result if isinstance(result, Elapsed) else time.perf_counter() - start)
-        except Exception as e:
-            self.fail(e)
-
-    def fail(self, e: Exception) -> None:
-        if isinstance(e, NotMeasured):
-            self.failed = str(e)
-        else:
-            traceback.print_exc()
-            self.failed = f"failed ({type(e).__name__})"
-
-
-# A row's columns are timed in turns (`measure_cells`): BLOCKS turns each, every turn after SETTLE_S of idle time. The
-# pause lets the previous column's thread pool go quiet: OpenBLAS's threads spin ~0.1 s after a call (THREAD_TIMEOUT),
-# and a lazy matmul timed right after numpy's ran at 0.72-0.77x of its speed when the turns were one repetition each.
-BLOCKS = 5
-SETTLE_S = 0.15
-
-
-def measure_cells(cells: list[Cell], budget: Budget, min_reps: int = 1) -> None:
-    """Time the cells' repetitions in turns: each round gives every cell still under its budget a block of about a
-    fifth of its repetitions (by count or time), starting one cell later each round, so that all of a row's columns
-    meet the same phases of a noisy machine (its memory bandwidth moved by half between cells measured one after the
-    other) instead of one column meeting a fast phase and the next a slow one. Each cell gets at least `min_reps`."""
-    rounds = 0
-    while live := [c for c in cells if c.wants_more(budget, min_reps)]:
-        for cell in live[rounds % len(live) :] + live[: rounds % len(live)]:
-            time.sleep(SETTLE_S)
-            before, block_start = len(cell.times), time.perf_counter()
-            while cell.wants_more(budget, min_reps) and (len(cell.times) == before or (
-                    len(cell.times) - before < budget.max_reps / BLOCKS and
-                    time.perf_counter() - block_start < budget.seconds / BLOCKS)):  # fmt: skip
-                cell.repeat()
-        rounds += 1
-
-
-@dataclass(frozen=True)
-class Unit:
-    """How a row reports a time: work per second (`rate`: GFLOP/s, GB/s) or time per item (ms/step, us/op)."""
-
-    name: str
-    scale: float
-    rate: bool
-
-    def figure(self, seconds: float, work: float) -> float:
-        return work / seconds / self.scale if self.rate else seconds / work / self.scale
-
-
-GFLOPS, GBS = Unit("GFLOP/s", 1e9, rate=True), Unit("GB/s", 1e9, rate=True)
-MS_PER_STEP, US_PER_STEP, US_PER_OP, SECONDS = (
-    Unit("ms/step", 1e-3, False),
-    Unit("us/step", 1e-6, False),
-    Unit("us/op", 1e-6, False),
-    Unit("s", 1.0, False),
-)
 
 
 # -- tinygrad-style tensor libraries: lazy, and tinygrad for its column ------------------------------------------------
@@ -657,9 +580,11 @@ def torch_rows(torch: Any, device: str = "cpu") -> dict[str, Callable[..., Prepa
         step = torch_step(torch, model, lambda p: torch.optim.SGD(p, lr=0.01), rand(64, 64), device)
         return train_steps(step, MLP_STEPS)
 
-    rows = {"tiny": tiny, "tiny_sync": tiny, "jit": chain, "jit_sync": chain, "elementwise": elementwise,
-            "exp": exp_chain, "sum": total, "softmax": softmax, "matmul": matmul, "conv2d": conv,
-            "conv2d_backward": conv_backward, "cnn": cnn, "mlp": mlp}  # fmt: skip
+    rows: dict[str, Callable[..., Prepare]] = {
+        "tiny": tiny, "tiny_sync": tiny, "jit": chain, "jit_sync": chain, "elementwise": elementwise,
+        "exp": exp_chain, "sum": total, "softmax": softmax, "matmul": matmul, "conv2d": conv,
+        "conv2d_backward": conv_backward, "cnn": cnn, "mlp": mlp,
+    }  # fmt: skip
     if not on_gpu:  # the fresh-process rows run PyTorch on the CPU
         rows |= {key: functools.partial(fresh_cnn_step, "PyTorch", "CPU", how=how)
                  for key, how in FRESH_CNN_ROWS.items()}  # fmt: skip
@@ -748,54 +673,6 @@ def workloads(sizes: Sizes) -> list[Workload]:
 # -- running and reporting -------------------------------------------------------------------------------------------
 
 
-Figure = float | str  # a measured figure, or why there is none
-
-
-class NotMeasured(Exception):
-    """A library cannot measure a row the way the others do: the cell says why."""
-
-
-def set_up(label: str, impl: Callable[..., Prepare] | None, args: Sequence[Any], work: Workload) -> Cell | None:
-    """One implementation of a row, set up with its untimed warm-up calls done (compilation, the jit's capture), or
-    None where there is none; a failure is the cell's figure (and printed in full), not fatal."""
-    if impl is None:
-        return None
-    cell = Cell(label)
-    try:
-        prepare = impl(*args)
-        for _ in range(work.warmup):
-            prepare()()
-        cell.prepare = prepare
-    except Exception as e:
-        cell.fail(e)
-    return cell
-
-
-def figure_of(cell: Cell | None, work: Workload) -> Figure:
-    """A measured cell's figure (its best repetition), printed as it is reported; "-" for a missing one."""
-    if cell is None:
-        return "-"
-    if cell.failed is not None:
-        return cell.failed
-    figure = work.unit.figure(min(cell.times), work.work)
-    took = time.perf_counter() - cell.started
-    print(f"  {work.title} | {cell.label}: {fmt_number(figure)} {work.unit.name} ({len(cell.times)} repetitions, "
-          f"{took:.1f} s with the row's others)", file=sys.stderr, flush=True)  # fmt: skip
-    return figure
-
-
-def fmt_number(value: Figure) -> str:
-    if isinstance(value, str):
-        return value
-    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def ratio(lazy: Figure, reference: Figure) -> str:
-    if isinstance(lazy, str) or isinstance(reference, str):
-        return ""
-    return f"{fmt_number(lazy / reference)}x"
-
-
 def bench_rows(selected: list[Workload], devices: list[str], named: set[str], budget: Budget,
                torch_device: str = "cpu") -> list[str]:  # fmt: skip
     """The table rows, one per workload and device; numpy and PyTorch (on `torch_device`) run once per workload."""
@@ -805,8 +682,8 @@ def bench_rows(selected: list[Workload], devices: list[str], named: set[str], bu
     lines = []
     for work in selected:
         # every implementation of the row is set up first, then timed interleaved (`measure_cells`)
-        numpy_cell = set_up("numpy", NUMPY_ROWS.get(work.key), work.args, work)
-        torch_cell = set_up("PyTorch", torch_impls.get(work.key), work.args, work) if torch else None
+        numpy_cell = set_up("numpy", NUMPY_ROWS.get(work.key), work.args, work.warmup)
+        torch_cell = set_up("PyTorch", torch_impls.get(work.key), work.args, work.warmup) if torch else None
         per_device: dict[str, tuple[Cell | None, Cell | None] | str] = {}
         for device in devices:
             lazy, tinygrad = libs[device]
@@ -815,21 +692,27 @@ def bench_rows(selected: list[Workload], devices: list[str], named: set[str], bu
                 print(f"  {work.title} | {device}: skipped: {why}; `--rows {work.key}` runs it", file=sys.stderr)
                 per_device[device] = f"skipped: `--rows {work.key}` runs it"
             else:
-                per_device[device] = (set_up(f"lazy {device}", LIB_ROWS[work.key], (lazy, *work.args), work),
-                                      set_up(f"tinygrad {device}", LIB_ROWS[work.key], (tinygrad, *work.args), work)
-                                      if tinygrad else None)  # fmt: skip
+                per_device[device] = (
+                    set_up(f"lazy {device}", LIB_ROWS[work.key], (lazy, *work.args), work.warmup),
+                    set_up(f"tinygrad {device}", LIB_ROWS[work.key], (tinygrad, *work.args), work.warmup)
+                    if tinygrad else None,
+                )  # fmt: skip
         cells = [numpy_cell, torch_cell, *(c for v in per_device.values() if not isinstance(v, str) for c in v)]
         measure_cells([c for c in cells if c is not None], budget, work.min_reps)
-        numpy_fig = figure_of(numpy_cell, work)
-        torch_fig = figure_of(torch_cell, work) if torch else "not installed"
+
+        def figure(cell: Cell | None, work: Workload = work) -> Figure:
+            return figure_of(cell, work.title, work.unit, work.work)
+
+        numpy_fig = figure(numpy_cell)
+        torch_fig = figure(torch_cell) if torch else "not installed"
         for device, found in per_device.items():
             lazy_fig: Figure
             tinygrad_fig: Figure
             if isinstance(found, str):
                 lazy_fig, tinygrad_fig = found, "-"
             else:
-                lazy_fig = figure_of(found[0], work)
-                tinygrad_fig = figure_of(found[1], work) if found[1] is not None else "n/a"
+                lazy_fig = figure(found[0])
+                tinygrad_fig = figure(found[1]) if found[1] is not None else "n/a"
             row = [work.title, work.unit.name, device, lazy_fig, numpy_fig, torch_fig,
                    ratio(lazy_fig, numpy_fig), ratio(lazy_fig, torch_fig), tinygrad_fig]  # fmt: skip
             lines.append("| " + " | ".join(fmt_number(c) for c in row) + " |")
