@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import traceback
 from dataclasses import replace
 
@@ -74,6 +75,29 @@ def test_large_kernels_split_over_the_pool_and_follow_the_thread_count(dev):
             assert parts == [threads, threads]
             np.testing.assert_array_equal(from_device(dev, out, np.zeros(n, np.float32)), np.arange(n) + 2.0)
             dev.allocator._copyin(out, np.zeros(n, np.float32).data.cast("B"))
+    finally:
+        dev.split_min_work = saved
+
+
+def test_pool_threads_spin_for_the_next_job_only_briefly_then_sleep(dev):
+    """The pool's threads spin a while after a split kernel (waking a sleeping one costs tens of microseconds), but
+    never for long: a spin without its time bound would burn a core for as long as the process idles."""
+    n = 1 << 12
+    prg = load_program(dev, add_one_uops(n, core_split=True), core_split=n)
+    src, out = to_device(dev, np.zeros(n, np.float32)), dev.allocator.alloc(4 * n)
+    saved, dev.split_min_work = dev.split_min_work, 0
+    try:
+        graph = HostGraph(dev, [Exec(prg, (out, src))])
+        with Context(THREADS=2):
+            for _ in range(20):
+                graph.replay()
+                dev.synchronize()
+        np.testing.assert_array_equal(from_device(dev, out, np.zeros(n, np.float32)), 1.0)
+        time.sleep(0.05)  # past every spin's bound
+        cpu, wall = time.process_time(), time.perf_counter()
+        time.sleep(0.3)
+        busy = (time.process_time() - cpu) / (time.perf_counter() - wall)
+        assert busy < 0.2, f"the process used {busy:.0%} of a core while idle: a pool thread is still spinning"
     finally:
         dev.split_min_work = saved
 

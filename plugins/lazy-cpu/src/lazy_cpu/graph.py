@@ -43,12 +43,17 @@ LAUNCHER_SRC = f"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <time.h>
 typedef int64_t A;
 typedef struct {{ A fn, nargs, first, total, parts; }} launch_t;  /* RECORD in graph.py */
 
-/* A graph's split kernels come a few microseconds apart: a thread that has just finished a chunk waits this many
-   spins (about 50 us) for the next job before it sleeps, since waking a sleeping thread costs tens of microseconds. */
-#define SPINS 1000
+/* Waking a sleeping thread costs 15-45 us (a futex; on a VM, the halted virtual core's wake-up too), so threads spin
+   a while before they sleep: a pool thread that finished its chunks spins POOL_SPIN_NS for the next job (a graph's
+   split kernels come microseconds apart, eager ops' a few hundred), and the launching thread spins for the job's
+   other chunks as long as its own took (they run about as long). The spin gives the core away every few
+   microseconds (sched_yield), so a thread waiting for it (the Python thread, a compiler) is not held back. */
+#define POOL_SPIN_NS 1000000
 #if defined(__x86_64__) || defined(__i386__)
 #define PAUSE() __builtin_ia32_pause()
 #elif defined(__aarch64__)
@@ -56,6 +61,26 @@ typedef struct {{ A fn, nargs, first, total, parts; }} launch_t;  /* RECORD in g
 #else
 #define PAUSE() ((void)0)
 #endif
+
+static A now_ns(void) {{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (A)t.tv_sec * 1000000000 + t.tv_nsec;
+}}
+
+/* spin while *x == v, for at most `ns` nanoseconds; returns as soon as it changes */
+static void spin_while(const A *x, A v, A ns) {{
+  A end = 0;
+  for (unsigned i = 1; __atomic_load_n(x, __ATOMIC_ACQUIRE) == v; i++) {{
+    PAUSE();
+    if (i % 128 == 0) {{
+      A t = now_ns();
+      if (end == 0) end = t + ns;
+      else if (t >= end) return;
+      sched_yield();
+    }}
+  }}
+}}
 
 static void call(A fn, A n, const A *a) {{
   switch (n) {{
@@ -95,7 +120,7 @@ static void *pool_worker(void *arg) {{
   seen = p->generation;
   for (;;) {{
     pthread_mutex_unlock(&p->mu);
-    for (int i = 0; i < SPINS && __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) == seen; i++) PAUSE();
+    spin_while(&p->generation, seen, POOL_SPIN_NS);
     pthread_mutex_lock(&p->mu);
     while (p->generation == seen && !p->stop) pthread_cond_wait(&p->wake, &p->mu);
     if (p->stop) break;
@@ -162,12 +187,14 @@ static void run_split(pool_t *p, const launch_t *l, const A *args) {{
   __atomic_store_n(&p->generation, p->generation + 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
-  A k;
+  A k, start = now_ns();
   while ((k = __atomic_fetch_add(&p->next, 1, __ATOMIC_ACQ_REL)) < l->parts) {{
     run_chunk(l, args, k);
     __atomic_fetch_sub(&p->left, 1, __ATOMIC_ACQ_REL);
   }}
-  for (int i = 0; i < SPINS && __atomic_load_n(&p->left, __ATOMIC_ACQUIRE) > 0; i++) PAUSE();
+  A left, ran = now_ns() - start;
+  while ((left = __atomic_load_n(&p->left, __ATOMIC_ACQUIRE)) > 0 && now_ns() - start < 2 * ran + 50000)
+    spin_while(&p->left, left, ran + 50000);
   pthread_mutex_lock(&p->mu);
   while (__atomic_load_n(&p->left, __ATOMIC_ACQUIRE) > 0) pthread_cond_wait(&p->idle, &p->mu);
   p->job = NULL;
