@@ -226,7 +226,7 @@ def test_a_small_graph_replays_on_the_calling_thread_and_a_large_one_on_the_work
     from lazy_cpu.graph import INLINE_GRAPH_WORK, NativeLaunch
 
     worker = Device[dev.device].queue_worker  # the device tensors run on (the fixture's may be another instance)
-    for size, inline in ((100, True), (1 << 22, False)):
+    for size, inline in ((100, True), (1 << 24, False)):
         jf = TinyJit(chain)
         x = Tensor(np.ones(size, np.float32), device=dev.device).realize()
         for _ in range(3):  # eager, capture, then a replay

@@ -20,12 +20,14 @@ if TYPE_CHECKING:
 # A graph with a kernel taking more (its lo/hi included) replays through core's HCQGraph: each count is a case of the
 # launcher's switch, and 32 cases keep its one-time compile (cached on disk) to a few tenths of a second.
 MAX_ARGS = 32
-# A replay whose kernels' estimated work (`lazy_cpu.device.estimated_work`) adds up to less than this runs on the
-# submitting thread when the queue worker is idle (its large kernels still split over the pool): handing it to the
-# worker and waiting for it cost more than a small graph's kernels (a jitted MLP step of 19 kernels: median 143-171 ->
-# 112-140 us, docs/benchmarks.md). Larger ones stay on the worker, so the caller is free while they run and Ctrl-C
-# is not held back for long.
-INLINE_GRAPH_WORK = 1 << 23
+# A replay whose kernels' estimated work (`lazy_cpu.device.estimated_work`) adds up to less than this (a few
+# milliseconds) runs on the submitting thread when the queue worker is idle, its large kernels still split over the
+# pool. Handing it to the worker costs two thread hand-offs (~35 us to start, ~50 to wake the waiter after a 16M sum,
+# whose Python meanwhile is cold) and buys little: a kernel split over every core would lose one to the caller's
+# Python anyway (a jitted MLP step of 19 kernels: median 143-171 -> 112-140 us; an eager 16M sum: 2-5% of its time,
+# docs/benchmarks.md). Larger ones stay on the worker, so the caller is free while they run and Ctrl-C is not held
+# back for long.
+INLINE_GRAPH_WORK = 1 << 26
 RECORD = ("fn", "nargs", "first", "total", "parts")  # one launch record: int64 fields, in this order
 
 
