@@ -79,6 +79,26 @@ def test_large_kernels_split_over_the_pool_and_follow_the_thread_count(dev):
         dev.split_min_work = saved
 
 
+@pytest.mark.parametrize("threads", [2, 3, 5])
+@pytest.mark.parametrize("n", [2, 3, 7, 33, 1025])
+def test_a_split_kernel_runs_every_iteration_of_its_loop_exactly_once(dev, n, threads):
+    """Threads take ranges of a split kernel's loop as they come free (guided: long ranges first, then shorter): in
+    place, `a[i] += 1` shows an iteration run twice (+2) or never (+0), whatever the loop's length and thread count."""
+    prg = load_program(dev, add_one_uops(n, core_split=True), core_split=n)
+    buf = to_device(dev, np.arange(n, dtype=np.float32))
+    saved, dev.split_min_work = dev.split_min_work, 0
+    try:
+        graph = HostGraph(dev, [Exec(prg, (buf, buf))])
+        with Context(THREADS=threads):
+            for _ in range(10):
+                graph.replay()
+            dev.synchronize()
+        assert list(graph.records)[4] == min(threads, n)
+        np.testing.assert_array_equal(from_device(dev, buf, np.zeros(n, np.float32)), np.arange(n) + 10.0)
+    finally:
+        dev.split_min_work = saved
+
+
 def test_pool_threads_spin_for_the_next_job_only_briefly_then_sleep(dev):
     """The pool's threads spin a while after a split kernel (waking a sleeping one costs tens of microseconds), but
     never for long: a spin without its time bound would burn a core for as long as the process idles."""
