@@ -51,9 +51,9 @@ typedef int64_t A;
 typedef struct {{ A fn, nargs, first, total, parts; }} launch_t;  /* RECORD in graph.py */
 
 /* Waking a sleeping thread costs 15-45 us (a futex; on a VM, the halted virtual core's wake-up too), so threads spin
-   a while before they sleep: a pool thread that finished its chunks spins POOL_SPIN_NS for the next job (a graph's
+   a while before they sleep: a pool thread that finished its ranges spins POOL_SPIN_NS for the next job (a graph's
    split kernels come microseconds apart, eager ops' a few hundred), and the launching thread spins for the job's
-   other chunks as long as its own took (they run about as long). The spin gives the core away every few
+   other ranges as long as its own took (guided ranges end about together). The spin gives the core away every few
    microseconds (sched_yield), so a thread waiting for it (the Python thread, a compiler) is not held back. */
 #define POOL_SPIN_NS 1000000
 #if defined(__x86_64__) || defined(__i386__)
