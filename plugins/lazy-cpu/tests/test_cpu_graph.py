@@ -4,6 +4,7 @@ HCQGraph as the fallback for programs the launcher cannot call."""
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from lazy.codegen.uops import UOpBuilder, UOps
 from lazy.dtype import dtypes
 from lazy.hcq import Exec, HCQGraph, SetSignal
 from lazy.ops import Ops
-from lazy_cpu.graph import MAX_ARGS, HostGraph
+from lazy_cpu.graph import MAX_ARGS, RECORD, HostGraph
 
 
 def add_one_uops(n: int, core_split: bool = False):
@@ -71,7 +72,7 @@ def test_large_kernels_split_over_the_pool_and_follow_the_thread_count(dev):
             with Context(THREADS=threads):
                 graph.replay()
                 dev.synchronize()
-            parts = list(graph.records)[4 :: len(("fn", "nargs", "first", "total", "parts"))]
+            parts = list(graph.records)[4 :: len(RECORD)]
             assert parts == [threads, threads]
             np.testing.assert_array_equal(from_device(dev, out, np.zeros(n, np.float32)), np.arange(n) + 2.0)
             dev.allocator._copyin(out, np.zeros(n, np.float32).data.cast("B"))
@@ -79,21 +80,26 @@ def test_large_kernels_split_over_the_pool_and_follow_the_thread_count(dev):
         dev.split_min_work = saved
 
 
+@pytest.mark.parametrize("grain", [1, 0.3])
 @pytest.mark.parametrize("threads", [2, 3, 5])
 @pytest.mark.parametrize("n", [2, 3, 7, 33, 1025])
-def test_a_split_kernel_runs_every_iteration_of_its_loop_exactly_once(dev, n, threads):
-    """Threads take ranges of a split kernel's loop as they come free (guided: long ranges first, then shorter): in
-    place, `a[i] += 1` shows an iteration run twice (+2) or never (+0), whatever the loop's length and thread count."""
+def test_a_split_kernel_runs_every_iteration_of_its_loop_exactly_once(dev, n, threads, grain):
+    """Threads take ranges of a split kernel's loop as they come free (guided: long ranges first, then shorter, none
+    under the record's grain): in place, `a[i] += 1` shows an iteration run twice (+2) or never (+0), whatever the
+    loop's length, thread count and grain (1 iteration, or 30% of the loop: the work splitting starts to pay at)."""
     prg = load_program(dev, add_one_uops(n, core_split=True), core_split=n)
+    prg.work = 2.0 * n  # (a program loaded without its spec has no estimate of its own)
     buf = to_device(dev, np.arange(n, dtype=np.float32))
-    saved, dev.split_min_work = dev.split_min_work, 0
+    saved, dev.split_min_work = dev.split_min_work, 0 if grain == 1 else prg.work * grain
     try:
         graph = HostGraph(dev, [Exec(prg, (buf, buf))])
         with Context(THREADS=threads):
             for _ in range(10):
                 graph.replay()
             dev.synchronize()
-        assert list(graph.records)[4] == min(threads, n)
+        record = dict(zip(RECORD, list(graph.records)))
+        assert record["parts"] == min(threads, n)
+        assert record["grain"] == (1 if grain == 1 else min(math.ceil(n * grain), -(-n // record["parts"])))
         np.testing.assert_array_equal(from_device(dev, buf, np.zeros(n, np.float32)), np.arange(n) + 10.0)
     finally:
         dev.split_min_work = saved

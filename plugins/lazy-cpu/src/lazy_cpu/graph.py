@@ -5,6 +5,7 @@ a replay costs the kernels plus a constant, with no Python work per kernel."""
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ MAX_ARGS = 32
 # docs/benchmarks.md). Larger ones stay on the worker, so the caller is free while they run and Ctrl-C is not held
 # back for long.
 INLINE_GRAPH_WORK = 1 << 26
-RECORD = ("fn", "nargs", "first", "total", "parts")  # one launch record: int64 fields, in this order
+RECORD = ("fn", "nargs", "first", "total", "parts", "grain")  # one launch record: int64 fields, in this order
 
 
 def _call_cases() -> str:
@@ -48,7 +49,7 @@ LAUNCHER_SRC = f"""
 #include <sched.h>
 #include <time.h>
 typedef int64_t A;
-typedef struct {{ A fn, nargs, first, total, parts; }} launch_t;  /* RECORD in graph.py */
+typedef struct {{ A fn, nargs, first, total, parts, grain; }} launch_t;  /* RECORD in graph.py */
 
 /* Waking a sleeping thread costs 15-45 us (a futex; on a VM, the halted virtual core's wake-up too), so threads spin
    a while before they sleep: a pool thread that finished its ranges spins POOL_SPIN_NS for the next job (a graph's
@@ -117,15 +118,17 @@ typedef struct {{
 }} pool_t;
 
 /* The calling thread's next range [*lo, *hi) of the job's loop; 0 when none is left. Guided self-scheduling: each
-   range is 1/(2 parts) of what is left (at least one iteration), so the first ranges are long and contiguous and the
-   last ones short. Threads do not run equally fast (one woke later, or its core is shared or slower for a while: two
-   halves of a 16M sum ended 75-320 us apart), and a fixed split in `parts` waits for the slowest. */
+   range is 1/(2 parts) of what is left, and at least `grain` iterations (the record's: enough work to be worth the
+   shared cursor's traffic), so the first ranges are long and contiguous and the last ones short. Threads do not run
+   equally fast (one woke later, or its core is shared or slower for a while: two halves of a 16M sum ended 75-320 us
+   apart), and a fixed split in `parts` waits for the slowest. */
 static int take(pool_t *p, const launch_t *l, A *lo, A *hi) {{
   A start = __atomic_load_n(&p->next, __ATOMIC_ACQUIRE);
   for (;;) {{
     if (start >= l->total) return 0;
     A size = (l->total - start) / (2 * l->parts);
-    if (size < 1) size = 1;
+    if (size < l->grain) size = l->grain;
+    if (l->total - start - size < l->grain) size = l->total - start; /* no range under the grain left behind */
     if (__atomic_compare_exchange_n(&p->next, &start, start + size, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {{
       *lo = start;
       *hi = start + size;
@@ -363,14 +366,28 @@ class HostGraph(HCQGraph):
             super().replay({0: Exec(self.launcher, (self.records, snapshot, pool.handle))})
 
     def _records(self, threads: int, split_min_work: float) -> Any:
-        """The launch records for this thread count: a kernel is split in min(threads, its loop's size) parts when
-        its work is worth it, as `HostProgram` does for an eager launch."""
+        """The launch records for this thread count: a kernel is split between min(threads, its loop's size) threads
+        when its work is worth it, as `HostProgram` does for an eager launch, in ranges of at least the iterations
+        that hold `split_min_work` (`_grain`)."""
         fields: list[int] = []
         for kernel, launch_first, width in zip(self.kernels, self.first, self.widths):
             total = kernel.core_split
-            parts = min(threads, total) if total and kernel.work >= split_min_work else 1
-            fields += [kernel.address, width, launch_first, total, max(parts, 1)]
+            parts = max(min(threads, total) if total and kernel.work >= split_min_work else 1, 1)
+            fields += [kernel.address, width, launch_first, total, parts, _grain(kernel, parts, split_min_work)]
         return (ctypes.c_int64 * len(fields))(*fields)
+
+
+def _grain(kernel: NativeKernel, parts: int, split_min_work: float) -> int:
+    """The fewest iterations of `kernel`'s loop a thread takes at once: those holding `split_min_work` (below which
+    splitting does not pay), at most an equal share (fixed halves for a kernel just worth splitting: the jitted MLP
+    step's two split kernels of 11 iterations each went from 2 to 9 ranges, 36 -> 44 us a step)."""
+    total = kernel.core_split
+    if not total or parts <= 1:
+        return max(total, 1)
+    share = -(-total // parts)
+    if kernel.work == float("inf") or kernel.work <= 0:
+        return 1
+    return max(1, min(share, math.ceil(total * split_min_work / kernel.work)))
 
 
 def _unsupported(launches: list[Exec]) -> str | None:
