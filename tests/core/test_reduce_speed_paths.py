@@ -391,6 +391,15 @@ def test_long_sums_on_cpu():
         np.testing.assert_allclose(Tensor(a, device="CPU").sum().item(), a.astype(np.float64).sum(), rtol=rtol)
 
 
+def test_a_sum_whose_partials_are_long_splits_again():
+    """A length only 8 chunks of 8 lanes divide leaves few partials with long rows, which are split again: three
+    stages for 64 * 32769 ones (a constant: no memory to read), exact in float32 at every stage."""
+    n = 64 * 32769
+    assert len(kernels(Tensor.ones(n, device="CPU").sum())) == 3
+    assert Tensor.ones(n, device="CPU").sum().item() == float(n)
+    np.testing.assert_array_equal(Tensor.ones(2, n, device="CPU").sum(1, keepdim=True).numpy(), [[n]] * 2)
+
+
 def test_long_partial_sums_read_two_rows_at_once():
     """The partial sums of a long sum (`lazy.codegen.opt_reduce.paired_streams`) compute two of their rows together,
     so each thread reads two streams of memory; a short reduction does not."""

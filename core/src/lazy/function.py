@@ -531,9 +531,9 @@ class _Reduce(Function):
 
     def forward(self, x: LazyBuffer, axis: tuple[int, ...], shape: tuple[sint, ...] | None = None) -> LazyBuffer:
         self.axis = axis
-        out = x.r(self.op, axis)
-        self.kept, self.dropped = out.shape, shape is not None and shape != out.shape
-        return out.reshape(shape) if self.dropped and shape is not None else out
+        self.kept = kept = tuple([1 if i in axis else s for i, s in enumerate(x.shape)])
+        self.dropped = shape is not None and shape != kept
+        return x.r(self.op, axis, shape if self.dropped else None)
 
     def _kept(self, y: B) -> B:
         return y.reshape(self.kept) if self.dropped else y

@@ -272,6 +272,23 @@ def _view_of(base: LazyBuffer, like: LazyBuffer) -> LazyBuffer:
     return base if like.base is like else base._view(like.st)
 
 
+# (chunks, lanes) of a split reduction of each axis length met so far (`LazyBuffer._split_reduce`): the first plan
+# whose chunks and lanes divide the length (with lanes, rows of at least 16), else the first with lanes; None where
+# none has rows of 16
+_SPLIT_PLANS: dict[int, tuple[int, int] | None] = {}
+
+
+def _split_plan(size: int) -> tuple[int, int] | None:
+    if size in _SPLIT_PLANS:
+        return _SPLIT_PLANS[size]
+    plans = [(p, w) for w in (32, 16, 8, 1) for p in (64, 32, 16, 8) if size // (p * w) >= 16]
+    exact = next(((p, w) for p, w in plans if size % (p * w) == 0 and w > 1), None)
+    plan = exact or next(((p, w) for p, w in plans if w > 1), None)
+    if len(_SPLIT_PLANS) < 4096:
+        _SPLIT_PLANS[size] = plan
+    return plan
+
+
 class LazyBuffer:
     # slots: every eager op makes nodes, and a per-node __dict__ was one more object to allocate and collect
     __slots__ = ("is_snapshot", "shared", "_consumers", "_consumers_kept", "_cache_key", "_cache_slot", "_structure",
@@ -525,36 +542,46 @@ class LazyBuffer:
         st = self.st if self._base is None else ShapeTracker.from_shape(shape)  # (a base's tracker is the plain one)
         return create_lazybuffer(self.device, st, out_dtype, op, arg, srcs)
 
-    def r(self, op: Ops, axis: tuple[int, ...]) -> LazyBuffer:
-        new_shape = tuple(1 if i in axis else s for i, s in enumerate(self.shape))
+    def r(self, op: Ops, axis: tuple[int, ...], shape: tuple[sint, ...] | None = None) -> LazyBuffer:
+        """`op` over `axis`, the reduced axes kept with size 1; or, given `shape` (those axes dropped, or any shape of
+        the same elements), reshaped to it: one view node made, not one per reshape."""
+        new_shape = tuple([1 if i in axis else s for i, s in enumerate(self.shape)])
+        out_shape = new_shape if shape is None else shape
         if not axis or new_shape == self.shape:
-            return self
+            return self if shape is None else self.reshape(shape)
         if self.size == 0:
-            return LazyBuffer.const_like(identity_element(op, self.dtype), self.dtype, self.device, new_shape)
-        if self.is_unrealized_unmasked_const() and op is Ops.RMAX and not isinstance(self.const_value(), Node):
-            return self.const(self.const_value(), new_shape)
-        if op is Ops.SUM and self.is_unrealized_const() and _is_zero(self.const_value()):
-            return self.const(0, new_shape)  # a sum of zeros (padded or not): a gradient of an unused branch
-        if (split := self._split_reduce(op, axis, new_shape)) is not None:
+            return LazyBuffer.const_like(identity_element(op, self.dtype), self.dtype, self.device, out_shape)
+        base = self._base or self
+        if base.op is Ops.CONST and not base.done:  # an unrealized constant (`is_unrealized_const`)
+            value = base.arg
+            if op is Ops.RMAX and not isinstance(value, Node) and all(v.mask is None for v in self.st.views):
+                return self.const(value, out_shape)
+            if op is Ops.SUM and _is_zero(value):
+                return self.const(0, out_shape)  # a sum of zeros (padded or not): a gradient of an unused branch
+        if (split := self._split_reduce(op, axis, new_shape, out_shape)) is not None:
             return split
+        out = self._reduce_node(op, axis, new_shape)
+        return out if shape is None else out.reshape(shape)
+
+    def _reduce_node(self, op: Ops, axis: tuple[int, ...], new_shape: tuple[sint, ...]) -> LazyBuffer:
+        """The reduction's own node (of the kept shape `new_shape`), with none of `r`'s simplifications."""
         return create_lazybuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op, axis, (self,))
 
-    def _split_reduce(self, op: Ops, axis: tuple[int, ...], new_shape: tuple[sint, ...]) -> LazyBuffer | None:
+    def _split_reduce(self, op: Ops, axis: tuple[int, ...], new_shape: tuple[sint, ...],
+                      out_shape: tuple[sint, ...]) -> LazyBuffer | None:  # fmt: skip
         """Reduce one long axis in two stages: (P, R, W) partial results first, P chunks for the cores and W
         contiguous lanes (vector accumulators) each, summing R rows read in order; then the P*W partials. A length no
         such plan divides splits the longest prefix that one does, and reduces the rest (fewer than P*W elements) on
-        its own: one accumulator over a whole long row rounded 100x more (1.5e-4 relative error at 100003)."""
-        if not all_int(self.shape) or len(axis) != 1:
-            return None
-        reduced = prod(self.shape) // prod(new_shape)
-        if reduced < 32768 or prod(new_shape) >= 1024:
+        its own: one accumulator over a whole long row rounded 100x more (1.5e-4 relative error at 100003). The
+        result comes in `out_shape`."""
+        if len(axis) != 1 or not all_int(self.shape):
             return None
         ax = axis[0]
         size = self.shape[ax]
         assert isinstance(size, int)
-        plans = [(p, w) for w in (32, 16, 8, 1) for p in (64, 32, 16, 8) if size // (p * w) >= 16]
-        exact = next(((p, w) for p, w in plans if size % (p * w) == 0 and w > 1), None)
-        if (plan := exact or next(((p, w) for p, w in plans if w > 1), None)) is None:
+        if size < 32768 or self.size // size >= 1024:
+            return None
+        if (plan := _split_plan(size)) is None:
             return None
         chunks, lanes = plan
         main = size - size % (chunks * lanes)
@@ -563,12 +590,20 @@ class LazyBuffer:
             if main == size
             else self.shrink(tuple((0, main) if i == ax else (0, s) for i, s in enumerate(self.shape)))
         )
-        shape = self.shape[:ax] + (chunks, main // (chunks * lanes), lanes) + self.shape[ax + 1 :]
-        out = head.reshape(shape).r(op, (ax + 1,)).r(op, (ax, ax + 2)).reshape(new_shape)
+        before, after = self.shape[:ax], self.shape[ax + 1 :]
+        # the first stage splits again where its rows are long enough (`r`); the second reduces at most 2048 partials
+        rows = main // (chunks * lanes)
+        view = head.reshape((*before, chunks, rows, lanes, *after))
+        if rows >= 32768:
+            partial = view.r(op, (ax + 1,))
+        else:
+            partial = view._reduce_node(op, (ax + 1,), (*before, chunks, 1, lanes, *after))
+        total = partial._reduce_node(op, (ax, ax + 2), (*before, 1, 1, 1, *after))
         if main == size:
-            return out
+            return total.reshape(out_shape)
         rest = self.shrink(tuple((main, size) if i == ax else (0, s) for i, s in enumerate(self.shape))).r(op, axis)
-        return out.e(REDUCE_ALU[op], rest)
+        out = total.reshape(new_shape).e(REDUCE_ALU[op], rest)
+        return out if out_shape == new_shape else out.reshape(out_shape)
 
     # -- movement (views) ---------------------------------------------------------------------------------------------
 

@@ -261,11 +261,13 @@ class MultiLazyBuffer:
         shards = [s.shards_like(like) for s in srcs]
         return like._new([first.e(op, *rest, arg=arg) for first, *rest in zip(*shards)])
 
-    def r(self, op: Ops, axis: tuple[int, ...]) -> MultiLazyBuffer:
+    def r(self, op: Ops, axis: tuple[int, ...], shape: tuple[sint, ...] | None = None) -> MultiLazyBuffer:
         partials = [lb.r(op, axis) for lb in self.lbs]
         if self.axis is None or self.axis not in axis:
-            return self._new(partials)
-        return MultiLazyBuffer(ring_allreduce(op, partials), None)  # a reduction over the split axis: replicated
+            out = self._new(partials)
+        else:
+            out = MultiLazyBuffer(ring_allreduce(op, partials), None)  # a reduction over the split axis: replicated
+        return out if shape is None else out.reshape(shape)
 
     def cast(self, dtype: DType, bitcast: bool = False) -> MultiLazyBuffer:
         return self._new([lb.cast(dtype, bitcast) for lb in self.lbs])

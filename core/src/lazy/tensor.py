@@ -437,12 +437,15 @@ class Tensor(
 
     def _reduce(self, fxn: type[F.Function], axis: Axis, keepdim: PyBool) -> Tensor:
         """`fxn` (Sum or Max) over `axis`; the reduced axes kept as size 1 with `keepdim`, else dropped."""
+        shape = self.lazydata.shape
+        if axis is None and shape:  # every axis (the common `x.sum()`)
+            return fxn.apply(self, axis=tuple(range(len(shape))), **({} if keepdim else {"shape": ()}))
         axes = self._reduce_axes(axis)
-        if self.ndim == 0:
+        if not shape:
             return self
         if keepdim:
             return fxn.apply(self, axis=axes)
-        return fxn.apply(self, axis=axes, shape=tuple(s for i, s in enumerate(self.shape) if i not in axes))
+        return fxn.apply(self, axis=axes, shape=tuple([s for i, s in enumerate(shape) if i not in axes]))
 
     # -- elementwise ---------------------------------------------------------------------------------------------------
 

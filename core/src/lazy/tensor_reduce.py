@@ -38,14 +38,17 @@ class ReduceMixin(TensorBase):
         """The sum over `axis` (all axes when None; `keepdim` keeps them with size 1). It accumulates in `acc_dtype`
         (default: float32 for half types, int32 or uint32 for narrower ints and bool, as tinygrad); the result has
         `dtype` when given, else a float input's dtype, else the accumulation dtype (an int8 sum is int32)."""
-        acc = acc_dtype or sum_acc_dtype(self.dtype)
+        own = self.dtype
+        if own is dtypes.float32 and acc_dtype is None and dtype is None:  # the common case: no casts to make
+            return self._reduce(F.Sum, axis, keepdim)
+        acc = acc_dtype or sum_acc_dtype(own)
         if dtype is not None and acc_dtype is None:
             dtype = to_dtype(dtype)
             acc = sum_acc_dtype(dtype) if dtypes.is_float(dtype) else least_upper_dtype(acc, dtype)
         out = self.cast(acc)._reduce(F.Sum, axis, keepdim)
         if dtype is not None:
             return out.cast(dtype)
-        return out.cast(self.dtype) if dtypes.is_float(self.dtype) and acc_dtype is None else out
+        return out.cast(own) if dtypes.is_float(own) and acc_dtype is None else out
 
     def _check_nonempty(self, op: str, axis: Axis) -> None:
         """Raise for a reduction without identity (max, min, argmax, argmin) over no elements: the identity the

@@ -80,6 +80,40 @@ def test_large_kernels_split_over_the_pool_and_follow_the_thread_count(dev):
         dev.split_min_work = saved
 
 
+def test_a_replayed_graph_splits_again_when_an_instance_of_its_kind_opens_or_closes(monkeypatch):
+    """The cores are shared between the open instances of a kind (`CoreShares`): a graph replayed on `CPU:5` takes
+    all 4 of them, half once `CPU:6` opens, all again once it closes, with no LAZY_THREADS change in between (a
+    replay notices through the instances' generation, without counting them each time)."""
+    from lazy_cpu import device as cpu_device
+    from lazy_cpu.device import CoreShares, open_cpu
+
+    monkeypatch.setattr(cpu_device, "cpu_count", lambda: 4)
+    monkeypatch.setattr(cpu_device, "CORE_SHARES", CoreShares())  # only the instances this test opens
+    first = open_cpu("CPU:5")
+    try:
+        n = 1 << 10
+        prg = load_program(first, add_one_uops(n, core_split=True), core_split=n)
+        src, out = to_device(first, np.zeros(n, np.float32)), first.allocator.alloc(4 * n)
+        first.split_min_work = 0
+        graph = HostGraph(first, [Exec(prg, (out, src))])
+
+        def parts_after_replay() -> int:
+            graph.replay()
+            first.synchronize()
+            np.testing.assert_array_equal(from_device(first, out, np.zeros(n, np.float32)), 1.0)
+            return dict(zip(RECORD, list(graph.records)))["parts"]
+
+        assert parts_after_replay() == 4
+        second = open_cpu("CPU:6")
+        try:
+            assert parts_after_replay() == 2
+        finally:
+            second.close()
+        assert parts_after_replay() == 4
+    finally:
+        first.close()
+
+
 @pytest.mark.parametrize("grain", [1, 0.3])
 @pytest.mark.parametrize("threads", [2, 3, 5])
 @pytest.mark.parametrize("n", [2, 3, 7, 33, 1025])

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 import lazy.profile as profile
-from lazy.device import close_callbacks, get_device
+from lazy.device import THROUGH_BASE, close_callbacks, get_device
 from lazy.helpers import BEAM, DEBUG, NOOPT, VIZ
 from lazy.lazy import LazyBuffer, Snapshot, forget_graph, outliving_readers
 from lazy.ops import LazyOp, Ops
@@ -127,16 +127,21 @@ class StepGraph:
     def run(self, nodes: list[LazyBuffer]) -> bool:
         """Run the steps as a graph on `nodes`' buffers; False (nothing run) when they must run one by one."""
         runners = [get_runner(*cast("tuple[str, LazyOp]", step.kernel)) for step in self.steps]
-        bufs = [[nodes[i].buffer for i in step.bufs] for step in self.steps]
-        for group in bufs:
-            for buf in group:
-                if buf._opaque is None:
-                    buf.allocate()
-                if (buf if buf.base is None else buf.base)._shared:
+        now = []  # the buffers' handles, by slot (one pass: this runs for every eager realize of a cached schedule)
+        for step in self.steps:
+            for i in step.bufs:
+                buf = nodes[i].buffer
+                if (opaque := buf._opaque) is None:
+                    opaque = buf.allocate()._opaque
+                held = buf if buf.base is None else buf.base
+                if held._shared:
                     return False
+                if opaque is THROUGH_BASE or (held._allocator is not None and held._allocator.closed):
+                    opaque = buf.opaque  # (raises the error that explains it)
+                now.append(opaque)
         programs = [runner.program for runner in runners]
-        now = [buf.opaque for group in bufs for buf in group]
         if self.graph is None or any(new is not old for new, old in zip(programs, self.programs)):
+            bufs = [[nodes[i].buffer for i in step.bufs] for step in self.steps]
             dev = get_device(self.device)
             launches = [runner.launch(group, step.var_vals) for runner, group, step in zip(runners, bufs, self.steps)]
             self.graph, self.programs = cast("type", dev.graph_t)(dev, launches), programs

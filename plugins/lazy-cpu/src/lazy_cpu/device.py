@@ -213,18 +213,29 @@ class CoreShares:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.open: dict[str, list[str]] = {}  # kind -> its open instances' names, by ordinal
+        # bumped whenever an instance opens or closes: a replayed graph compares it (one attribute read) to know
+        # whether its split still holds, instead of counting its siblings at every replay
+        self.generation = 0
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self.lock = threading.Lock()  # (another thread may have held it at the fork)
+        self.generation += 1
 
     def add(self, device: str) -> None:
         with self.lock:
             names = self.open.setdefault(_kind(device), [])
             names.append(device)
             names.sort(key=_ordinal)
+            self.generation += 1
 
     def remove(self, device: str) -> None:
         with self.lock:
             names = self.open.get(_kind(device), [])
             if device in names:
                 names.remove(device)
+            self.generation += 1
 
     def share(self, device: str, cores: int) -> int:
         """`device`'s threads: the cores split evenly between the open instances of its kind, the lowest ordinals
@@ -668,6 +679,7 @@ class HostDevice(Compiled):
                          compute_queue_t=CPUComputeQueue, copy_queue_t=CPUCopyQueue)  # fmt: skip
         self.queue_worker = QueueWorker(self)
         CORE_SHARES.add(device)
+        self.shares = CORE_SHARES
 
     def load_program(self, name: str, lib: bytes, spec: ProgramSpec | None = None) -> HostProgram:
         """`Compiled.runtime`: a compiled kernel as a callable program."""
