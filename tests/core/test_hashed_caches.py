@@ -67,3 +67,17 @@ def test_a_constant_no_rule_names_is_not_folded() -> None:
         const = x.const(value)
         out = x.e(op, const)
         assert out.op is op and out.srcs == (x, const)
+
+
+def test_dead_nodes_entries_are_swept_so_the_cache_stays_bounded() -> None:
+    """A node's entry outlives it (no callback as each node dies) until the dead entries are swept, which happens
+    whenever the cache has doubled: 20000 nodes made and dropped leave it within twice the sweep threshold."""
+    x = Tensor(X).realize().lazydata
+    before = len(lazy_graph._cache)
+    for i in range(20000):
+        x.reshape((4, 4)).permute((1, 0)).reshape((2, 8)).shrink(((0, 1), (i % 8, 8)))  # views, none kept
+        x.e(Ops.ADD, x.const(float(i)))
+    assert len(lazy_graph._cache) <= max(2 * lazy_graph.SWEEP_MIN, 2 * before) + 16
+    assert sum(ref() is None for ref in lazy_graph._cache.values()) < len(lazy_graph._cache)
+    kept = x.e(Ops.MUL, x.const(7.0))
+    assert x.e(Ops.MUL, x.const(7.0)) is kept  # live nodes are still shared after sweeps

@@ -17,10 +17,13 @@ from lazy.shape import ShapeTracker
 from lazy.symbolic import Node, Variable, sint
 
 # identical live nodes are shared: the hash of a structure (`_key`) -> a weak reference to the node, whose own key must
-# equal the one looked up (an entry leaves with its node; a plain dict of weak references costs less per lookup than a
-# WeakValueDictionary, and keying by the hash hashes a key once per node, not at every lookup, store and removal: the
-# eager path pays these for every op)
+# equal the one looked up (a plain dict of weak references costs less per lookup than a WeakValueDictionary, and keying
+# by the hash hashes a key once per node, not at every lookup, store and removal: the eager path pays these for every
+# op). A dead node's entry stays until the slot is taken again or the dead entries are swept, once the cache has grown
+# to `_sweep_at` entries: no Python callback runs as each node dies (an eager op's nodes die by the handful).
 _cache: dict[int, weakref.ref[LazyBuffer]] = {}
+SWEEP_MIN = 4096
+_sweep_at = SWEEP_MIN
 # the constants of recent ops, kept alive (a strong, bounded cache): `x + 1` in a loop makes its broadcast constant
 # once, not three nodes per op
 _consts: dict[tuple[Any, ...], LazyBuffer] = {}
@@ -49,28 +52,24 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
             return hit
     ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
     if op is not Ops.EMPTY:  # (a node of another structure with the same hash loses its entry, not its sharing)
-        ref = _cache[slot] = _SlotRef(ret, _uncache)
-        ref.slot = ret._cache_slot = slot
-        ret._cache_key = key
+        _cache[slot] = weakref.ref(ret)
+        ret._cache_slot, ret._cache_key = slot, key
+        if len(_cache) >= _sweep_at:
+            _sweep()
     return ret
+
+
+def _sweep() -> None:
+    """Drop the entries of dead nodes; sweep again when the cache has doubled (amortized: a few per node made)."""
+    global _sweep_at
+    for slot in [slot for slot, ref in _cache.items() if ref() is None]:
+        del _cache[slot]
+    _sweep_at = max(SWEEP_MIN, 2 * len(_cache))
 
 
 def _is_zero(value: Any) -> bool:
     """A constant that is exactly zero (of either sign): its padding is zero too, and any sum of it is +0."""
     return not isinstance(value, Node) and type(value) in (int, float, bool) and value == 0
-
-
-class _SlotRef(weakref.ref):
-    """A weak reference to a cached node that knows its entry's slot (made in C: no callback closure per node)."""
-
-    __slots__ = ("slot",)
-    slot: int
-
-
-def _uncache(ref: _SlotRef) -> None:
-    """A cached node died: drop its entry, unless a newer node of the same structure took the slot since."""
-    if _cache.get(ref.slot) is ref:
-        del _cache[ref.slot]
 
 
 def _key(device: str, st: ShapeTracker, dtype: DType, op: Ops | None, arg: Any, srcs: tuple[LazyBuffer, ...],
