@@ -275,6 +275,8 @@ def test_a_forked_child_replays_with_a_pool_of_its_own(dev):
                     dev.allocator._copyin(out, np.zeros(n, np.float32).data.cast("B"))
                     graph.replay()
                     dev.synchronize()
+                    if graph.pool is None or graph.pool.pid != os.getpid():  # the parent's pool, kept from before
+                        os._exit(3)
                     os._exit(0 if (from_device(dev, out, np.zeros(n, np.float32)) == 1.0).all() else 1)
                 except BaseException:
                     traceback.print_exc()

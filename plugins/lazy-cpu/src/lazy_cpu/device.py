@@ -204,6 +204,18 @@ class CorePool:
             self.native = None
 
 
+_ALL_SHARES: weakref.WeakSet[CoreShares] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for shares in list(_ALL_SHARES):
+        shares.forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class CoreShares:
     """The open instances of each host device kind (`CPU`, `LLVM`), which split the cores between them: `CPU:0` and
     `CPU:1` on 2 cores run one thread each. A share is recomputed at every launch, so it grows again when a sibling
@@ -216,10 +228,10 @@ class CoreShares:
         # bumped whenever an instance opens or closes: a replayed graph compares it (one attribute read) to know
         # whether its split still holds, instead of counting its siblings at every replay
         self.generation = 0
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._forked)
+        _ALL_SHARES.add(self)
 
-    def _forked(self) -> None:
+    def forked(self) -> None:
+        """In a forked child: the pools are the child's own now (a replayed graph looks its pool up again)."""
         self.lock = threading.Lock()  # (another thread may have held it at the fork)
         self.generation += 1
 

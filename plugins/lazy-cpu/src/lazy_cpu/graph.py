@@ -374,7 +374,7 @@ class HostGraph(HCQGraph):
                     not profile.pending:  # fmt: skip
                 # as the queue would run it (`CPUComputeQueue` runs a submission this small to an idle worker on the
                 # submitting thread), without building one: no command, promise or signal; the launcher returns when
-                # every kernel has run (a jitted MLP step 38.8 -> us, an eager 16M sum -34 us of ~170 around its kernel)
+                # every kernel has run (an eager 16M sum: ~34 us less around its kernel on cold caches)
                 self.native.graph_run(self.records, self.launcher.count, args, pool.handle)
                 return
             # the worker may still be running the previous replay with the previous copy, which its Exec keeps alive
