@@ -62,8 +62,11 @@ def create_lazybuffer(device: str, st: ShapeTracker, dtype: DType, op: Ops | Non
 def _sweep() -> None:
     """Drop the entries of dead nodes; sweep again when the cache has doubled (amortized: a few per node made)."""
     global _sweep_at
-    for slot in [slot for slot, ref in _cache.items() if ref() is None]:
-        del _cache[slot]
+    # (a snapshot, taken in C: another thread may add entries meanwhile; at worst a live node loses its entry, which
+    # costs it its sharing, never its value)
+    for slot, ref in list(_cache.items()):
+        if ref() is None and _cache.get(slot) is ref:
+            _cache.pop(slot, None)
     _sweep_at = max(SWEEP_MIN, 2 * len(_cache))
 
 
