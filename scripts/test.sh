@@ -3,15 +3,22 @@
 # device this machine can run (printed as one device x layer matrix).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# the viewer's browser test drives the system's Chromium through Playwright (no browser download); it installs in
-# the background while the Python environment is set up
-browser=""
-if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+# the C compiler the CPU device takes here (clang, else gcc), pinned for the whole run: the other one installs in the
+# background beside the viewer's browser (the viewer's test drives the system's Chromium through Playwright, no
+# browser download), and the conformance suite runs once more on CPU with it at the end
+export LAZY_CC="${LAZY_CC:-$(command -v clang || command -v gcc || true)}"
+other_cc=gcc
+case "$(basename "${LAZY_CC:-none}")" in gcc* | cc) other_cc=clang ;; esac
+packages=()
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null || packages+=(chromium)
+command -v "$other_cc" >/dev/null || packages+=("$other_cc")
+installing=""
+if [ ${#packages[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 &
-    browser=$!
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}") >/dev/null 2>&1 &
+    installing=$!
   else
-    echo "no chromium and no root to install it (apt-get install chromium): tests/viz will skip, saying why"
+    echo "no root or apt-get to install ${packages[*]}: tests/viz or the second compiler's conformance run will skip, saying why"
   fi
 fi
 scripts/setup.sh
@@ -21,7 +28,7 @@ $PY -m pip install -q torch==2.13.0
 echo "== ruff"; $PY -m ruff check conftest.py core plugins tests examples bench
 echo "== ruff format"; $PY -m ruff format --check conftest.py core plugins tests examples bench
 echo "== mypy"; $PY -m mypy core/src/lazy plugins/lazy-cpu/src/lazy_cpu plugins/lazy-opencl/src/lazy_opencl plugins/lazy-disk/src/lazy_disk plugins/lazy-cuda/src/lazy_cuda plugins/lazy-metal/src/lazy_metal plugins/_template/src/lazy_template
-if [ -n "$browser" ] && ! wait "$browser"; then echo "chromium did not install: tests/viz will skip, saying why"; fi
+if [ -n "$installing" ] && ! wait "$installing"; then echo "${packages[*]} did not install: what needs them skips, saying why"; fi
 # index tensors are range-checked in the tests (LAZY_CHECK_INDEX: off by default for speed); a hung test fails
 echo "== tests"; LAZY_CHECK_INDEX=1 $PY -m pytest -q -n 2 --timeout=300 tests plugins
 # every usable device, plus the GPU plugins checked without a GPU: PYTHON emulating CUDA and METAL, every kernel of
@@ -33,3 +40,10 @@ POCL_DEVICES="pthread pthread" $PY -m lazy.conformance --all --emulate CUDA,META
 echo "== main job"; $PY examples/digits.py --epochs 30
 echo "== CNN example"; $PY examples/digits_cnn.py --epochs 15
 echo "== char transformer example"; $PY examples/char_transformer.py --steps 300
+# the CPU device with the other C compiler (C kernels are the compiler's to vectorize and schedule: both must pass)
+if command -v "$other_cc" >/dev/null; then
+  echo "== conformance, CPU with $other_cc"
+  LAZY_CC="$other_cc" $PY -m lazy.conformance --device CPU --out "reports/conformance-$other_cc"
+else
+  echo "== conformance, CPU with $other_cc: skipped, $other_cc is not installed (apt-get install $other_cc)"
+fi

@@ -187,11 +187,14 @@ def test_kernels_link_no_libraries_yet_call_libm_and_compiler_helpers():
     """On Linux a kernel's shared object names no library (the C library's link was a third of a small compile): what
     it calls from libm resolves in the process when it loads, the compiler's helpers come from the static libgcc."""
     # half as the kernels declare it: _Float16, or __fp16 on a compiler without it (clang before 15 on x86-64)
-    src = "\n".join(HALF_TYPE[:5]) + """
+    src = (
+        "\n".join(HALF_TYPE[:5])
+        + """
 float expf(float);
 float lazy_test_libm(float a) { return expf(a); }
 float lazy_test_half(float a) { volatile lazy_half h = (lazy_half)a; return (float)h; }
 """
+    )
     so = ClangCompiler("CPU").compile(src)
     assert b"libc.so" not in so and b"libm.so" not in so  # no DT_NEEDED entry names them
     lib = load_shared_object("link_test", so)

@@ -23,7 +23,8 @@ from lazy.hcq import Exec, HCQGraph
 from lazy.helpers import Context
 from lazy.ops import Ops
 from lazy_cpu import device as cpu_device
-from lazy_cpu.device import ClangCompiler, HostAllocator, find_c_compiler
+from lazy_cpu import find_c_compiler
+from lazy_cpu.device import ClangCompiler, HostAllocator
 
 f32 = dtypes.float32
 
@@ -178,19 +179,47 @@ def test_compile_error_shows_source_and_message(dev):
 
 
 def test_compiler_prefers_clang_then_gcc(monkeypatch):
-    monkeypatch.setattr(cpu_device.shutil, "which", lambda cc: f"/usr/bin/{cc}" if cc in ("clang", "gcc") else None)
-    assert find_c_compiler() == "/usr/bin/clang"
-    monkeypatch.setattr(cpu_device.shutil, "which", lambda cc: "/usr/bin/gcc" if cc == "gcc" else None)
-    assert find_c_compiler() == "/usr/bin/gcc"
+    monkeypatch.setattr(shutil, "which", lambda cc: f"/usr/bin/{cc}" if cc in ("clang", "gcc") else None)
+    with Context(CC=""):
+        assert find_c_compiler()[0] == "/usr/bin/clang"
+        monkeypatch.setattr(shutil, "which", lambda cc: "/usr/bin/gcc" if cc == "gcc" else None)
+        assert find_c_compiler()[0] == "/usr/bin/gcc"
 
 
 def test_no_compiler_error_names_both(monkeypatch):
-    monkeypatch.setattr(cpu_device.shutil, "which", lambda cc: None)
-    with pytest.raises(DeviceError, match="clang.*gcc"):
-        ClangCompiler("CPU")
-    monkeypatch.setattr(lazy_cpu.shutil, "which", lambda cc: None)
-    ok, reason = lazy_cpu.probe_cpu()
-    assert not ok and "clang" in reason and "gcc" in reason
+    monkeypatch.setattr(shutil, "which", lambda cc: None)
+    with Context(CC=""):
+        with pytest.raises(DeviceError, match="clang.*gcc"):
+            ClangCompiler("CPU")
+        ok, reason = lazy_cpu.probe_cpu()
+        assert not ok and "clang" in reason and "gcc" in reason
+
+
+def test_lazy_cc_chooses_the_compiler():
+    """`LAZY_CC` names the C compiler (on PATH, or a path), whichever is preferred otherwise; each compiler there
+    builds and runs a kernel, under a compile cache key of its own."""
+    found = [cc for cc in ("clang", "gcc") if shutil.which(cc) is not None]
+    assert found, "the CPU device's tests need clang or gcc"
+    keys = set()
+    for cc in [*found, shutil.which(found[0])]:
+        with Context(CC=cc):
+            path, _ = find_c_compiler()
+            assert path == shutil.which(cc)
+            assert lazy_cpu.probe_cpu() == (True, f"C compiler {path}")
+            compiler = ClangCompiler("CPU")
+            assert compiler.cc == path and (cc in compiler.version or "/" in cc), compiler.version
+            keys.add(compiler.cachekey)
+            so = compiler.compile("int lazy_twice(int x) { return 2 * x; }")
+            assert cpu_device.load_shared_object(f"cc_{len(keys)}", so).lazy_twice(21) == 42
+    assert len(keys) == len(found)  # the same compiler by name or by path: one key; clang and gcc: two
+
+
+def test_lazy_cc_that_is_not_there_says_how_to_fix_it():
+    with Context(CC="no-such-cc-lazy"):
+        ok, why = lazy_cpu.probe_cpu()
+        assert not ok and "LAZY_CC='no-such-cc-lazy'" in why and "unset it" in why
+        with pytest.raises(DeviceError, match="LAZY_CC='no-such-cc-lazy' is not an executable"):
+            ClangCompiler("CPU")
 
 
 def test_compile_cache_key_and_reuse(dev, tmp_path):
@@ -411,7 +440,7 @@ def test_close_stops_threads():
 def test_registration():
     specs = {spec.name: spec for spec in lazy_cpu.lazy_devices()}
     assert set(specs) == {"CPU", "LLVM"} and specs["CPU"].priority == 100 and specs["LLVM"].priority == 90
-    assert specs["CPU"].probe() == (True, f"C compiler {find_c_compiler()}")
+    assert specs["CPU"].probe() == (True, f"C compiler {find_c_compiler()[0]}")
     assert specs["LLVM"].probe()[0]
     dev = specs["CPU"].open("CPU:3")
     try:

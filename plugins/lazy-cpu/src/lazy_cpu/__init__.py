@@ -8,17 +8,28 @@ import shutil
 import subprocess
 
 from lazy.device import Compiled
+from lazy.helpers import CC
 from lazy.hookspecs import PLUGIN_API_VERSION, DeviceSpec, DLDeviceType, hookimpl
 
-C_COMPILERS = ("clang", "gcc", "cc")  # in order of preference (kept equal to lazy_cpu.device.C_COMPILERS)
+C_COMPILERS = ("clang", "gcc", "cc")  # in order of preference
+
+
+def find_c_compiler() -> tuple[str | None, str]:
+    """The C compiler the CPU device uses, as a path (None: there is none), and what was looked for: `LAZY_CC` (a name
+    on PATH or a path) when set, else the first of `C_COMPILERS` on PATH."""
+    if wanted := str(CC.value).strip():
+        return shutil.which(wanted), (
+            f"LAZY_CC={wanted!r} is not an executable file or a command on PATH: set it to clang, gcc or a C "
+            "compiler's path, or unset it to take the first of clang, gcc, cc on PATH"
+        )
+    path = next((p for cc in C_COMPILERS if (p := shutil.which(cc)) is not None), None)
+    return path, f"no C compiler on PATH (looked for {', '.join(C_COMPILERS)}): install clang (preferred) or gcc"
 
 
 def probe_cpu() -> tuple[bool, str]:
-    """Usable when a C compiler is on PATH."""
-    for cc in C_COMPILERS:
-        if (path := shutil.which(cc)) is not None:
-            return True, f"C compiler {path}"
-    return False, f"no C compiler on PATH (looked for {', '.join(C_COMPILERS)}): install clang (preferred) or gcc"
+    """Usable when the C compiler (`find_c_compiler`) is there."""
+    path, missing = find_c_compiler()
+    return (True, f"C compiler {path}") if path is not None else (False, missing)
 
 
 def probe_llvm() -> tuple[bool, str]:
@@ -30,7 +41,7 @@ def probe_llvm() -> tuple[bool, str]:
 
 def cpu_versions() -> dict[str, str]:
     """The C compiler the CPU device would use, with its version line (for conformance reports)."""
-    path = next((p for cc in C_COMPILERS if (p := shutil.which(cc)) is not None), None)
+    path, _ = find_c_compiler()
     if path is None:
         return {}
     out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout

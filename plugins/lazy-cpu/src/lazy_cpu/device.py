@@ -11,7 +11,6 @@ import functools
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import numpy as np
 
 from lazy.device import BufferSpec, Compiled, CompileError, Compiler, DeviceError, LRUAllocator, ProgramSpec
 from lazy.helpers import DEBUG, THREADS
+from lazy_cpu import find_c_compiler
 from lazy_cpu.graph import LAUNCHER_SRC, HostGraph, NativeKernel, NativeLibrary, NativePool
 from lazy_cpu.hostcpu import vector_widths, x86_fma
 from lazy_cpu.llvmworker import CODE_MODEL, RELOC, CompileWorker, IRCompiler, target_machine
@@ -45,7 +45,6 @@ READ_SLACK = 64
 HUGE_PAGE = 2 << 20
 HUGE_PAGE_MIN = 4 << 20
 MADV_HUGEPAGE = 14  # Linux; elsewhere madvise refuses the advice and the buffer keeps normal pages
-C_COMPILERS = ("clang", "gcc", "cc")  # in order of preference
 KERNEL_NAME = re.compile(r"^void (\w+)\(", re.MULTILINE)  # a rendered kernel's function (its helpers are static)
 SPLIT_MIN_WORK = 1 << 17  # `estimated_work` below which a kernel runs on the calling thread alone (~0.5 MB moved)
 OPS_PER_WORD = 16  # arithmetic operations a core does (vector lanes counted) in the time it moves a 4-byte element
@@ -430,11 +429,6 @@ class TieredCompiler(Compiler):
         return self.small if self.for_program(spec) is not self.small else None
 
 
-def find_c_compiler() -> str | None:
-    """The C compiler to use: clang if it is on PATH, else gcc, else cc."""
-    return next((path for cc in C_COMPILERS if (path := shutil.which(cc)) is not None), None)
-
-
 class ClangCompiler(TieredCompiler):
     """C source -> the bytes of a shared object, with the system C compiler (clang preferred, gcc otherwise).
 
@@ -456,10 +450,9 @@ class ClangCompiler(TieredCompiler):
 
     def __init__(self, device: str = "CPU", cc: str | None = None):
         self.device = device
-        found = cc or find_c_compiler()
+        found, missing = (cc, "") if cc else find_c_compiler()
         if found is None:
-            raise DeviceError(f"{device}: no C compiler found on PATH (looked for {', '.join(C_COMPILERS)}); "
-                              "install clang (preferred) or gcc")  # fmt: skip
+            raise DeviceError(f"{device}: {missing}")
         self.cc: str = found
         version = subprocess.run([self.cc, "--version"], capture_output=True, text=True, check=False).stdout
         self.version = (version.splitlines() or ["unknown"])[0]
