@@ -14,7 +14,8 @@ import pytest
 
 from lazy import Context, Device, Tensor
 from lazy.codegen.kernel import Axis, Kernel, OptOps
-from lazy.codegen.opt_gpu import gpu_optimizations
+from lazy.codegen.opt_gpu import gpu_optimizations, register_tile
+from lazy.helpers import prod
 from lazy.codegen.program import get_program
 from lazy.engine.realize import CompiledRunner, ExecItem, lower_schedule_item
 from lazy.engine.schedule import create_schedule
@@ -167,6 +168,32 @@ def test_a_convolution_tile_is_output_channels_by_an_output_row():
     assert tiled.get(1) == 8 and 64 in tiled  # 8 output columns (stride 1) by output channels (stride 8*8)
 
 
+@pytest.mark.parametrize("name", ["avx512", "avx2"])
+def test_a_simd_weight_gradient_is_the_cpu_micro_kernel(name):
+    """A convolution's weight gradient has reuse axes but no output axis of stride 1 that vectors fill (the 3x3 taps
+    are innermost): the GPU's register tile does not fit, and vector lanes over its reduction gathered the input a
+    channel at a time (12.6 GFLOP/s on PoCL). It gets the CPU's micro-kernel instead: output channels as lanes loaded
+    whole from the gradient, a block of input channels broadcast, several accumulators (83.6 GFLOP/s)."""
+    tx, tw = Tensor(data(2, 16, 10, 10), requires_grad=True), Tensor(data(32, 16, 3, 3), requires_grad=True)
+    _, dw = (tx.conv2d(tw, padding=1) * Tensor(data(2, 32, 10, 10))).sum().gradient(tx, tw)
+    (ast,) = [a for a in kernels(dw) if len(Kernel(a, AVX2.capabilities()).full_shape) == 7]  # (co, ci, 3, 3; b, h, w)
+    assert register_tile(Kernel(ast, LIMITS[name].capabilities())) is None
+    k = optimized(ast, LIMITS[name])
+    lanes = k.vector_axis()
+    assert lanes is not None and all(k.st_of(b).real_strides()[lanes] in (0, 1) for b in k.reduce_inputs())
+    assert prod(upcasts(k)) >= 4 * k.full_shape[lanes]  # at least four vector accumulators
+
+
+@pytest.mark.parametrize("size, group", [(56, 56), (58, 58), (57, 57), (64, 64)])
+def test_simd_work_groups_take_a_short_innermost_axis_whole(size, group):
+    """A padded image's rows (58) or any row no power of two divides well: one work group each, not groups of 2 (or
+    of 1 item) that PoCL launches by the million (a pad of 16x64x56x56: 11 ms, 24 ms at 57, against 2)."""
+    k = optimized(kernels(Tensor(data(64, 8, size - 2, size - 2)).pad((1, 1, 1, 1)).contiguous())[-1], AVX512)
+    assert [k.full_shape[a] for a in k.axes(Axis.LOCAL)] == [group]
+    x = data(3, 4, 9, 9)
+    close(run_with(AVX2, Tensor(x).pad((1, 1, 1, 1))), np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))))
+
+
 @pytest.mark.parametrize("name", LIMITS)
 def test_few_long_reductions_group_only_on_a_gpu(name):
     k = optimized(kernels(Tensor(data(16, 4096)).sum(axis=1))[-1], LIMITS[name])
@@ -221,7 +248,7 @@ def test_matmul_of_transposed_and_strided_inputs(name):
     close(run_with(LIMITS[name], Tensor(a).T @ Tensor(b)[::2, :]), a.T @ b[::2, :])
 
 
-@pytest.mark.parametrize("name", ["avx512", "gpu"])
+@pytest.mark.parametrize("name", LIMITS)
 def test_convolution_forward_and_backward(name):
     x, w = data(2, 4, 6, 8), data(8, 4, 3, 3)
     windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), (2, 3))

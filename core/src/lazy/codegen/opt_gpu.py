@@ -12,7 +12,7 @@ that measured slower (see `SIMD_LOCAL_TILES`)."""
 
 from __future__ import annotations
 
-from lazy.codegen.heuristics import reuse_axes, tile_optimizations
+from lazy.codegen.heuristics import cpu_tiles, reuse_axes, tile_optimizations
 from lazy.codegen.kernel import Axis, Kernel, KernelOptError, Opt, OptOps
 from lazy.codegen.lowerer import choose_vector_axis
 from lazy.codegen.opt_reduce import reduce_optimizations, unroll_reduce
@@ -194,7 +194,9 @@ def group_items(k: Kernel) -> None:
     """Work groups along an output axis, as large as the device likes while at least `MIN_GROUPS` groups remain to
     spread over the cores. On a SIMD device the innermost axis (contiguous in an elementwise kernel's buffers): PoCL
     vectorizes across a group's items where the body is straight-line code (elementwise kernels), and elsewhere a group
-    saves launches (its items with a loop run in turn). On a GPU the group's items are its parallel lanes: the axis
+    saves launches (its items with a loop run in turn); an innermost axis no longer than a group is one group whole
+    (a padded image's rows of 58: groups of 2 items had PoCL launch 1.7M groups, 11 ms against 2 for a
+    copy of 14 MB; rows of 57, one item each, 24 ms). On a GPU the group's items are its parallel lanes: the axis
     most buffers are contiguous along (consecutive items read consecutive addresses), splitting into at least
     `GPU_MIN_GROUP` items (a whole axis of 58 is a group of 58), else the axis giving the largest group."""
     globals_ = k.axes(Axis.GLOBAL)
@@ -209,7 +211,7 @@ def group_items(k: Kernel) -> None:
     def amounts(axis: int) -> list[int]:
         size = k.full_shape[axis]
         found = [a for a in (256, 128, 64, 32, 16, 8, 4, 2) if a <= most and _divides(size, a)]
-        if not simd and isinstance(size, int) and 2 < size <= most and size not in found:
+        if isinstance(size, int) and 2 < size <= most and size not in found:
             found = sorted([*found, size], reverse=True)  # the whole axis, of any size
         return found
 
@@ -280,15 +282,18 @@ def _tc_output_axes(k: Kernel) -> tuple[int | None, int | None]:
 
 
 def gpu_optimizations(k: Kernel) -> Kernel:
-    """Registers first, then work groups. Registers: a matmul-like tile (`register_tile`); other reductions on a SIMD
-    device vector lanes (`reduce_lanes`), on a GPU a grouped reduce when the outputs are few, then the tiles and lanes
-    every device gets. Work groups: on a GPU a matmul-like kernel's block of items sharing local-memory tiles
-    (`local_tiles`), else groups along the innermost output axis (`group_items`). A sum of products the device's
-    tensor core fits goes to it instead (`tensor_core_tiles`)."""
+    """Registers first, then work groups. Registers: a matmul-like tile (`register_tile`), on a SIMD device else the
+    CPU's micro-kernel (`heuristics.cpu_tiles`), else vector lanes (`reduce_lanes`); on a GPU a grouped reduce when
+    the outputs are few, then the tiles and lanes every device gets. Work groups: on a GPU a matmul-like kernel's
+    block of items sharing local-memory tiles (`local_tiles`), else groups along the innermost output axis
+    (`group_items`). A sum of products the device's tensor core fits goes to it instead (`tensor_core_tiles`)."""
     if k.caps.tensor_cores and (tc := tensor_core_tiles(k)) is not None:
         return tc
     if k.reduceops and simd_items(k.caps):
-        k = register_tile(k) or reduce_lanes(k)
+        # a tile whose lanes are not the output's contiguous axis (a convolution's weight gradient: output channels as
+        # lanes, the kernel's 3x3 taps innermost in the output) is the CPU's micro-kernel: each work-item is a CPU's
+        # loop (the weight gradient on PoCL 294 -> 44 ms, 12.6 -> 83.6 GFLOP/s; lanes over input channels gathered)
+        k = register_tile(k) or cpu_tiles(k) or reduce_lanes(k)
         if SIMD_LOCAL_TILES:
             k = local_tiles(k) or k
     elif k.reduceops:
