@@ -15,10 +15,10 @@ import pytest
 from lazy import Context, Device, Tensor
 from lazy.codegen.kernel import Axis, Kernel, OptOps
 from lazy.codegen.opt_gpu import gpu_optimizations, register_tile
-from lazy.helpers import prod
 from lazy.codegen.program import get_program
 from lazy.engine.realize import CompiledRunner, ExecItem, lower_schedule_item
 from lazy.engine.schedule import create_schedule
+from lazy.helpers import prod
 from lazy.ops import LazyOp, Ops
 from lazy_opencl.device import float_vector_width
 from lazy_opencl.renderer import DeviceLimits, OpenCLRenderer
