@@ -186,8 +186,8 @@ def test_a_simd_weight_gradient_is_the_cpu_micro_kernel(name):
 
 @pytest.mark.parametrize("size, group", [(56, 56), (58, 58), (57, 57), (64, 64)])
 def test_simd_work_groups_take_a_short_innermost_axis_whole(size, group):
-    """A padded image's rows (58) or any row no power of two divides well: one work group each, not groups of 2 (or
-    of 1 item) that PoCL launches by the million (a pad of 16x64x56x56: 11 ms, 24 ms at 57, against 2)."""
+    """An innermost axis no longer than a group is one work group whole: a padded image's rows of 58 (57) were groups
+    of 2 items (of 1) that PoCL launched by the million (a pad of 16x64x56x56: 11 ms, 24 ms at 57, against 2)."""
     k = optimized(kernels(Tensor(data(64, 8, size - 2, size - 2)).pad((1, 1, 1, 1)).contiguous())[-1], AVX512)
     assert [k.full_shape[a] for a in k.axes(Axis.LOCAL)] == [group]
     x = data(3, 4, 9, 9)
