@@ -3,10 +3,10 @@
 # device this machine can run (printed as one device x layer matrix).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# the C compiler the CPU device takes here (clang, else gcc), pinned for the whole run: the other one installs in the
+# the C compiler the CPU device takes here (gcc, else clang), pinned for the whole run: the other one installs in the
 # background beside the viewer's browser (the viewer's test drives the system's Chromium through Playwright, no
 # browser download), and the conformance suite runs once more on CPU with it at the end
-export LAZY_CC="${LAZY_CC:-$(command -v clang || command -v gcc || true)}"
+export LAZY_CC="${LAZY_CC:-$(command -v gcc || command -v clang || true)}"
 other_cc=gcc
 case "$(basename "${LAZY_CC:-none}")" in gcc* | cc) other_cc=clang ;; esac
 packages=()

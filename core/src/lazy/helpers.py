@@ -82,7 +82,7 @@ EMULATE = Setting(
 PLUGINS = Setting("PLUGINS", "", "comma-separated allow-list of plugin names (entry-point names); empty: all")
 CACHE_DIR = Setting("CACHE_DIR", "", "directory for the compile cache (default: ~/.cache/lazy); 'off' disables it")
 THREADS = Setting("THREADS", 0, "CPU threads for one kernel (0: one per core; capped at 4 per core)")
-CC = Setting("CC", "", "C compiler of the CPU device: a name on PATH or a path (default: clang, else gcc, else cc)")
+CC = Setting("CC", "", "C compiler of the CPU device: a name on PATH or a path (default: gcc, else clang, else cc)")
 TIERED = Setting(
     "TIERED",
     1,

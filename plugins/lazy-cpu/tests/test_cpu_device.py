@@ -214,6 +214,16 @@ def test_lazy_cc_chooses_the_compiler():
     assert len(keys) == len(found)  # the same compiler by name or by path: one key; clang and gcc: two
 
 
+def test_without_lazy_cc_gcc_comes_first():
+    """Unset, `LAZY_CC` leaves the first of gcc, clang, cc on PATH: gcc compiles lazy's kernels faster than clang
+    (docs/benchmarks.md), so a machine with both uses gcc."""
+    assert lazy_cpu.C_COMPILERS[:2] == ("gcc", "clang")
+    with Context(CC=""):
+        path, _ = find_c_compiler()
+    first = next(p for cc in ("gcc", "clang", "cc") if (p := shutil.which(cc)) is not None)
+    assert path == first
+
+
 def test_lazy_cc_that_is_not_there_says_how_to_fix_it():
     with Context(CC="no-such-cc-lazy"):
         ok, why = lazy_cpu.probe_cpu()

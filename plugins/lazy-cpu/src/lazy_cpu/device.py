@@ -430,7 +430,7 @@ class TieredCompiler(Compiler):
 
 
 class ClangCompiler(TieredCompiler):
-    """C source -> the bytes of a shared object, with the system C compiler (clang preferred, gcc otherwise).
+    """C source -> the bytes of a shared object, with the system C compiler (gcc preferred, clang otherwise).
 
     No -ffast-math: NaN, inf and signed zeros must behave as in `lazy.ops`. -ffp-contract=off keeps a*b+c two
     roundings unless the kernel asked for MULACC; -fwrapv makes signed overflow wrap as the reference does. Kernels
