@@ -237,6 +237,11 @@ class CStyleLanguage(Renderer):
             return uop.arg in self.repeating_ops or (vector and not self.vector_native(uop.arg, uop.dtype, src_dtype))
         return uop.op in (UOps.CAST, UOps.BITCAST) and vector
 
+    def render_alu_uop(self, u: UOp, operands: list[str]) -> str:
+        """The expression of ALU uop `u` from its operands' expressions: `render_alu`, unless a dialect renders some
+        pattern of `u` and its sources better as a whole (the CPU's select of the larger of two values)."""
+        return self.render_alu(u.arg, u.dtype, [s.dtype for s in u.src], operands)  # type: ignore[arg-type,misc]
+
     def render_alu(self, op: Ops, dtype: DType, src_dtypes: list[DType], operands: list[str]) -> str:
         src_dtype = operand_dtype(op, src_dtypes)
         if dtype.count > 1 and not self.vector_native(op, dtype, src_dtype):  # one lane at a time
@@ -427,8 +432,7 @@ class _KernelWriter:
         self.emit(self.lang.render_store(buf, idx, val, u.src[2].dtype, *gate))  # type: ignore[arg-type]
 
     def on_alu(self, u: UOp) -> None:
-        dtypes_ = [s.dtype for s in u.src]
-        self.value(u, self.lang.render_alu(u.arg, u.dtype, dtypes_, [self.ref(s) for s in u.src]))  # type: ignore[arg-type]
+        self.value(u, self.lang.render_alu_uop(u, [self.ref(s) for s in u.src]))
 
     def on_cast(self, u: UOp) -> None:
         self.value(u, self.lang.render_cast(self.ref(u.src[0]), u.src[0].dtype, u.dtype))  # type: ignore[arg-type]
