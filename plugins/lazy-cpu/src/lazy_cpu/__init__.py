@@ -23,8 +23,8 @@ def find_c_compiler() -> tuple[str | None, str]:
     on PATH or a path) when set, else the first of `C_COMPILERS` on PATH."""
     if wanted := str(CC.value).strip():
         return shutil.which(wanted), (
-            f"LAZY_CC={wanted!r} is not an executable file or a command on PATH: set it to clang, gcc or a C "
-            "compiler's path, or unset it to take the first of clang, gcc, cc on PATH"
+            f"LAZY_CC={wanted!r} is not an executable file or a command on PATH: set it to gcc, clang or a C "
+            f"compiler's path, or unset it to take the first of {', '.join(C_COMPILERS)} on PATH"
         )
     path = next((p for cc in C_COMPILERS if (p := shutil.which(cc)) is not None), None)
     return path, f"no C compiler on PATH (looked for {', '.join(C_COMPILERS)}): install gcc (preferred) or clang"

@@ -107,7 +107,7 @@ def vector_fma(name: str, lanes: int) -> list[str]:
 # x86's float max and min of whole vectors, for gcc (`pick`): MAXPS(x, y) is exactly `x > y ? x : y` lane by lane and
 # MINPS(x, y) `x < y ? x : y` (y where either is NaN). clang turns the select form into them itself, and has other
 # builtins; gcc makes each a compare and a masked move (the relu of an exp chain two compares, an OR of masks and a
-# move): the exp chain's kernel 440 -> 331 us on one core with the picks (clang's: 329)
+# move): the exp chain's kernel on one core 447 -> 339 us with the picks (clang's 337-342)
 X86_PICK = {
     16: ("__AVX512F__", "__builtin_ia32_{op}ps512_mask(x, y, y, -1, 4)"),  # all lanes, current rounding
     8: ("__AVX__", "__builtin_ia32_{op}ps256(x, y)"),
