@@ -1,7 +1,7 @@
-"""The C renderer's min/max picks: `where(p < q, q, p)` and `where(p < q, p, q)` of float vectors render as one call
-(`lazy_pick_gt`, `lazy_pick_lt`: x86's MAXPS and MINPS under gcc), and lazy's MAX as a pick plus a NaN fix. Each must
-give exactly the select's bits (NaN, signed zeros, infinities, denormals) at every vector width, under every C
-compiler here, on every instruction set the compiler can target on this machine."""
+"""The C renderer's min/max picks: `where(p < q, q, p)` and `where(p < q, p, q)` of float vectors and scalars render
+as one call (`lazy_pick_gt`, `lazy_pick_lt`: x86's MAXPS/MINPS, MAXSS/MINSS, MAXSD/MINSD under gcc), and lazy's MAX as a
+pick plus a NaN fix. Each must give exactly the select's bits (NaN, signed zeros, infinities, denormals) at every
+vector width, under every C compiler here, on every instruction set the compiler can target on this machine."""
 
 from __future__ import annotations
 
@@ -22,21 +22,29 @@ from lazy.ops import Ops
 from lazy_cpu.device import ClangCompiler
 from lazy_cpu.renderer import ClangRenderer
 
-f32 = dtypes.float32
-SPECIAL = np.float32([0.0, -0.0, 1.0, -1.0, 2.5, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -3e38, 3e38])
-# every pair of special values, padded with (1, 2) to a multiple of the widest vector
-PAIRS = np.array(list(itertools.product(SPECIAL, SPECIAL)) + [(1.0, 2.0)] * 16, np.float32)[
-    : len(SPECIAL) ** 2 // 16 * 16 + 16
-]
-X, Y = np.ascontiguousarray(PAIRS[:, 0]), np.ascontiguousarray(PAIRS[:, 1])
+f32, f64 = dtypes.float32, dtypes.float64
+CONSTANTS = [2.5, -0.0, 129.0, float("nan")]
+CLAMP = (-151.0, 129.0)
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 2.5, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -3e38, 3e38, 1e-310, -1e-310]
 
 
-def pick_kernel(width: int) -> list:
-    """out_gt = where(y < x, x, y), out_lt = where(x < y, x, y), out_max = MAX(x, y), over `width`-lane vectors."""
-    vec = f32.vec(width)
+def pairs(dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of special values (float64's own denormals too), padded with (1, 2) to a multiple of 16."""
+    np_type = np.float32 if dtype == f32 else np.float64
+    xy = list(itertools.product(SPECIAL, SPECIAL))
+    xy += [(1.0, 2.0)] * (-len(xy) % 16)
+    arr = np.array(xy, np_type)
+    return np.ascontiguousarray(arr[:, 0]), np.ascontiguousarray(arr[:, 1])
+
+
+def pick_kernel(dtype, width: int, n: int) -> list:
+    """out_gt = where(y < x, x, y), out_lt = where(x < y, x, y), out_max = MAX(x, y), over `width`-lane vectors (1:
+    scalars)."""
+    vec = dtype.vec(width)
     b = UOpBuilder()
-    gt, lt, mx, xs, ys = buffers(b, (f32, True), (f32, True), (f32, True), (f32, False), (f32, False))
-    i = loop(b, len(X) // width)
+    gt, lt, mx, xs, ys, *out = buffers(b, *[(dtype, True)] * 3, (dtype, False), (dtype, False),
+                                       *[(dtype, True)] * (3 * len(CONSTANTS) + 1))  # fmt: skip
+    i = loop(b, n // width)
     at = b.alu(Ops.MUL, i, b.const(width, dtypes.int32))
     x, y = (b.add(UOps.LOAD, vec, (buf, at)) for buf in (xs, ys))
     b.add(
@@ -46,12 +54,41 @@ def pick_kernel(width: int) -> list:
         UOps.STORE, None, (lt, at, b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (x, y), Ops.CMPLT), x, y))
     )
     b.add(UOps.STORE, None, (mx, at, b.alu(Ops.MAX, x, y)))
+    for j, c in enumerate(CONSTANTS):  # constant operands (gcc 12 commuted a scalar MINSS builtin on a constant)
+        k = b.const(c, dtype)
+        k = b.add(UOps.VECTORIZE, vec, tuple(k for _ in range(width))) if width > 1 else k
+        b.add(
+            UOps.STORE,
+            None,
+            (out[3 * j], at, b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (x, k), Ops.CMPLT), k, x)),
+        )
+        b.add(
+            UOps.STORE,
+            None,
+            (out[3 * j + 1], at, b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (k, x), Ops.CMPLT), k, x)),
+        )
+        b.add(UOps.STORE, None, (out[3 * j + 2], at, b.alu(Ops.MAX, x, k)))
+    lo, hi = (b.const(c, dtype) for c in CLAMP)  # a clamp, as the polynomial exp2's: x at most `hi`, at least `lo`
+    lo, hi = (b.add(UOps.VECTORIZE, vec, tuple(c for _ in range(width))) if width > 1 else c for c in (lo, hi))
+    up = b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (x, lo), Ops.CMPLT), lo, x)
+    b.add(
+        UOps.STORE,
+        None,
+        (out[-1], at, b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (hi, up), Ops.CMPLT), hi, up)),
+    )
     end(b, i)
     return b.uops
 
 
-def expected() -> list[np.ndarray]:
-    return [np.where(Y < X, X, Y), np.where(X < Y, X, Y), np.where((X >= Y) | np.isnan(X), X, Y)]
+def expected(x: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+    """The selects' values; lazy's MAX is either operand's NaN where both are NaN (compared as NaN, not by bits)."""
+    out = [np.where(y < x, x, y), np.where(x < y, x, y), np.where((x >= y) | np.isnan(x), x, y)]
+    for c in CONSTANTS:
+        k = x.dtype.type(c)
+        out += [np.where(x < k, k, x), np.where(k < x, k, x), np.where((x >= k) | np.isnan(x), x, np.full_like(x, k))]
+    lo, hi = (x.dtype.type(c) for c in CLAMP)
+    up = np.where(x < lo, lo, x)
+    return [*out, np.where(hi < up, hi, up)]
 
 
 def targets() -> list[list[str]]:
@@ -63,30 +100,42 @@ def compilers() -> list[str]:
     return [path for cc in ("gcc", "clang") if (path := shutil.which(cc)) is not None]
 
 
-@pytest.mark.parametrize("width", [4, 8, 16])
-def test_picks_render_as_one_call(width):
-    src = ClangRenderer().render("picks", pick_kernel(width))
-    assert f"lazy_pick_gt_float{width}(" in src and f"lazy_pick_lt_float{width}(" in src
+CASES = [(f32, 1), (f32, 4), (f32, 8), (f32, 16), (f64, 1)]
+
+
+@pytest.mark.parametrize("dtype,width", CASES)
+def test_picks_render_as_one_call(dtype, width):
+    x, _ = pairs(dtype)
+    src = ClangRenderer().render("picks", pick_kernel(dtype, width, len(x)))
+    name = dtype.vec(width).name if width > 1 else ClangRenderer().type_map[dtype]
+    assert f"lazy_pick_gt_{name}(" in src and f"lazy_pick_lt_{name}(" in src
     body = src[src.index("void picks(") :]
     assert body.count("<") == 1, body  # the loop's: the picks' compares are not written
 
 
-@pytest.mark.parametrize("width", [4, 8, 16])
-def test_picks_give_the_selects_bits_everywhere(width, tmp_path: Path):
+@pytest.mark.parametrize("dtype,width", CASES)
+def test_picks_give_the_selects_bits_everywhere(dtype, width, tmp_path: Path):
     if not compilers():
         pytest.skip("no gcc or clang on PATH: the CPU device's kernels need one")
-    src = ClangRenderer().render("picks", pick_kernel(width))
-    want = expected()
-    for cc, extra in itertools.product(compilers(), targets()):
+    x, y = pairs(dtype)
+    src = ClangRenderer().render("picks", pick_kernel(dtype, width, len(x)))
+    want = expected(x, y)
+    uint = np.uint32 if dtype == f32 else np.uint64
+    for cc, extra, level in itertools.product(compilers(), targets(), ("-O1", "-O2")):  # (the device uses both)
         compiler = ClangCompiler("CPU", cc=cc)
-        so = tmp_path / f"picks_{Path(cc).name}_{len(extra)}_{extra[0] if extra else 'native'}.so"
-        cmd = [cc, *compiler.flags, *extra, "-x", "c", "-", "-x", "none", "-o", str(so), *compiler.link]
+        flags = [level if flag == "-O2" else flag for flag in compiler.flags]
+        so = tmp_path / f"picks_{Path(cc).name}_{extra[0] if extra else 'native'}{level}.so"
+        cmd = [cc, *flags, *extra, "-x", "c", "-", "-x", "none", "-o", str(so), *compiler.link]
         proc = subprocess.run(cmd, input=src.encode(), capture_output=True, check=False)
         assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr.decode()}"
-        outs = [np.full_like(X, 7.0) for _ in range(3)]
+        outs = [np.full_like(x, 7.0) for _ in want]
         ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
-        ctypes.CDLL(str(so)).picks(*(ptr(a) for a in (*outs, X, Y)))
-        for name, got, ref in zip(("where(y < x, x, y)", "where(x < y, x, y)", "MAX(x, y)"), outs, want):
-            bad = np.flatnonzero(got.view(np.uint32) != ref.view(np.uint32))
-            assert not bad.size, f"{cc} {extra}, {width} lanes, {name}: x={X[bad[:4]]} y={Y[bad[:4]]} gave " \
-                                 f"{got[bad[:4]]}, want {ref[bad[:4]]}"  # fmt: skip
+        ctypes.CDLL(str(so)).picks(*(ptr(a) for a in (*outs[:3], x, y, *outs[3:])))
+        names = ["where(y < x, x, y)", "where(x < y, x, y)", "MAX(x, y)"]
+        names += [f for c in CONSTANTS for f in (f"where(x < {c}, {c}, x)", f"where({c} < x, {c}, x)", f"MAX(x, {c})")]
+        names.append(f"x clamped to {CLAMP}")
+        for name, got, ref in zip(names, outs, want):
+            both_nan = np.isnan(got) & np.isnan(ref)
+            bad = np.flatnonzero((got.view(uint) != ref.view(uint)) & ~both_nan)
+            assert not bad.size, f"{cc} {level} {extra}, {dtype} x {width}, {name}: x={x[bad[:4]]} " \
+                                 f"y={y[bad[:4]]} gave {got[bad[:4]]}, want {ref[bad[:4]]}"  # fmt: skip

@@ -147,13 +147,38 @@ def min_max_pick(u: UOp) -> str | None:
 
 
 VECTOR_SELECT = (dtypes.float32, dtypes.int32, dtypes.uint32)  # lane types with whole-vector compares and selects
-# Scalar float max with NaN from either side propagating, as two selects of computed values: gcc if-converts each
-# into a compare and a blend. The C-style `((a>=b)||(a!=a))?a:b` became branches on the data (a max pool over relu
-# outputs: 2.2-3.7x slower at -O1 and -O2, measured on the CNN step's pooling kernel).
+# Scalar picks and max (as `vector_picks`, one lane): under gcc on x86 the packed MAXPS/MINPS (MAXPD/MINPD) on lane 0,
+# which gcc does not find in the selects (a max pool over relu outputs, one core: 1648 -> 822 us; clang's 1171). Not
+# the scalar MAXSS/MINSS builtins: gcc 12 at -O1 swapped their operands where one was a constant (exp2's clamp: exp2
+# of NaN came out inf). Elsewhere selects of computed values, which compilers if-convert into a compare and a blend.
+# The C-style `((a>=b)||(a!=a))?a:b` became branches on the data (the pooling kernel 2.2-3.7x slower at -O1 and -O2).
 SCALAR_MAX = [
-    "static inline float lazy_max_float(float a, float b) { float m = a >= b ? a : b; return a != a ? a : m; }",
-    "static inline double lazy_max_double(double a, double b) { double m = a >= b ? a : b; return a != a ? a : m; }",
+    "#if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__) && !defined(__clang__)",
+    "#define LAZY_SCALAR_PICKS 1",
+    "typedef float lazy_v4sf __attribute__((vector_size(16)));",
+    "typedef double lazy_v2df __attribute__((vector_size(16)));",
+    "#endif",
 ]
+for _c, _v, _s, _z in (("float", "lazy_v4sf", "ps", "0, 0, 0"), ("double", "lazy_v2df", "pd", "0")):
+    for _op, _cmp, _insn in (("gt", "y < x", "max"), ("lt", "x < y", "min")):
+        SCALAR_MAX += [
+            f"static inline {_c} lazy_pick_{_op}_{_c}({_c} x, {_c} y) {{",
+            "#ifdef LAZY_SCALAR_PICKS",
+            f"  return __builtin_ia32_{_insn}{_s}(({_v}){{x, {_z}}}, ({_v}){{y, {_z}}})[0];",
+            "#else",
+            f"  return {_cmp} ? x : y;",
+            "#endif",
+            "}",
+        ]
+    SCALAR_MAX += [
+        f"static inline {_c} lazy_max_{_c}({_c} a, {_c} b) {{",
+        "#ifdef LAZY_SCALAR_PICKS",
+        f"  return b != b ? b : lazy_pick_gt_{_c}(b, a);",
+        "#else",
+        f"  {_c} m = a >= b ? a : b; return a != a ? a : m;",
+        "#endif",
+        "}",
+    ]
 SCALAR_MAX_DTYPES = (dtypes.float32, dtypes.float64)
 
 BF16_HELPERS = [
@@ -220,10 +245,22 @@ class ClangRenderer(CStyleLanguage):
     def render_alu_uop(self, u: UOp, operands: list[str]) -> str:
         dtype = u.dtype
         assert dtype is not None
-        if dtype.count > 1 and dtype.scalar() == dtypes.float32 and (pick := min_max_pick(u)) is not None and \
-                all(s.dtype == dtype for s in u.src[1:]):  # fmt: skip
-            return f"lazy_pick_{pick}_{dtype.name}({operands[1]},{operands[2]})"  # (the compare is not written)
+        if (pick := self.pick_of(u)) is not None:  # (the compare is not written)
+            name = dtype.name if dtype.count > 1 else self.type_map[dtype]
+            return f"lazy_pick_{pick}_{name}({operands[1]},{operands[2]})"
         return super().render_alu_uop(u, operands)
+
+    @staticmethod
+    def pick_of(u: UOp) -> str | None:
+        """`min_max_pick` of a WHERE of float32 vectors, or of float32 or float64 scalars (the types with picks)."""
+        dtype = u.dtype
+        if (
+            dtype is None
+            or u.op is not UOps.ALU
+            or not (dtype in SCALAR_MAX_DTYPES or (dtype.count > 1 and dtype.scalar() == dtypes.float32))
+        ):
+            return None
+        return min_max_pick(u) if all(s.dtype == dtype for s in u.src[1:]) else None
 
     def render_alu(self, op: Ops, dtype: DType, src_dtypes: list[DType], operands: list[str]) -> str:
         """Vector compares, selects and float max as whole-vector GCC operations (a compare gives 0/-1 per lane:
@@ -277,7 +314,9 @@ class ClangRenderer(CStyleLanguage):
             blocks.append(("FMA_CHECK", ELEMENTWISE_FMA_CHECK))
         if any(u.op is UOps.LOAD and u.dtype is not None and u.dtype.count > 1 for u in uops):
             blocks.append(("HOLD", HOLD_MACRO))
-        if any(u.op is UOps.ALU and u.arg is Ops.MAX and u.dtype in SCALAR_MAX_DTYPES for u in uops):
+        if any(
+            u.op is UOps.ALU and u.dtype in SCALAR_MAX_DTYPES and (u.arg is Ops.MAX or self.pick_of(u)) for u in uops
+        ):
             blocks.append(("SCALAR_MAX", SCALAR_MAX))
         for vec in sorted((d for d in used if d.count > 1), key=lambda d: d.name):
             blocks.append((f"VEC_{vec.name}", self.vector_helpers(vec)))
