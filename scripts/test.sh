@@ -52,3 +52,6 @@ if command -v "$other_cc" >/dev/null; then
 else
   echo "== conformance, CPU with $other_cc: skipped, $other_cc is not installed (apt-get install $other_cc)"
 fi
+# on an AVX-512 machine, the CPU device once more as an AVX2-only machine runs it (8 lanes, -mno-avx512f)
+echo "== conformance, CPU as an AVX2 machine"
+$PY scripts/conformance_avx2.py --device CPU --out reports/conformance-avx2
