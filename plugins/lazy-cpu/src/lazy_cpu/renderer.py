@@ -147,38 +147,46 @@ def min_max_pick(u: UOp) -> str | None:
 
 
 VECTOR_SELECT = (dtypes.float32, dtypes.int32, dtypes.uint32)  # lane types with whole-vector compares and selects
+
+
 # Scalar picks and max (as `vector_picks`, one lane): under gcc on x86 the packed MAXPS/MINPS (MAXPD/MINPD) on lane 0,
 # which gcc does not find in the selects (a max pool over relu outputs, one core: 1648 -> 822 us; clang's 1171). Not
 # the scalar MAXSS/MINSS builtins: gcc 12 at -O1 swapped their operands where one was a constant (exp2's clamp: exp2
 # of NaN came out inf). Elsewhere selects of computed values, which compilers if-convert into a compare and a blend.
 # The C-style `((a>=b)||(a!=a))?a:b` became branches on the data (the pooling kernel 2.2-3.7x slower at -O1 and -O2).
-SCALAR_MAX = [
-    "#if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__) && !defined(__clang__)",
-    "#define LAZY_SCALAR_PICKS 1",
-    "typedef float lazy_v4sf __attribute__((vector_size(16)));",
-    "typedef double lazy_v2df __attribute__((vector_size(16)));",
-    "#endif",
-]
-for _c, _v, _s, _z in (("float", "lazy_v4sf", "ps", "0, 0, 0"), ("double", "lazy_v2df", "pd", "0")):
-    for _op, _cmp, _insn in (("gt", "y < x", "max"), ("lt", "x < y", "min")):
-        SCALAR_MAX += [
-            f"static inline {_c} lazy_pick_{_op}_{_c}({_c} x, {_c} y) {{",
+def scalar_picks() -> list[str]:
+    """The prelude's `lazy_pick_gt_<t>`, `lazy_pick_lt_<t>` and `lazy_max_<t>` for float and double scalars."""
+    lines = [
+        "#if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE2__) && !defined(__clang__)",
+        "#define LAZY_SCALAR_PICKS 1",
+        "typedef float lazy_v4sf __attribute__((vector_size(16)));",
+        "typedef double lazy_v2df __attribute__((vector_size(16)));",
+        "#endif",
+    ]
+    for ctype, vec, suffix, zeros in (("float", "lazy_v4sf", "ps", "0, 0, 0"), ("double", "lazy_v2df", "pd", "0")):
+        for op, cmp, insn in (("gt", "y < x", "max"), ("lt", "x < y", "min")):
+            lines += [
+                f"static inline {ctype} lazy_pick_{op}_{ctype}({ctype} x, {ctype} y) {{",
+                "#ifdef LAZY_SCALAR_PICKS",
+                f"  return __builtin_ia32_{insn}{suffix}(({vec}){{x, {zeros}}}, ({vec}){{y, {zeros}}})[0];",
+                "#else",
+                f"  return {cmp} ? x : y;",
+                "#endif",
+                "}",
+            ]
+        lines += [
+            f"static inline {ctype} lazy_max_{ctype}({ctype} a, {ctype} b) {{",
             "#ifdef LAZY_SCALAR_PICKS",
-            f"  return __builtin_ia32_{_insn}{_s}(({_v}){{x, {_z}}}, ({_v}){{y, {_z}}})[0];",
+            f"  return b != b ? b : lazy_pick_gt_{ctype}(b, a);",
             "#else",
-            f"  return {_cmp} ? x : y;",
+            f"  {ctype} m = a >= b ? a : b; return a != a ? a : m;",
             "#endif",
             "}",
         ]
-    SCALAR_MAX += [
-        f"static inline {_c} lazy_max_{_c}({_c} a, {_c} b) {{",
-        "#ifdef LAZY_SCALAR_PICKS",
-        f"  return b != b ? b : lazy_pick_gt_{_c}(b, a);",
-        "#else",
-        f"  {_c} m = a >= b ? a : b; return a != a ? a : m;",
-        "#endif",
-        "}",
-    ]
+    return lines
+
+
+SCALAR_MAX = scalar_picks()
 SCALAR_MAX_DTYPES = (dtypes.float32, dtypes.float64)
 
 BF16_HELPERS = [
