@@ -1,7 +1,8 @@
 """The C renderer's min/max picks: `where(p < q, q, p)` and `where(p < q, p, q)` of float vectors and scalars render
-as one call (`lazy_pick_gt`, `lazy_pick_lt`: x86's MAXPS/MINPS, MAXSS/MINSS, MAXSD/MINSD under gcc), and lazy's MAX as a
-pick plus a NaN fix. Each must give exactly the select's bits (NaN, signed zeros, infinities, denormals) at every
-vector width, under every C compiler here, on every instruction set the compiler can target on this machine."""
+as one call (`lazy_pick_gt`, `lazy_pick_lt`: x86's MAXPS/MINPS under gcc, on lane 0 for a scalar, MAXPD/MINPD for a
+double), and lazy's MAX as a pick plus a NaN fix. Each must give exactly the select's bits (NaN, signed zeros,
+infinities, denormals) at every vector width, under every C compiler here, on every instruction set the compiler can
+target on this machine, at both optimisation levels the CPU device uses."""
 
 from __future__ import annotations
 
@@ -47,35 +48,24 @@ def pick_kernel(dtype, width: int, n: int) -> list:
     i = loop(b, n // width)
     at = b.alu(Ops.MUL, i, b.const(width, dtypes.int32))
     x, y = (b.add(UOps.LOAD, vec, (buf, at)) for buf in (xs, ys))
-    b.add(
-        UOps.STORE, None, (gt, at, b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (y, x), Ops.CMPLT), x, y))
-    )
-    b.add(
-        UOps.STORE, None, (lt, at, b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (x, y), Ops.CMPLT), x, y))
-    )
-    b.add(UOps.STORE, None, (mx, at, b.alu(Ops.MAX, x, y)))
-    for j, c in enumerate(CONSTANTS):  # constant operands (gcc 12 commuted a scalar MINSS builtin on a constant)
+
+    def select_if_less(p, q, then, otherwise):  # where(p < q, then, otherwise)
+        return b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (p, q), Ops.CMPLT), then, otherwise)
+
+    def const(c):  # one value in every lane
         k = b.const(c, dtype)
-        k = b.add(UOps.VECTORIZE, vec, tuple(k for _ in range(width))) if width > 1 else k
-        b.add(
-            UOps.STORE,
-            None,
-            (out[3 * j], at, b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (x, k), Ops.CMPLT), k, x)),
-        )
-        b.add(
-            UOps.STORE,
-            None,
-            (out[3 * j + 1], at, b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (k, x), Ops.CMPLT), k, x)),
-        )
-        b.add(UOps.STORE, None, (out[3 * j + 2], at, b.alu(Ops.MAX, x, k)))
-    lo, hi = (b.const(c, dtype) for c in CLAMP)  # a clamp, as the polynomial exp2's: x at most `hi`, at least `lo`
-    lo, hi = (b.add(UOps.VECTORIZE, vec, tuple(c for _ in range(width))) if width > 1 else c for c in (lo, hi))
-    up = b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (x, lo), Ops.CMPLT), lo, x)
-    b.add(
-        UOps.STORE,
-        None,
-        (out[-1], at, b.alu(Ops.WHERE, b.add(UOps.ALU, dtypes.bool.vec(width), (hi, up), Ops.CMPLT), hi, up)),
-    )
+        return b.add(UOps.VECTORIZE, vec, tuple(k for _ in range(width))) if width > 1 else k
+
+    stores = [(gt, select_if_less(y, x, x, y)), (lt, select_if_less(x, y, x, y)), (mx, b.alu(Ops.MAX, x, y))]
+    for j, c in enumerate(CONSTANTS):  # constant operands (gcc 12 commuted a scalar MINSS builtin on a constant)
+        k = const(c)
+        stores += [(out[3 * j], select_if_less(x, k, k, x)), (out[3 * j + 1], select_if_less(k, x, k, x)),
+                   (out[3 * j + 2], b.alu(Ops.MAX, x, k))]  # fmt: skip
+    lo, hi = (const(c) for c in CLAMP)  # a clamp, as the polynomial exp2's: x at least `lo`, at most `hi`
+    up = select_if_less(x, lo, lo, x)
+    stores.append((out[-1], select_if_less(hi, up, hi, up)))
+    for buf, value in stores:
+        b.add(UOps.STORE, None, (buf, at, value))
     end(b, i)
     return b.uops
 
