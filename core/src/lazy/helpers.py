@@ -28,8 +28,8 @@ class Setting:
 
     registry: dict[str, Setting] = {}
 
-    def __init__(self, name: str, default: Any, doc: str):
-        self.name, self.default, self.doc = name, default, doc
+    def __init__(self, name: str, default: Any, doc: str, minimum: int | None = None):
+        self.name, self.default, self.doc, self.minimum = name, default, doc, minimum
         raw = os.environ.get(f"LAZY_{name}")
         self.value: Any = default if raw is None else self.parse(raw)
         Setting.registry[name] = self
@@ -39,12 +39,20 @@ class Setting:
             return raw.strip().lower() not in ("", "0", "false", "no")
         if isinstance(self.default, int):
             try:
-                return int(raw)
+                value = int(raw)
             except ValueError:
                 raise ValueError(
                     f"LAZY_{self.name}={raw!r} is not an integer; set it to a number, e.g. LAZY_{self.name}=1"
                 ) from None
+            return self.check(value)
         return raw
+
+    def check(self, value: Any) -> Any:
+        """`value` if this setting may take it (an integer setting with a minimum: not below it), else ValueError."""
+        if self.minimum is not None and isinstance(value, int) and value < self.minimum:
+            least = self.minimum
+            raise ValueError(f"LAZY_{self.name}={value} is below {least}: set it to {least} or more ({self.doc})")
+        return value
 
     def __bool__(self) -> bool:
         return bool(self.value)
@@ -71,8 +79,8 @@ class Setting:
 DEBUG = Setting(
     "DEBUG", 0, "0-6: 1 device choice and plugin problems, 2 kernel timings, 3 schedule, 4 source, 5 UOps, 6 all"
 )
-BEAM = Setting("BEAM", 0, "beam width for kernel optimisation search (0: heuristics only)")
-BEAM_BUDGET = Setting("BEAM_BUDGET", 60, "seconds BEAM may spend searching one kernel (0: no limit)")
+BEAM = Setting("BEAM", 0, "beam width for kernel optimisation search (0: heuristics only)", minimum=0)
+BEAM_BUDGET = Setting("BEAM_BUDGET", 60, "seconds BEAM may spend searching one kernel (0: no limit)", minimum=0)
 NOOPT = Setting("NOOPT", False, "1: switch off kernel optimisations (upcast, unroll, locals)")
 JIT = Setting("JIT", 1, "0: `jit` functions run eagerly; 1: capture and replay kernels")
 DEVICE = Setting("DEVICE", "", "default device, e.g. CPU, LLVM, PYTHON, CL (default: highest-priority usable plugin)")
@@ -81,7 +89,7 @@ EMULATE = Setting(
 )
 PLUGINS = Setting("PLUGINS", "", "comma-separated allow-list of plugin names (entry-point names); empty: all")
 CACHE_DIR = Setting("CACHE_DIR", "", "directory for the compile cache (default: ~/.cache/lazy); 'off' disables it")
-THREADS = Setting("THREADS", 0, "CPU threads for one kernel (0: one per core; capped at 4 per core)")
+THREADS = Setting("THREADS", 0, "CPU threads for one kernel (0: one per core; capped at 4 per core)", minimum=0)
 CC = Setting("CC", "", "C compiler of the CPU device: a name on PATH or a path (default: gcc, else clang, else cc)")
 TIERED = Setting(
     "TIERED",
@@ -143,6 +151,8 @@ class Context(contextlib.ContextDecorator):
         unknown = [k for k in kwargs if k not in Setting.registry]
         if unknown:
             raise KeyError(f"unknown setting(s) {unknown}; known: {sorted(Setting.registry)}")
+        for k, v in kwargs.items():
+            Setting.registry[k].check(v)
         self.kwargs = kwargs
         self.saved: list[dict[str, Any]] = []
 
