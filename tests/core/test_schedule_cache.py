@@ -4,6 +4,7 @@ are part of the structure; buffers are not, so an assign in between or a freed a
 
 from __future__ import annotations
 
+import functools
 import gc
 
 import numpy as np
@@ -289,3 +290,33 @@ def test_several_kernels_read_an_assign_in_between(scheduled: list[int]) -> None
     for k in range(5):
         np.testing.assert_allclose(x.softmax(-1).numpy(), _softmax(M * 2**k), rtol=1e-5, atol=1e-7)
         x.assign(x * 2).realize()
+
+
+def _counted(run) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
+    """What `run()` adds to `GlobalCounters`: kernels, operations, bytes."""
+    from lazy.helpers import GlobalCounters
+
+    before = (GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem)
+    run()
+    return (GlobalCounters.kernel_count - before[0], GlobalCounters.global_ops - before[1],
+            GlobalCounters.global_mem - before[2])  # fmt: skip
+
+
+def test_a_cached_schedule_counts_its_kernels_alike_every_run(scheduled: list[int]) -> None:
+    """`GlobalCounters` add the same kernels, operations and bytes for each run of a cached schedule: its first run
+    step by step, and later ones as one graph (whose counts are summed once, `StepGraph.counts`). With a variable
+    bound to a new value each run, the estimates are recomputed from it every time."""
+    x = Tensor(M).realize()
+    counts = [_counted(lambda: x.softmax(-1).realize()) for _ in range(4)]
+    assert counts[0][0] >= 2 and counts[0][1] > 0 and counts[0][2] > 0, counts
+    assert len(set(counts)) == 1, counts
+    t = Tensor(np.arange(64, dtype=np.float32).reshape(8, 8)).realize()
+
+    def rows(n: int) -> None:
+        v = Variable("rows", 1, 8).bind(n)
+        t.shrink(((0, v), (0, 8))).softmax(-1).realize()
+
+    by_rows = {n: [_counted(functools.partial(rows, n)) for _ in range(3)] for n in (2, 6)}
+    for n, seen in by_rows.items():
+        assert len(set(seen)) == 1, (n, seen)
+    assert by_rows[2][0][1] < by_rows[6][0][1], "operations follow the bound number of rows"

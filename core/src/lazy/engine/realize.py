@@ -6,6 +6,7 @@ it launches, the method cache and kernel building live in `lazy.engine.runners`.
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 import weakref
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from typing import Any, cast
 
 import lazy.profile as profile
 from lazy.device import THROUGH_BASE, close_callbacks, get_device
-from lazy.helpers import BEAM, DEBUG, NOOPT, VIZ
+from lazy.helpers import BEAM, DEBUG, NOOPT, VIZ, GlobalCounters
 from lazy.lazy import LazyBuffer, Snapshot, forget_graph, outliving_readers
 from lazy.ops import LazyOp, Ops
 from lazy.record import record
@@ -119,42 +120,63 @@ class StepGraph:
 
     def __init__(self, device: str, steps: list[Step]):
         self.device, self.steps = device, steps
+        self.kernels = [cast("tuple[str, LazyOp]", step.kernel) for step in steps]
         self.slots = [(n, j) for n, step in enumerate(steps) for j in range(len(step.bufs))]
+        self.slot_nodes = [i for step in steps for i in step.bufs]  # the node each slot's buffer belongs to
         self.graph: Any = None
         self.programs: list[Any] = []  # the programs the graph was recorded with
         self.last: list[Any] = []  # the buffer handles it holds, by slot
+        # what a run adds to `GlobalCounters` (kernels, operations, bytes), summed once where no estimate is symbolic
+        self.counts: tuple[int, int, int] | None = None
 
     def run(self, nodes: list[LazyBuffer]) -> bool:
         """Run the steps as a graph on `nodes`' buffers; False (nothing run) when they must run one by one."""
-        runners = [get_runner(*cast("tuple[str, LazyOp]", step.kernel)) for step in self.steps]
+        runners = [get_runner(device, ast) for device, ast in self.kernels]
         now = []  # the buffers' handles, by slot (one pass: this runs for every eager realize of a cached schedule)
-        for step in self.steps:
-            for i in step.bufs:
-                buf = nodes[i].buffer
-                if (opaque := buf._opaque) is None:
-                    opaque = buf.allocate()._opaque
-                held = buf if buf.base is None else buf.base
-                if held._shared:
-                    return False
-                if opaque is THROUGH_BASE or (held._allocator is not None and held._allocator.closed):
-                    opaque = buf.opaque  # (raises the error that explains it)
-                now.append(opaque)
+        for i in self.slot_nodes:
+            buf = nodes[i].buffer
+            if (opaque := buf._opaque) is None:
+                opaque = buf.allocate()._opaque
+            held = buf if buf.base is None else buf.base
+            if held._shared:
+                return False
+            if opaque is THROUGH_BASE or (held._allocator is not None and held._allocator.closed):
+                opaque = buf.opaque  # (raises the error that explains it)
+            now.append(opaque)
         programs = [runner.program for runner in runners]
-        if self.graph is None or any(new is not old for new, old in zip(programs, self.programs)):
+        if self.graph is None or not all(map(operator.is_, programs, self.programs)):
             bufs = [[nodes[i].buffer for i in step.bufs] for step in self.steps]
             dev = get_device(self.device)
             launches = [runner.launch(group, step.var_vals) for runner, group, step in zip(runners, bufs, self.steps)]
             self.graph, self.programs = cast("type", dev.graph_t)(dev, launches), programs
+            self.counts = _summed_counts(runners, self.steps)
             self.graph.replay()
         else:  # by identity: handles may compare by contents
             moved = {slot: new for slot, new, old in zip(self.slots, now, self.last) if new is not old}
             self.graph.replay(None, moved or None)
         self.last = now
-        for runner, step in zip(runners, self.steps):
+        for runner in runners:
             if runner.upgrade is not None:
                 runner.count_run()
-            count_run(runner, step.var_vals)
+        if (counts := self.counts) is not None:
+            GlobalCounters.kernel_count += counts[0]
+            GlobalCounters.global_ops += counts[1]
+            GlobalCounters.global_mem += counts[2]
+        else:
+            for runner, step in zip(runners, self.steps):
+                count_run(runner, step.var_vals)
         return True
+
+
+def _summed_counts(runners: list[CompiledRunner], steps: list[Step]) -> tuple[int, int, int] | None:
+    """What running `runners` once adds to `GlobalCounters` (as `count_run` for each), or None where an estimate is
+    symbolic (its value depends on the step's variables each run)."""
+    ops = mem = 0
+    for runner in runners:
+        if type(runner.op_estimate) is not int or type(runner.mem_estimate) is not int:
+            return None
+        ops, mem = ops + runner.op_estimate, mem + runner.mem_estimate
+    return len(runners), ops, mem
 
 
 def _graph_plan(steps: list[Step]) -> list[Step | StepGraph]:

@@ -579,28 +579,26 @@ def graph_structure(outs: list[LazyBuffer]) -> Structure:
             index[id(out)] = len(nodes)
             nodes.append(out)
     parts: list[Any] = []
-    i = 0
-    while i < len(nodes):  # nodes grows as the walk meets them: each is described once
-        lb = nodes[i]
-        i += 1
-        if lb._base is not None:  # a view: its tracker over its base
-            held: tuple[LazyBuffer, ...] = (lb._base,)
-            forced = None
-        elif lb.done:  # realized: any buffer of this kind will do, shared where these nodes share one
-            shared = memory.setdefault(id(lb.buffer), i - 1)
+    for i, lb in enumerate(nodes):  # nodes grows as the walk meets them: each is described once
+        if (base := lb._base) is not None:  # a view: its tracker over its base
+            if (at := index.get(id(base))) is None:
+                at = index[id(base)] = len(nodes)
+                nodes.append(base)
+            parts.append((lb._structure or lb.structure, None, at))
+            continue
+        if lb.done:  # realized: any buffer of this kind will do, shared where these nodes share one
+            shared = memory.setdefault(id(lb.buffer), i)
             # a symbolic shape's variables compare by name and range: their bound values go in the key too
             bound = None if lb.st.static else tuple(sorted((v.expr, val) for v, val in lb.st.var_vals.items()))
             parts.append((lb.device, lb.dtype, lb.shape, bound, shared))
             continue
-        else:
-            if lb.op is Ops.ASSIGN:
-                assigns.append(i - 1)
-            held, forced = lb.srcs, lb.forced_realize
+        if lb.op is Ops.ASSIGN:
+            assigns.append(i)
         srcs = []
-        for src in held:
+        for src in lb.srcs:
             if (at := index.get(id(src))) is None:
                 at = index[id(src)] = len(nodes)
                 nodes.append(src)
             srcs.append(at)
-        parts.append((lb.structure, forced, *srcs))
+        parts.append((lb._structure or lb.structure, lb.forced_realize, *srcs))
     return Structure((tuple(parts), tuple([index[id(out)] for out in outs])), nodes, tuple(assigns))
