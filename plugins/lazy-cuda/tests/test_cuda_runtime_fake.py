@@ -155,3 +155,45 @@ def test_out_of_memory_flushes_the_cache_then_names_size_and_free_memory(cuda):
     cuda.allocator.free(big, 700 << 10, BufferSpec(nolru=True))
     with pytest.raises(MemoryError, match=r"out of device memory allocating 2097152 bytes \(1048576 of 1048576 bytes"):
         cuda.allocator.alloc(2 << 20)
+
+
+def test_an_eager_launch_goes_on_the_stream_in_order_with_its_timeline_value(cuda):
+    """`CUDADevice.launch_now`: a kernel of fixed grid is enqueued at once, after what was submitted before it on the
+    compute stream (here a launch held by a gate), and `synchronize` waits for it through the timeline."""
+    prg = program(cuda)
+    assert not cuda.launch_now(prg, (), ()), "a grid that depends on variables (or is unknown) takes the queue"
+    prg.static_dims = ((N, 1, 1), (1, 1, 1))
+    out, x, y = (
+        upload(cuda, np.zeros(N, np.float32)),
+        upload(cuda, np.arange(N, dtype=np.float32)),
+        upload(cuda, np.full(N, 3, np.float32)),
+    )
+    gate, held = CUDASignal(0), cuda.allocator.alloc(4 * N)
+    queue = cuda.compute_queue_t().wait(gate, 1).exec(prg, (held, x, x), (), (N, 1, 1), (1, 1, 1))
+    queue.signal(cuda.timeline_signal, cuda.next_value()).submit(cuda)
+    before = cuda.timeline_submitted
+    assert cuda.launch_now(prg, (out, x, y), ())
+    assert cuda.timeline_submitted == before + 1
+    time.sleep(0.05)
+    assert cuda.timeline_signal.value < before, "the eager launch ran ahead of the gated one"
+    assert not any((ctypes.c_float * N).from_address(out)), "the eager kernel ran ahead of the gated one"
+    gate.value = 1
+    cuda.synchronize()
+    assert cuda.timeline_signal.value == cuda.timeline_submitted
+    np.testing.assert_array_equal(download(cuda, out), np.arange(N) * 3 + 1)
+    np.testing.assert_array_equal(download(cuda, held), np.arange(N) ** 2 + 1)
+
+
+def test_an_eager_launch_the_gpu_refuses_raises_and_leaves_the_timeline_whole(cuda):
+    prg = program(cuda)
+    out, x = cuda.allocator.alloc(4 * N), upload(cuda, np.arange(N, dtype=np.float32))
+    prg.static_dims = ((1, 1, 1), (2048, 1, 1))
+    before = cuda.timeline_submitted
+    with pytest.raises(DeviceError, match="blocks of 2048 threads"):
+        cuda.launch_now(prg, (out, x, x), ())
+    assert cuda.timeline_submitted == before
+    cuda.synchronize()  # nothing waits for the refused launch's value
+    prg.static_dims = ((N, 1, 1), (1, 1, 1))
+    assert cuda.launch_now(prg, (out, x, x), ())
+    cuda.synchronize()
+    np.testing.assert_array_equal(download(cuda, out), np.arange(N) ** 2 + 1)
