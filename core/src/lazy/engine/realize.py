@@ -149,7 +149,7 @@ class StepGraph:
             dev = get_device(self.device)
             launches = [runner.launch(group, step.var_vals) for runner, group, step in zip(runners, bufs, self.steps)]
             self.graph, self.programs = cast("type", dev.graph_t)(dev, launches), programs
-            self.counts = _summed_counts(runners, self.steps)
+            self.counts = _summed_counts(runners)
             self.graph.replay()
         else:  # by identity: handles may compare by contents
             moved = {slot: new for slot, new, old in zip(self.slots, now, self.last) if new is not old}
@@ -168,9 +168,9 @@ class StepGraph:
         return True
 
 
-def _summed_counts(runners: list[CompiledRunner], steps: list[Step]) -> tuple[int, int, int] | None:
+def _summed_counts(runners: list[CompiledRunner]) -> tuple[int, int, int] | None:
     """What running `runners` once adds to `GlobalCounters` (as `count_run` for each), or None where an estimate is
-    symbolic (its value depends on the step's variables each run)."""
+    symbolic (its value depends on the variables of each run)."""
     ops = mem = 0
     for runner in runners:
         if type(runner.op_estimate) is not int or type(runner.mem_estimate) is not int:
