@@ -234,6 +234,27 @@ def test_index_ramps_match_numpy(device_name):
         np.testing.assert_array_equal(got.numpy(), want, err_msg=f"{name} on {device_name}")
 
 
+def test_padded_constants_keep_their_padding(device_name, caps):
+    """A constant padded out to rows that vector lanes cover: the kernel stores rows of the constant then the padding
+    (`{c,c,c,c,c,c,0,0}`), which a compiler may fold into one constant vector (gcc 12 targeting AVX-512 expanded the
+    memcpy storing one as a broadcast of its first lane: eight c's). For every supported type of 1 to 8 bytes, and for
+    the gradient of a pooling whose windows leave the last rows and columns out (a constant inside them, zero
+    outside)."""
+    d = device_name
+    candidates = (dtypes.float32, dtypes.int32, dtypes.float64, dtypes.int64, dtypes.float16, dtypes.int16, dtypes.int8)
+    for dtype in _supported(caps, candidates, "padded constants"):
+        for row, pad in ((6, 2), (4, 4), (12, 4), (14, 2), (10, 6), (3, 1)):
+            got = Tensor.full((2, 3, row), 3, dtype=dtype, device=d).pad(((0, 0), (0, 1), (0, pad))).numpy()
+            want = np.pad(np.full((2, 3, row), 3, to_np_dtype(dtype)), ((0, 0), (0, 1), (0, pad)))
+            np.testing.assert_array_equal(got, want, err_msg=f"{dtype.name} rows of {row} padded by {pad} on {d}")
+    x = Tensor.ones(2, 3, 7, 8, device=d, requires_grad=True)
+    x.avg_pool2d(3, 3).sum().backward()
+    assert x.grad is not None
+    want = np.zeros((2, 3, 7, 8), np.float32)
+    want[..., :6, :6] = 1 / 9
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6, atol=0, err_msg=f"avg_pool2d's gradient on {d}")
+
+
 # ties (+-2.5, 0.5) and fractions (+-2.75, -0.75) tell truncation (C's float -> int) from rounding and from floor
 CAST_VALUES = [0.0, 1.0, -1.0, 2.5, -2.5, 2.75, -2.75, 0.5, -0.75, 7.0, 100.0, -100.0]
 # every device computes in these (`test_00_discovery` checks the first two; comparisons give bool)

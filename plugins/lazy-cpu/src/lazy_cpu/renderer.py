@@ -338,11 +338,16 @@ class ClangRenderer(CStyleLanguage):
         splat = f"#define lazy_splat_{name}(x) (({name}){{{','.join(['(x)'] * vec.count)}}})"
         if vec.scalar() == dtypes.bool:  # a compare's result: int lanes holding 0 or 1 (never loaded or stored)
             return [f"typedef int {name} __attribute__((vector_size({vec.count * 4})));", splat]
+        # stores go through an under-aligned vector type, not memcpy: gcc 12 with AVX-512 (-march=native on Zen 4 and
+        # Xeons) expands a memcpy of a constant 32- or 64-byte vector of 4- or 8-byte lanes as a broadcast of its first
+        # lane, so `{c,c,c,c,c,c,0,0}` (a padded constant's row) was stored as eight c's
+        unaligned = f"lazy_unaligned_{name}"
         lines = [f"typedef {elem} {name} __attribute__((vector_size({vec.itemsize})));", splat,
+                 f"typedef {elem} {unaligned} __attribute__((vector_size({vec.itemsize}), "
+                 f"aligned({vec.scalar().itemsize}), may_alias));",
                  f"static inline {name} lazy_load_{name}(const {elem}* p) {{ {name} v; "
                  f"__builtin_memcpy(&v, p, sizeof(v)); return v; }}",
-                 f"static inline void lazy_store_{name}({elem}* p, {name} v) {{ "
-                 f"__builtin_memcpy(p, &v, sizeof(v)); }}"]  # fmt: skip
+                 f"static inline void lazy_store_{name}({elem}* p, {name} v) {{ *({unaligned}*)p = v; }}"]  # fmt: skip
         if vec.scalar() in VECTOR_SELECT:  # a select and a NaN-propagating max as whole-vector bit operations
             mask = f"int __attribute__((vector_size({vec.count * 4})))"
             lines.append(
