@@ -99,3 +99,77 @@ def test_softmax_edge_values_and_gradient():
     t.softmax()[0].backward()
     p = _exact_softmax(v[None])[0]
     np.testing.assert_allclose(t.grad.numpy(), p[0] * (np.eye(4)[0] - p), rtol=1e-5, atol=1e-7)
+
+
+# -- prod, cumsum and cumprod over long axes ---------------------------------------------------------------------------
+
+
+def _largest_kernel_loads(*ts: Tensor) -> int:
+    """The most buffer reads any kernel of the schedule realizing `ts` makes (LOAD nodes of its AST)."""
+    from lazy.ops import Ops
+
+    def loads(op) -> int:
+        seen, stack, count = set(), [op], 0
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            count += node.op is Ops.LOAD
+            stack.extend(node.src)
+        return count
+
+    return max((loads(si.ast) for si in ts[0].schedule(*ts[1:]) if si.ast.op is Ops.SINK), default=0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 17, 64, 257, 1000])
+def test_prod_of_a_long_axis_is_few_small_kernels_and_exact(n):
+    """`prod` multiplies halves pairwise; each kernel fuses a few halvings (`PROD_FUSED_FAN_IN`), forward and
+    backward: fused whole, an element of the product of 4096 was one expression of 4095 products (22 s to generate),
+    and of the gradient of a product of 128 one of 128 masked branches (168 s). Values and gradients against
+    PyTorch in float64, with zeros among the factors."""
+    import torch
+
+    from lazy.tensor_reduce import PROD_FUSED_FAN_IN
+
+    for zeros in (0, 1, 2):
+        x = RNG.uniform(0.9, 1.1, (3, n)).astype(np.float32)
+        x[:, : min(zeros, n)] = 0.0
+        t = Tensor(x, requires_grad=True)
+        out = t.prod(1)
+        assert _largest_kernel_loads(out) <= 4 * PROD_FUSED_FAN_IN, "a forward kernel fused too many factors"
+        out.backward(Tensor(np.array([1.0, -2.0, 0.5], np.float32)))
+        assert t.grad is not None
+        assert _largest_kernel_loads(t.grad) <= 8 * PROD_FUSED_FAN_IN, "a gradient kernel fused too many branches"
+        tx = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+        tout = tx.prod(1)
+        tout.backward(torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64))
+        np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-5, atol=1e-30)
+        np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-30)
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("n", [63, 64, 65, 1000])
+def test_running_sums_and_products_of_a_long_axis_go_by_blocks(op, n):
+    """cumsum and cumprod of an axis longer than `CUMULATIVE_BLOCK` scan block by block: no buffer of the forward or
+    backward holds more than n x block elements (each output masking the whole axis realized n x n / 4 partial
+    products: the running product of 70000 floats ran out of memory). Values and gradients against PyTorch."""
+    import torch
+
+    from lazy.tensor_reduce import CUMULATIVE_BLOCK
+
+    x = RNG.uniform(0.99, 1.01, (2, n)).astype(np.float32) if op == "cumprod" else RNG.standard_normal((2, n))
+    x = x.astype(np.float32)
+    x[1, n // 2] = 0.0
+    w = RNG.standard_normal((2, n)).astype(np.float32)
+    t = Tensor(x, requires_grad=True)
+    out = getattr(t, op)(1)
+    (out * Tensor(w)).sum().backward()
+    assert t.grad is not None
+    largest = max(b.size for si in out.schedule(t.grad) for b in si.bufs)
+    assert largest <= 2 * n * CUMULATIVE_BLOCK, f"a buffer of {largest} elements for a scan of 2 x {n}"
+    tx = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    tout = getattr(tx, op)(1)
+    (tout * torch.tensor(w, dtype=torch.float64)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)

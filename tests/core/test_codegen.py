@@ -140,3 +140,24 @@ def test_a_kernel_takes_core_bounds_exactly_when_its_spec_says_it_is_split(devic
                        Device[device].renderer)  # fmt: skip
     assert ("core_lo" in spec.src) == (spec.core_split > 0), spec.src
     assert spec.core_split == (size if size > 1 else 0)
+
+
+def test_a_buffer_read_through_two_views_is_not_packed():
+    """Every load of a packed buffer reads its one tile, laid out for one view: `t @ t` reads t as both operands
+    (two views of buffer 1), so staging it staged the first operand's elements for both (a 512 x 512 `t @ t` on
+    PYTHON was 69 off; a cumulative product's gradient, reading a mask at four offsets, 0.19 off). With two buffers
+    the same work groups stage each operand; with one, neither view is staged and the product is right."""
+    t, u = (Tensor(rng.standard_normal((64, 64)).astype(np.float32), device=D).realize() for _ in range(2))
+    groups = [Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.LOCAL, 0, 4)]
+    for other, packable in ((u, True), (t, False)):
+        out = t @ other
+        k = Kernel(out.schedule()[-1].ast, Device[D].renderer.caps)
+        for opt in groups:
+            k.apply_opt(opt)
+        assert (k.pack_plan(1) is not None) == packable
+        if not packable:
+            assert len({b.st for b in k.membufs if b.idx == 1}) == 2  # the one buffer, read through two views
+            with pytest.raises(KernelOptError, match="not reused"):
+                k.apply_opt(Opt(OptOps.PACK, 1, 0))
+        opts = [*groups, Opt(OptOps.PACK, 1, 0)] if packable else groups
+        np.testing.assert_allclose(run_with(out, opts), t.numpy() @ other.numpy(), rtol=1e-4, atol=1e-4)

@@ -16,6 +16,13 @@ from lazy.tensor_base import Axis, PyFloat, TensorBase
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+# `prod` multiplies halves pairwise: a kernel fuses this many of each output's factors at most before its partial
+# products are realized (log2 of it halvings per kernel), so a long axis costs a few kernels, not one expression per
+# output of every factor
+PROD_FUSED_FAN_IN = 4
+# running sums and products (`cumsum`, `cumprod`) of a longer axis go block by block (`_blocked_cumulative`)
+CUMULATIVE_BLOCK = 64
+
 
 class EmptyReductionError(IndexError, RuntimeError):
     """max/min/argmax/argmin over no elements, which have no identity to return. Both an IndexError (what PyTorch
@@ -222,7 +229,8 @@ class ReduceMixin(TensorBase):
 
     def prod(self, axis: Axis = None, keepdim: bool = False,
              dtype: DType | str | None = None) -> Self:  # fmt: skip
-        """Product over `axis`, keeping the dtype (ints stay ints): halves multiplied pairwise, log2(n) steps.
+        """Product over `axis`, keeping the dtype (ints stay ints): halves multiplied pairwise, log2(n) steps, two to a
+        kernel (`PROD_FUSED_FAN_IN`), whose gradients are kernels of their own too (`contiguous_backward`).
         Odd sizes are not padded with 1: products of shrinks of a padded view currently come out wrong (engine bug)."""
         x = self.cast(dtype) if dtype is not None else self
         if x.ndim == 0:
@@ -238,16 +246,24 @@ class ReduceMixin(TensorBase):
         if x.dtype == dtypes.bool:
             flat = flat.cast(dtypes.int32)
         lead: tuple[None, ...] = (None,) * len(kept_shape)
-        leftovers: list[Self] = []  # an odd element out is set aside, not padded with 1 (see the note below)
+        rest: Self | None = None  # the product of the odd elements out, set aside, not padded with 1 (see the note)
+        fan_in = rest_fan_in = 1  # the elements of `x` each element of `flat` and of `rest` multiplies, fused
         while flat.shape[-1] != 1:
             n = flat.shape[-1]
             assert isinstance(n, int)
+            if fan_in >= PROD_FUSED_FAN_IN:  # a kernel per few halvings, forward and backward (each level's gradient
+                # is the sum of the next one's, padded, over both halves: fused whole, an element of the gradient of a
+                # product of 128 summed 128 masked branches, 168 s to build; the forward of 4096, 22 s)
+                flat, fan_in = flat.contiguous().contiguous_backward(), 1
+                if rest is not None and rest_fan_in > 1:
+                    rest, rest_fan_in = rest.contiguous().contiguous_backward(), 1
             if n % 2:
-                leftovers.append(flat.shrink(lead + ((n - 1, n),)))
+                odd = flat.shrink(lead + ((n - 1, n),))
+                rest, rest_fan_in = (odd, fan_in) if rest is None else (rest * odd, rest_fan_in + fan_in)
                 flat, n = flat.shrink(lead + ((0, n - 1),)), n - 1
-            flat = flat.shrink(lead + ((0, n // 2),)) * flat.shrink(lead + ((n // 2, n),))
-        for leftover in leftovers:
-            flat = flat * leftover
+            flat, fan_in = flat.shrink(lead + ((0, n // 2),)) * flat.shrink(lead + ((n // 2, n),)), 2 * fan_in
+        if rest is not None:
+            flat = flat * rest
         out = flat.cast(x.dtype)
         return out.reshape(tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdim else kept_shape)
 
@@ -284,9 +300,27 @@ class ReduceMixin(TensorBase):
         x = self.transpose(axis, -1)  # (..., n)
         n = x.shape[-1]
         assert isinstance(n, int)
+        if n > CUMULATIVE_BLOCK and reduce in ("sum", "prod"):
+            return x._blocked_cumulative(reduce, identity).transpose(-1, axis)
         prefix = type(self)._tri(n, n, 1, self.device)  # (i, j): True where j > i, outside the prefix of i
         windows = prefix.where(identity, x.unsqueeze(-2))  # (..., n_out, n_in)
         return getattr(windows, reduce)(-1).transpose(-1, axis)
+
+    def _blocked_cumulative(self, reduce: str, identity: ConstType) -> Self:
+        """`_cumulative` along the last axis in blocks of `CUMULATIVE_BLOCK`: running values within each block, then
+        each block's combined with the running value of the blocks before it (the same scan over the block totals,
+        blocked again when they are many). n * block work and memory, not n * n: the running product of 70000
+        floats had realized partial products of 2 x 70000 x 17500 (OOM), the running sum summed 4.9e9 terms a row."""
+        n, block = self.shape[-1], CUMULATIVE_BLOCK
+        assert isinstance(n, int)
+        blocks = -(-n // block)
+        lead = ((0, 0),) * (self.ndim - 1)
+        padded = self.pad((*lead, (0, blocks * block - n)), value=identity)  # the identity changes no running value
+        inner = padded.reshape(*self.shape[:-1], blocks, block)._cumulative(-1, reduce, identity)  # (..., m, b)
+        totals = inner[..., -1]._cumulative(-1, reduce, identity)  # (..., m): through the end of each block
+        before = totals.pad((*lead, (1, 0)), value=identity)[..., :blocks].unsqueeze(-1)  # (..., m, 1)
+        out = inner + before if reduce == "sum" else inner * before
+        return out.reshape(*self.shape[:-1], blocks * block)[..., :n]
 
     def cumsum(self, axis: int = 0, dtype: DType | str | None = None) -> Self:
         """Running sums along `axis`: in `dtype` when given (a DType or its name; the input is cast first, as

@@ -428,9 +428,13 @@ class Kernel:
     def pack_plan(self, idx: int) -> PackPlan | None:
         """How input buffer `idx` is staged with the kernel's current axes, or None when staging it does not apply:
         a device without scratch memory or local memory, an unknown buffer, symbolic sizes, nothing that reuses the
-        tile (packing would copy without saving a read), or a tile over the device's limit."""
+        tile (packing would copy without saving a read), a tile over the device's limit, or a buffer read through
+        more than one view (every load of a packed buffer reads its one tile: a gradient reading a mask at four
+        offsets, each with its own padding, read the first offset's elements four times)."""
         buf = next((b for b in self.membufs if b.idx == idx and idx != 0), None)
         if buf is None or not all(isinstance(s, int) for s in self.full_shape):
+            return None
+        if any(b.idx == idx and b.st != buf.st for b in self.membufs):
             return None
         strides = self.st_of(buf).real_strides()
         depends = [i for i in range(self.shape_len) if strides[i] != 0 and self.full_shape[i] != 1]
