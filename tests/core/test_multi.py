@@ -167,3 +167,12 @@ def test_like_constructors_and_optimizer_state_keep_the_sharding() -> None:
     for state in adam.m + adam.v:
         assert isinstance(state.lazydata, MultiLazyBuffer) and state.lazydata.bounds == w.lazydata.bounds
         assert sum(int(lb.shape[0]) for lb in state.lazydata.lbs) == 8  # slices, not a whole copy on each device
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_a_long_running_sum_along_or_across_the_sharded_axis(axis):
+    """cumsum of an axis longer than `CUMULATIVE_BLOCK` scans it in blocks, except along the axis split over the
+    devices, whose blocks would cut across the shards (it masks the whole axis there, as short axes do)."""
+    a = _data(4, 200)
+    got = Tensor(a).shard(TWO, axis=axis).cumsum(1).numpy()
+    np.testing.assert_allclose(got, np.cumsum(a.astype(np.float64), 1), rtol=1e-5, atol=1e-4)

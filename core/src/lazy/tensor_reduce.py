@@ -300,7 +300,9 @@ class ReduceMixin(TensorBase):
         x = self.transpose(axis, -1)  # (..., n)
         n = x.shape[-1]
         assert isinstance(n, int)
-        if n > CUMULATIVE_BLOCK and reduce in ("sum", "prod"):
+        # (not along an axis split over devices: its blocks would cut across the shards)
+        sharded_here = getattr(x.lazydata, "axis", None) == x.ndim - 1
+        if n > CUMULATIVE_BLOCK and reduce in ("sum", "prod") and not sharded_here:
             return x._blocked_cumulative(reduce, identity).transpose(-1, axis)
         prefix = type(self)._tri(n, n, 1, self.device)  # (i, j): True where j > i, outside the prefix of i
         windows = prefix.where(identity, x.unsqueeze(-2))  # (..., n_out, n_in)
