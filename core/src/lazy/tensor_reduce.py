@@ -309,8 +309,8 @@ class ReduceMixin(TensorBase):
         return getattr(windows, reduce)(-1).transpose(-1, axis)
 
     def _blocked_cumulative(self, reduce: str, identity: ConstType) -> Self:
-        """`_cumulative` along the last axis in blocks of `CUMULATIVE_BLOCK`: running values within each block, then
-        each block's combined with the running value of the blocks before it (the same scan over the block totals,
+        """`_cumulative` along the last axis in blocks of `CUMULATIVE_BLOCK`: running values within each block, each
+        then combined with the running value through the blocks before it (the same scan over the block totals,
         blocked again when they are many). n * block work and memory, not n * n: the running product of 70000
         floats had realized partial products of 2 x 70000 x 17500 (OOM), the running sum summed 4.9e9 terms a row."""
         n, block = self.shape[-1], CUMULATIVE_BLOCK
