@@ -312,3 +312,71 @@ def test_pad_mode_error_is_not_implemented_and_value_error():
 def test_bad_arguments_raise_runtime_error_as_tinygrad(call):
     with pytest.raises(RuntimeError):
         call()
+
+
+# -- values found wrong by fuzzing against numpy and PyTorch ----------------------------------------------------------
+
+
+def test_half_division_by_a_divisor_without_a_half_reciprocal():
+    """1 / 8.4e-6 is above float16's largest (65504): the quotient is computed in float32 and rounded once."""
+    a, b = np.float16([1.144e-4, 3.0, -0.0]), np.float16([-8.4e-6, 7.0, 5.96e-8])
+    got = (Tensor(a) / Tensor(b)).numpy()
+    want = (a.astype(np.float32) / b.astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(got, want)
+    assert np.signbit(got[2])
+
+
+def test_division_by_a_tiny_divisor_and_its_gradient():
+    for np_dtype, tiny in ((np.float32, 1e-40), (np.float64, 1e-320)):
+        a, b = np.array([0.0, 10 * tiny, -3.0], np_dtype), np.array([tiny, tiny, 1.5], np_dtype)
+        x, y = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+        q = x / y
+        np.testing.assert_allclose(q.numpy(), a / b, rtol=1e-5, err_msg=str(np_dtype))
+        q.sum().backward()
+        assert x.grad is not None and y.grad is not None
+        np.testing.assert_allclose(x.grad.numpy()[2:], 1 / b[2:], rtol=1e-6)
+        with np.errstate(over="ignore"):  # (-10 tiny / tiny^2 is -inf in float32; 0 / tiny^2, 0 * inf, is left out)
+            np.testing.assert_allclose(y.grad.numpy()[1:], (-a / b / b)[1:], rtol=1e-5)
+
+
+def test_half_cos_and_tan_round_once():
+    x = np.float16([1.5703125, 532.5, 0.25])
+    want = np.cos(x.astype(np.float64)).astype(np.float16)
+    np.testing.assert_array_equal(Tensor(x).cos().numpy(), want)
+    assert Tensor(x).tan().numpy()[0] == np.float16(np.tan(np.float64(x[0])))  # 2066, finite in float16
+
+
+def test_half_cumsum_rounds_once():
+    torch = torch_or_skip()
+    values = torch.tensor(np.random.default_rng(3).standard_normal(10000).astype(np.float32)).to(torch.bfloat16)
+    got = Tensor(values.float().numpy()).cast(dtypes.bfloat16).cumsum(0).cast(dtypes.float32).numpy()
+    want = torch.cumsum(values.float(), 0).to(torch.bfloat16).float().numpy()
+    step = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(want), 1e-30))) - 7)  # one bfloat16 ulp at each value
+    assert np.all(np.abs(got - want) <= step), float(np.max(np.abs(got - want) / step))
+
+
+def test_integer_clip_bounds_beyond_the_dtype_saturate():
+    u = Tensor(np.uint8([0, 100, 255]))
+    np.testing.assert_array_equal(u.clip(0, 300).numpy(), [0, 100, 255])  # 300 wrapped into uint8 was 44
+    np.testing.assert_array_equal(u.clip(-5, 50).numpy(), [0, 50, 50])
+    np.testing.assert_array_equal(Tensor(np.int8([-128, 0, 127])).clip(-200, 200).numpy(), [-128, 0, 127])
+
+
+def test_invert_of_floats_and_nan_to_int_say_what_to_do():
+    with pytest.raises(TypeError, match="integer or bool tensor"):
+        ~Tensor([1.0])
+    with pytest.raises(ValueError, match="nan_to_num"):
+        Tensor([NAN, 1.0], dtype=dtypes.int32)
+
+
+@pytest.mark.parametrize("device", [None, "PYTHON"])
+def test_an_element_of_padding_summed_alone_is_zero(device):
+    """A one-element shrink of a padded elementwise result, reduced to 0-d: the padding's mask was dropped, so the
+    kernel read the source (2.0 below; past the buffer's end for the second), and a softmax over an axis of one
+    element, used twice, summed to 1."""
+    x = Tensor(np.float32([1.0]), device=device)
+    assert (x.pad(((0, 1),)) * 2)[1:2].sum().item() == 0.0
+    x3 = Tensor(np.float32([1.0, 2.0, 3.0]), device=device)
+    assert (x3.pad(((0, 2),)) * 2)[3:4].reshape(()).item() == 0.0
+    s = Tensor(np.float32([0.3]), device=device).softmax(0)
+    assert (s.sum() + s.sum()).item() == 2.0

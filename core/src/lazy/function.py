@@ -306,11 +306,14 @@ class Trunc(Function):
 
 
 def _truncate(x: LazyBuffer) -> LazyBuffer:
-    """Floats below 2^mantissa in magnitude round-trip through int64; larger ones (and inf, NaN) are integers."""
+    """Floats below 2^mantissa in magnitude round-trip through int64; larger ones (and inf, NaN) are integers. A zero
+    result keeps x's sign, x * 0 (trunc(-0.5) is -0.0, as C's trunc; the int64 round trip gives +0.0)."""
     exact = {dtypes.float16: 2.0**10, dtypes.bfloat16: 2.0**7, dtypes.float32: 2.0**23}.get(x.dtype, 2.0**52)
     magnitude = x.e(Ops.MAX, x.e(Ops.NEG))
     small = magnitude.e(Ops.CMPLT, x.const(exact))
-    return small.e(Ops.WHERE, x.cast(dtypes.int64).cast(x.dtype), x)
+    whole = x.cast(dtypes.int64).cast(x.dtype)
+    whole = whole.e(Ops.CMPNE, x.const(0)).e(Ops.WHERE, whole, x.e(Ops.MUL, x.const(0)))
+    return small.e(Ops.WHERE, whole, x)
 
 
 # -- binary -----------------------------------------------------------------------------------------------------------

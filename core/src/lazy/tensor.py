@@ -631,12 +631,13 @@ class Tensor(
     def cos(self) -> Tensor:
         """cos(x), as 1 - 2 sin(x/2)^2: halving is exact, so the absolute error stays about ulp(1) for any x (1.9e-7
         in float32; sin(pi/2 - x) would round pi/2 - x). Near cos's zeros the relative error is large and the sign may
-        be wrong (cos(float32(pi/2)) gives 6e-8, not -4.4e-8); tan = sin / cos inherits that there."""
-        return 1 - 2 * (self._float() * 0.5).sin().square()
+        be wrong (cos(float32(pi/2)) gives 6e-8, not -4.4e-8); tan = sin / cos inherits that there. Half and
+        bfloat16 compute in float32, rounded once (in half, cos(1.5703125) would round to 0 and tan to inf)."""
+        return self._transcendental(lambda x: 1 - 2 * (x * 0.5).sin().square())
 
     def tan(self) -> Tensor:
-        """sin(x) / cos(x)."""
-        return self.sin() / self.cos()
+        """sin(x) / cos(x) (half and bfloat16 in float32, rounded once)."""
+        return self._transcendental(lambda x: x.sin() / x.cos())
 
     def relu(self) -> Tensor:
         """max(x, 0); its gradient is 0 where x <= 0 (PyTorch's)."""
@@ -672,6 +673,8 @@ class Tensor(
         return x._clip_side(max_, lower=False) if max_ is not None else x
 
     def _clip_side(self, bound: TensorLike, lower: PyBool) -> Tensor:
+        if type(bound) is int and dtypes.is_int(self.dtype):  # a bound outside the dtype's range would wrap into it
+            bound = min(max(bound, dtypes.min(self.dtype)), dtypes.max(self.dtype))  # (uint8 clip(0, 300): 255 -> 44)
         x, b = self._broadcasted(bound, op="clip")
         inside, outside = (x >= b, x < b) if lower else (x <= b, x > b)
         out = inside.where(x, outside.where(b, x.detach()))  # (neither: x is NaN, which passes no gradient)
@@ -706,7 +709,21 @@ class Tensor(
         if rounding_mode == "floor":
             return x._floordiv(y2)
         x, y2 = x._float(), y2._float()
-        return F.Mul.apply(x, F.Reciprocal.apply(y2))
+        if x.dtype in NARROW_FLOATS:  # in float32, rounded once: a half divisor below 2^-16 has no half reciprocal
+            return x.float()._quotient(y2.float()).cast(x.dtype)
+        return x._quotient(y2)
+
+    def _quotient(self, y: Tensor) -> Tensor:
+        """self * (1 / y) for float tensors of one dtype and shape. A divisor so small that its reciprocal overflows
+        (a float32 below 2^-128: 0 / 1e-40 would be 0 * inf = NaN, 1e-39 / 1e-40 inf) is scaled up by 2^k first and
+        the quotient scaled back: exact, since both scalings are powers of two."""
+        k = {dtypes.float32: 64, dtypes.float64: 512}.get(self.dtype)
+        lb = y.lazydata
+        if k is None or (lb.is_unrealized_unmasked_const() and not abs(lb.const_value()) < 2.0**-k):
+            return F.Mul.apply(self, F.Reciprocal.apply(y))  # (a constant divisor that is not tiny needs no test)
+        tiny = (y < 2.0**-k) & (y > -(2.0**-k))  # (0 too: 0 * 2^k is still 0, so x / 0 stays inf or NaN)
+        scaled = F.Mul.apply(self, F.Reciprocal.apply(tiny.where(y * 2.0**k, y)))
+        return tiny.where(scaled * 2.0**k, scaled)
 
     def idiv(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         """Integer division truncating toward zero (C semantics)."""
@@ -731,7 +748,10 @@ class Tensor(
         """Python/PyTorch modulo: the result has the sign of the divisor."""
         x, y2 = self._broadcasted(y, reverse, "mod")
         if not dtypes.is_int(x.dtype):
-            return x - y2 * (x / y2).floor()
+            r = x - y2 * (x / y2).floor()
+            # an infinite divisor: x itself, or the divisor when their signs differ (-1 % inf is inf, as Python's)
+            same_side = (x == 0) | ((x < 0) == (y2 < 0))
+            return (y2.isinf() & x.isfinite()).where(same_side.where(x, y2), r)
         r = F.Mod.apply(x, y2)
         fix = (r != 0) & ((r < 0) != (y2 < 0))
         return fix.where(r + y2, r)
@@ -817,11 +837,14 @@ class Tensor(
         return (self > t).where(t + 1, t)
 
     def round(self) -> Tensor:
-        """Round half to even, like PyTorch and numpy."""
+        """Round half to even, like PyTorch and numpy; a zero result keeps the sign of x (round(-0.4) is -0.0)."""
         floor = self.floor()
         diff = self - floor
         even_floor = (floor.cast(dtypes.int64) % 2) == 0
-        return (diff > 0.5).where(floor + 1, (diff < 0.5).where(floor, even_floor.where(floor, floor + 1)))
+        up = floor + 1  # (-1 + 1 is +0.0: for x in [-0.5, 0) the result is -0.0, x * 0)
+        if dtypes.is_float(self.dtype):
+            up = (up == 0).where(self * 0, up)
+        return (diff > 0.5).where(up, (diff < 0.5).where(floor, even_floor.where(floor, up)))
 
     # comparisons
     def lt(self, y: TensorLike) -> Tensor:

@@ -46,7 +46,12 @@ def _list_to_np(data: list | tuple, dtype: DType) -> np.ndarray:
         natural = np.trunc(natural).astype(np.int64)
     if natural.dtype.kind in "biu":
         return natural.astype(target)  # (numpy's integer casts wrap)
-    # beyond int64 and uint64, or not finite: Python's int() (which raises for NaN and inf) and exact wrapping
+    if natural.dtype.kind == "f" and not np.isfinite(natural).all():
+        bad = natural[~np.isfinite(natural)].flat[0]  # (the type Python's int() raises: ValueError, OverflowError)
+        raise (ValueError if np.isnan(bad) else OverflowError)(
+            f"Tensor: {bad} has no {dtype} value; replace NaN and inf first (numpy's nan_to_num), or make a float "
+            "tensor")  # fmt: skip
+    # beyond int64 and uint64: Python's int() and exact wrapping
     bits = 8 * dtype.itemsize
     half = 1 << (bits - 1) if not dtypes.is_unsigned(dtype) else 0
     values = [(int(v) + half) % (1 << bits) - half for v in np.asarray(data, dtype=object).flat]

@@ -333,9 +333,11 @@ class MathMixin(TensorBase):
         return (b < 0).where(-magnitude, magnitude)
 
     def fmod(self, other: Self | ConstType) -> Self:
-        """C's remainder: the sign follows the dividend (truncating division), unlike `%` (floor, Python's)."""
+        """C's remainder: the sign follows the dividend (truncating division), unlike `%` (floor, Python's); a finite
+        x over an infinite divisor is x, as C's fmod."""
         a, b = self._broadcasted(other, op="fmod")
-        return a - a.div(b, rounding_mode="trunc") * b
+        r = a - a.div(b, rounding_mode="trunc") * b
+        return (b.isinf() & a.isfinite()).where(a, r) if dtypes.is_float(r.dtype) else r
 
     def isclose(self, other: Self | ConstType, rtol: PyFloat = 1e-05, atol: PyFloat = 1e-08,
                 equal_nan: PyBool = False) -> Self:  # fmt: skip

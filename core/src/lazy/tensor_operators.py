@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lazy.dtype import ConstType, dtypes
+from lazy.helpers import ArgumentError
 from lazy.tensor_base import TensorBase
 
 if TYPE_CHECKING:
@@ -67,6 +68,9 @@ class OperatorsMixin(TensorBase):
         return self.rshift(y, True)
 
     def __invert__(self) -> Self:
+        if dtypes.is_float(self.dtype):
+            raise ArgumentError(f"~ (bitwise not) needs an integer or bool tensor, not {self.dtype}; for floats use -x, "
+                            "or logical_not for a bool result")  # fmt: skip
         return (
             self.logical_not()
             if self.dtype == dtypes.bool

@@ -335,6 +335,9 @@ class ReduceMixin(TensorBase):
 
     def _cumulative_in(self, axis: int, reduce: str, identity: ConstType, dtype: DType | str | None) -> Self:
         if dtype is None:
+            acc = sum_acc_dtype(self.dtype)
+            if reduce == "sum" and dtypes.is_float(self.dtype) and acc != self.dtype:  # half types: summed in float32
+                return self.cast(acc)._cumulative(axis, reduce, identity).cast(self.dtype)  # and rounded once
             return self._cumulative(axis, reduce, identity)
         dt = to_dtype(dtype)
         return self.cast(dt)._cumulative(axis, reduce, identity).cast(dt)

@@ -346,6 +346,32 @@ def test_integer_division_and_modulo_follow_python(device_name, caps):
     np.testing.assert_array_equal(x.fmod(y).numpy(), np.fmod(a, b))
 
 
+def test_float_division_rounding_and_remainders_at_their_edges(device_name, caps):
+    """Signed zeros from trunc, floor, ceil and round (C's and PyTorch's: round(-0.4) is -0.0; an int64 round trip
+    gives +0.0 on some devices); quotients by divisors so small their reciprocal overflows (0 / 1e-40 is 0, not
+    0 * inf); and remainders by an infinite divisor (C's fmod(1, inf) is 1, Python's -1 % inf is inf)."""
+    d = device_name
+    v = np.array([-0.5, -0.0, 0.0, 0.3, -0.4, -1.5, 2.5, -2.5, 0.5, -0.7, 1e30, -3.75], np.float32)
+    for name, want in (("trunc", np.trunc(v)), ("floor", np.floor(v)), ("ceil", np.ceil(v)), ("round", np.round(v))):
+        got = getattr(Tensor(v, device=d), name)().numpy()
+        np.testing.assert_array_equal(got, want, err_msg=f"{name} on {d}")
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=f"{name}'s sign of zero on {d}")
+    a = np.array([0.0, -0.0, 1e-39, 3.0, -6.0, 1.0], np.float32)
+    b = np.array([1e-40, 1e-40, 1e-40, -1e-41, 3e-39, 4.0], np.float32)
+    with np.errstate(over="ignore"):
+        want = a / b
+    got = (Tensor(a, device=d) / Tensor(b, device=d)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, err_msg=f"division by tiny divisors on {d}")
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=f"signs of tiny quotients on {d}")
+    x = np.array([1.0, -1.0, 5.5, -2.0, 3.0], np.float32)
+    y = np.array([np.inf, np.inf, -np.inf, -np.inf, 2.0], np.float32)
+    np.testing.assert_array_equal(Tensor(x, device=d).fmod(Tensor(y, device=d)).numpy(), np.fmod(x, y),
+                                  err_msg=f"fmod by infinity on {d}")  # fmt: skip
+    want = np.array([p % q for p, q in zip(x.tolist(), y.tolist())], np.float32)  # Python's float %
+    np.testing.assert_array_equal((Tensor(x, device=d) % Tensor(y, device=d)).numpy(), want,
+                                  err_msg=f"% by infinity on {d}")  # fmt: skip
+
+
 def test_half_precision_sums_accumulate_in_float32(device_name, caps):
     halves = _supported(caps, (dtypes.float16, dtypes.bfloat16), "half-precision sums")
     if not halves:

@@ -284,7 +284,9 @@ class View:
         if 0 in self.shape or self.contiguous:
             return View.create(new_shape)
         if self.mask is not None and _is_empty(*self.mask[0]):
-            return View.create(new_shape, mask=((0, 0),) * len(new_shape))
+            # no element is valid; a 0-d view has no axis to mask, so it stays on top of this one (one view would
+            # read the buffer: `(x.pad(((0, 1),)) * 2)[1:2].sum()` gave 2 and read past a buffer's end)
+            return View.create(new_shape, mask=((0, 0),) * len(new_shape)) if new_shape else None
         return _reshape_strided(self, new_shape)
 
     def minify(self) -> View:
@@ -310,8 +312,8 @@ class View:
             return reshaped  # a contiguous view over this one is a reshape of it (also for symbolic shapes)
         if self.contiguous or 0 in other.shape or (other.mask is not None and _is_empty(*other.mask[0])):
             return other
-        if self.mask is not None and _is_empty(*self.mask[0]):
-            return View.create(other.shape, mask=((0, 0),) * len(other.shape))
+        if self.mask is not None and _is_empty(*self.mask[0]):  # (0-d: no axis to mask, see `reshape`)
+            return View.create(other.shape, mask=((0, 0),) * len(other.shape)) if other.shape else None
         if all_int(self.shape + other.shape):
             return _merge_views(self, other)
         return _merge_window(self, other)
@@ -474,8 +476,8 @@ def _affine(node: Node, gvars: list[Variable]) -> tuple[list[sint], sint] | None
 
 def _box_from_valid(valid: Node, gvars: list[Variable], box: Mask) -> Mask | None:
     """Narrow `box` by `valid` when it is a conjunction of single-variable bounds (`g < c`, `-g < c`), else None."""
-    if isinstance(valid, NumNode):
-        return box if valid.b else ((0, 0),) * len(box)
+    if isinstance(valid, NumNode):  # (never valid in 0-d: no axis to mask, so not one view)
+        return box if valid.b else ((0, 0),) * len(box) if box else None
     axis_of: dict[Node, int] = {v: axis for axis, v in enumerate(gvars)}
     bounds = [list(pair) for pair in box]
     for part in valid.nodes if isinstance(valid, AndNode) else [valid]:
