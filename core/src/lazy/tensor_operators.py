@@ -69,8 +69,8 @@ class OperatorsMixin(TensorBase):
 
     def __invert__(self) -> Self:
         if dtypes.is_float(self.dtype):
-            raise ArgumentError(f"~ (bitwise not) needs an integer or bool tensor, not {self.dtype}; for floats use -x, "
-                            "or logical_not for a bool result")  # fmt: skip
+            raise ArgumentError(f"~ (bitwise not) needs an integer or bool tensor, not {self.dtype}; for floats use "
+                                "-x, or logical_not for a bool result")  # fmt: skip
         return (
             self.logical_not()
             if self.dtype == dtypes.bool
