@@ -380,3 +380,12 @@ def test_an_element_of_padding_summed_alone_is_zero(device):
     assert (x3.pad(((0, 2),)) * 2)[3:4].reshape(()).item() == 0.0
     s = Tensor(np.float32([0.3]), device=device).softmax(0)
     assert (s.sum() + s.sum()).item() == 2.0
+
+
+def test_integer_division_by_zero_gives_zero_like_numpy():
+    a, b = np.int32([5, -5, 0, 7, -7]), np.int32([0, 0, 0, 3, 3])
+    x, y = Tensor(a), Tensor(b)
+    with np.errstate(divide="ignore"):
+        for got, want in (((x // y), a // b), ((x % y), a % b), (x.fmod(y), np.fmod(a, b))):
+            np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(x.idiv(y).numpy(), [0, 0, 0, 2, -2])

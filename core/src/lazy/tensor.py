@@ -726,7 +726,8 @@ class Tensor(
         return tiny.where(scaled * 2.0**k, scaled)
 
     def idiv(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
-        """Integer division truncating toward zero (C semantics)."""
+        """Integer division truncating toward zero (C semantics); a divisor of 0 gives 0 (as numpy; C leaves it
+        undefined, PyTorch raises)."""
         x, y2 = self._broadcasted(y, reverse, "idiv")
         return F.IDiv.apply(x, y2)
 
@@ -739,13 +740,13 @@ class Tensor(
         return q - fix.cast(q.dtype)
 
     def floordiv(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
-        """floor(self / y), Python's `//`: integers stay integers, rounded toward -inf; `reverse=True` gives y //
-        self."""
+        """floor(self / y), Python's `//`: integers stay integers, rounded toward -inf (an integer divisor of 0 gives 0,
+        as numpy); `reverse=True` gives y // self."""
         x, y2 = self._broadcasted(y, reverse, "floordiv")
         return x._floordiv(y2)
 
     def mod(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
-        """Python/PyTorch modulo: the result has the sign of the divisor."""
+        """Python/PyTorch modulo: the result has the sign of the divisor (an integer divisor of 0 gives 0, as numpy)."""
         x, y2 = self._broadcasted(y, reverse, "mod")
         if not dtypes.is_int(x.dtype):
             r = x - y2 * (x / y2).floor()

@@ -334,10 +334,10 @@ class MathMixin(TensorBase):
 
     def fmod(self, other: Self | ConstType) -> Self:
         """C's remainder: the sign follows the dividend (truncating division), unlike `%` (floor, Python's); a finite
-        x over an infinite divisor is x, as C's fmod."""
+        x over an infinite divisor is x, as C's fmod, and an integer divisor of 0 gives 0, as numpy's."""
         a, b = self._broadcasted(other, op="fmod")
         r = a - a.div(b, rounding_mode="trunc") * b
-        return (b.isinf() & a.isfinite()).where(a, r) if dtypes.is_float(r.dtype) else r
+        return (b.isinf() & a.isfinite()).where(a, r) if dtypes.is_float(r.dtype) else (b == 0).where(0, r)
 
     def isclose(self, other: Self | ConstType, rtol: PyFloat = 1e-05, atol: PyFloat = 1e-08,
                 equal_nan: PyBool = False) -> Self:  # fmt: skip
