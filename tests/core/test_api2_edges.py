@@ -389,3 +389,38 @@ def test_integer_division_by_zero_gives_zero_like_numpy():
         for got, want in (((x // y), a // b), ((x % y), a % b), (x.fmod(y), np.fmod(a, b))):
             np.testing.assert_array_equal(got.numpy(), want)
     np.testing.assert_array_equal(x.idiv(y).numpy(), [0, 0, 0, 2, -2])
+
+
+def test_gradients_at_zero_of_softplus_logsigmoid_atan_and_leaky_relu():
+    """softplus's and logsigmoid's slopes at 0 are 0.5 (relu's and abs's zero slopes at 0 gave 0), atan's is 1 (an
+    untaken 1/x of 0 gave 0 * inf = NaN); leaky_relu's is its slope, any slope (PyTorch's)."""
+    torch = torch_or_skip()
+    v = np.float32([-30.0, -2.0, -0.0, 0.0, 1e-3, 2.0, 30.0])
+    tf = torch.nn.functional
+    cases = (("softplus", lambda t: t.softplus(), tf.softplus),
+             ("softplus beta 2", lambda t: t.softplus(2.0), lambda t: tf.softplus(t, 2.0)),
+             ("logsigmoid", lambda t: t.logsigmoid(), tf.logsigmoid),
+             ("atan", lambda t: t.atan(), torch.atan),
+             ("leaky_relu", lambda t: t.leaky_relu(0.1), lambda t: tf.leaky_relu(t, 0.1)),
+             ("leaky_relu -0.5", lambda t: t.leaky_relu(-0.5), lambda t: tf.leaky_relu(t, -0.5)))  # fmt: skip
+    for name, ours, theirs in cases:
+        x, t = Tensor(v, requires_grad=True), torch.tensor(v.astype(np.float64), requires_grad=True)
+        y, ty = ours(x), theirs(t)
+        y.sum().backward()
+        ty.sum().backward()
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-7, err_msg=name)
+        assert x.grad is not None
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-7, err_msg=f"{name}'s gradient")
+
+
+def test_inverse_sines_and_tangent_are_a_few_ulp_for_every_argument():
+    """The A&S polynomial's absolute error 3e-7 was 400 ulp of asin(1e-3) and of atan(1e-3)."""
+    rng = np.random.default_rng(1)
+    for np_dtype in (np.float32, np.float64):
+        v = np.concatenate([rng.uniform(-1, 1, 4000), 10.0 ** rng.uniform(-9, 0, 2000), [1.0, -1.0, 0.5, -0.5]])
+        v = v.astype(np_dtype)
+        for name, ref in (("asin", np.arcsin), ("acos", np.arccos), ("atan", np.arctan)):
+            want = ref(v.astype(np.float64))
+            got = getattr(Tensor(v), name)().numpy().astype(np.float64)
+            ulps = np.abs(got - want) / np.spacing(np.abs(want).astype(np_dtype)).astype(np.float64)
+            assert ulps.max() <= 6, f"{name} in {np_dtype.__name__}: {ulps.max():.1f} ulp at {v[np.argmax(ulps)]}"

@@ -26,6 +26,7 @@ _TANH_TAYLOR = (
     -1.0597268320104654e-06, 4.294911078273806e-07, -1.7406618963571648e-07,
 )  # fmt: skip
 _SINH_TAYLOR = tuple(1 / math.factorial(2 * n + 1) for n in range(8))
+_ASIN_TAYLOR = tuple(math.comb(2 * n, n) / (4**n * (2 * n + 1)) for n in range(24))  # asin(x) = sum c_n x^(2n+1)
 _SERIES_BOUND = 0.55  # |x| below which tanh and sinh use their series (above it their exp formulas cancel little)
 
 
@@ -64,35 +65,35 @@ class MathMixin(TensorBase):
         larger x rounds them away)."""
         return (self.abs() < _sqrt_eps(self.dtype)).where(self * slope, otherwise)
 
+    def _arcsine_series(self) -> Self:
+        """asin(s) for |s| <= 1/2: its Taylor series, whose terms shrink by 4 or more each."""
+        return self._odd_series(_ASIN_TAYLOR[: _series_terms(self.dtype, 10, 24)])
+
     def asin(self) -> Self:
-        """arcsin(x) in [-pi/2, pi/2], NaN outside [-1, 1] (Abramowitz & Stegun 4.4.46: |error| <= 2e-8 before
-        rounding; in float32 the absolute error is about 3e-7, so the relative error is large for small |x|, except
-        below sqrt(eps), where the result is x itself)."""
-        # on |x|: asin(x) = pi/2 - sqrt(1 - x) * poly(x)
+        """arcsin(x) in [-pi/2, pi/2], NaN outside [-1, 1]: the series where |x| <= 1/2, and pi/2 - 2 asin(s) with
+        s = sqrt((1 - |x|) / 2) <= 1/2 above (the series again), so the relative error stays a few ulp for every x
+        (x itself below sqrt(eps), -0.0 too)."""
         x = self._float()
         a = x.abs()
-        coefficients = (
-            -0.0012624911,
-            0.0066700901,
-            -0.0170881256,
-            0.0308918810,
-            -0.0501743046,
-            0.0889789874,
-            -0.2145988016,
-            1.5707963050,
-        )
-        return x._near_zero(1.0, x.sign() * (math.pi / 2 - (1.0 - a).sqrt() * a._poly(coefficients)))
+        big = a > 0.5
+        core = big.where(((1 - a) * 0.5).sqrt(), a)._arcsine_series()  # (NaN above 1: the sqrt of a negative)
+        return x._near_zero(1.0, x.sign() * big.where(math.pi / 2 - 2 * core, core))
 
     def acos(self) -> Self:
-        """arccos(x) = pi/2 - asin(x), in [0, pi]."""
-        return math.pi / 2 - self.asin()
+        """arccos(x) in [0, pi]: pi/2 - asin(x) where |x| <= 1/2, else 2 asin(sqrt((1 - |x|) / 2)) (pi minus that
+        below -1/2), which keeps the relative error small near x = 1, where pi/2 - asin(x) cancels."""
+        x = self._float()
+        a = x.abs()
+        big = a > 0.5
+        core = big.where(((1 - a) * 0.5).sqrt(), x)._arcsine_series()
+        return big.where((x < 0).where(math.pi - 2 * core, 2 * core), math.pi / 2 - core)
 
     def atan(self) -> Self:
         """arctan(x) in (-pi/2, pi/2), through asin (of 1/x where |x| > 1, so that nothing overflows), with its
         accuracy (x itself for tiny x)."""
         x = self._float()
         big = x.abs() > 1  # atan(x) = sign(x) pi/2 - atan(1/x) there: x*x would overflow for large x
-        inner = big.where(x.reciprocal(), x)
+        inner = big.where(big.where(x, 1).reciprocal(), x)  # (1/x of 0 untaken would make its gradient 0 * inf)
         a = (inner / (1 + inner * inner).sqrt()).asin()
         return big.where(x.sign() * (math.pi / 2) - a, a)
 
@@ -212,8 +213,8 @@ class MathMixin(TensorBase):
     swish = silu
 
     def leaky_relu(self, neg_slope: PyFloat = 0.01) -> Self:
-        """x where x > 0, else neg_slope * x."""
-        return self.relu() - (-neg_slope * self).relu()
+        """x where x > 0, else neg_slope * x; its gradient at 0 is neg_slope (PyTorch's)."""
+        return (self > 0).where(self, self * neg_slope)
 
     leakyrelu = leaky_relu  # (older tinygrad's name)
 
@@ -234,8 +235,12 @@ class MathMixin(TensorBase):
     def softplus(self, beta: PyFloat = 1.0, threshold: PyFloat = 20.0) -> Self:
         """log(1 + exp(beta*x)) / beta, and x itself where beta*x > threshold (as torch: no overflow to inf)."""
         scaled = self * beta
-        # max(s, 0) + log(1 + exp(-|s|)): no exp overflows, in the value or in its gradient
-        stable = scaled.relu() + (1 + (-scaled.abs()).exp()).log()
+        # s + log(1 + exp(-s)) above 0, log(1 + exp(s)) elsewhere: no exp overflows, in the value or its gradient
+        # (sigmoid(s), 0.5 at 0: max(s, 0) + log(1 + exp(-|s|)) had 0 there, relu's and abs's gradients at 0). Each
+        # branch reads 0 where it is not taken, so its gradient there is finite and the where passes none of it.
+        up = scaled > 0
+        above, below = up.where(scaled, 0), up.where(0, scaled)
+        stable = up.where(above + (1 + (-above).exp()).log(), (1 + below.exp()).log())
         return (scaled > threshold).where(self, (1 / beta) * stable)
 
     def square(self) -> Self:

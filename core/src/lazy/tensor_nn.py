@@ -757,7 +757,9 @@ class NNOpsMixin(TensorBase):
         self, Y: Self, ignore_index: PyInt = -1, label_smoothing: PyFloat = 0.0, reduction: str = "mean"
     ) -> Self:
         """Cross entropy of logits (..., classes) against integer labels Y (...); labels equal to ignore_index
-        count for nothing (the mean divides by the labels that count)."""
+        count for nothing (the mean divides by the labels that count). The default, -1, ignores nothing (tinygrad's
+        rule): a label of -1 picks no class but still counts in the mean and in the smoothing term; pass
+        ignore_index=-100 (PyTorch's default) or another value for labels to skip."""
         if not 0.0 <= label_smoothing <= 1.0:
             raise ArgumentError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         log_probs = self.log_softmax()
