@@ -14,6 +14,7 @@ bounds of some index value need int64 (`lower_kernel`). EXP2, LOG2 and SIN a ren
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 from lazy.codegen.kernel import Axis, Kernel, PackPlan, alu_ops
@@ -616,7 +617,9 @@ class Lowerer:
         if node.op is Ops.BITCAST:
             return self.b.add(UOps.BITCAST, node.dtype, (srcs[0],))
         if node.op in POLYNOMIAL_OPS and node.op not in self.k.caps.native_math:
-            return lower_transcendental(self.b, node.op, srcs[0])
+            natural = _natural_exponent(node)  # exp(y) reaches a kernel as EXP2(y * log2(e))
+            y = self.values.get((id(natural), lane)) if natural is not None else None
+            return lower_transcendental(self.b, node.op, srcs[0], natural=y)
         if node.op is Ops.THREEFRY:
             return lower_threefry(self.b, srcs, node.arg)
         if node.op in GroupOp.ALU:
@@ -797,3 +800,18 @@ def lower_kernel(k: Kernel) -> tuple[list[UOp], Lowerer]:
 
 def estimate_ops(ast: LazyOp, full_shape: tuple[sint, ...]) -> sint:
     return prod(full_shape) * max(alu_ops(ast.toposort()), 1)
+
+
+def _natural_exponent(node: LazyOp) -> LazyOp | None:
+    """y, when `node` is EXP2(y * log2(e)) (`Tensor.exp`): the polynomial then reduces y by ln 2 itself instead of
+    rounding the product first (`transcendental.exp`)."""
+    if node.op is not Ops.EXP2 or node.src[0].op is not Ops.MUL:
+        return None
+    for y, c in (node.src[0].src, node.src[0].src[::-1]):
+        if c.op is Ops.CONST and isinstance(c.arg.val, float) and abs(c.arg.val * _LN2 - 1) < 1e-7:
+            # (a padded constant is 0 in the padding: there the product is 0, whatever y is)
+            return y if all(v.mask is None for v in c.arg.st.views) else None
+    return None
+
+
+_LN2 = math.log(2)

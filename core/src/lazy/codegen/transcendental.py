@@ -40,6 +40,7 @@ class FloatFormat:
     exp2: tuple[float, ...]  # 2^r on [-1/2, 1/2]
     log2: tuple[float, ...]  # log2(1+f) = f/ln2 + f^2 P(f) on [m-1, 2m-1], m the dtype's 1/sqrt(2): P
     log2e: tuple[float, float]  # 1/ln2 as hi + lo
+    ln2: tuple[float, float]  # ln 2 as hi + lo, hi short enough that n * hi is exact for any exponent n (Cody-Waite)
     sin: tuple[float, ...]  # sin(x) = x + x^3 P(x^2) on [0, pi/4]: P
     cos: tuple[float, ...]  # cos(x) = 1 - x^2/2 + x^4 Q(x^2) on [0, pi/4]: Q
     half_pi: tuple[float, float]  # pi/2 as hi + lo
@@ -77,6 +78,7 @@ FLOAT32 = FloatFormat(
     log2=(-0.7213473320007324, 0.4808982014656067, -0.3606986701488495, 0.28857141733169556, -0.2395673543214798,
           0.20448660850524902, -0.19139091670513153, 0.18708786368370056, -0.11025495082139969),
     log2e=(1.4426950216293335, 1.925963033500011e-08),
+    ln2=(0.693145751953125, 1.428606765330187e-06),
     sin=(-0.1666666716337204, 0.008333379402756691, -0.00019853064441122115, 2.8325100629444933e-06),
     cos=(0.0416666679084301, -0.0013888980029150844, 2.482202216924634e-05, -2.888123447064572e-07),
     half_pi=(1.5707963705062866, -4.371138828673793e-08),
@@ -97,6 +99,7 @@ FLOAT64 = FloatFormat(
           0.08087326492842054, -0.08017156184763598, 0.09534875990893064, -0.09259399060803145,
           0.042131990276628666),
     log2e=(1.4426950408889634, 2.0355273740931033e-17),
+    ln2=(0.6931471805601177, -1.7239444525614835e-13),
     sin=(-0.16666666666666666, 0.008333333333333323, -0.000198412698412548, 2.755731921406492e-06,
          -2.5052104881870868e-08, 1.6058363167320444e-10, -7.578540409484281e-13),
     cos=(0.041666666666666664, -0.0013888888888888872, 2.480158730157055e-05, -2.755731921499979e-07,
@@ -196,15 +199,18 @@ class VectorMath:
         return acc
 
 
-def lower_transcendental(builder: UOpBuilder, op: Ops, x: UOp) -> UOp:
+def lower_transcendental(builder: UOpBuilder, op: Ops, x: UOp, natural: UOp | None = None) -> UOp:
     """`op` (one of `POLYNOMIAL_OPS`) of `x` as polynomial code appended to `builder`. `x` is a float scalar or
-    vector; float16, bfloat16 and fp8 compute in float32 and round once, as their Tensor math does."""
+    vector; float16, bfloat16 and fp8 compute in float32 and round once, as their Tensor math does. `natural`: for an
+    EXP2 of `y * log2(e)` (how `exp` reaches a kernel), y itself, so that the reduction can start from y (`exp`)."""
     assert x.dtype is not None and op in POLYNOMIAL_OPS
     dtype, count = x.dtype.scalar(), x.dtype.count
     if not dtypes.is_float(dtype):
         return builder.alu(op, x)  # (not reached from Tensor code, which computes these in a float dtype)
     math = VectorMath(builder, count)
     fmt = FORMATS.get(dtype, FLOAT32)
+    if natural is not None and op is Ops.EXP2:
+        return math.cast(exp(math, fmt, math.cast(natural, fmt.dtype)), dtype)
     value = math.cast(x, fmt.dtype)
     out = {Ops.EXP2: exp2, Ops.LOG2: log2, Ops.SIN: sin}[op](math, fmt, value)
     return math.cast(out, dtype)
@@ -224,7 +230,28 @@ def exp2(math: VectorMath, fmt: FloatFormat, x: UOp) -> UOp:
     magic = 1.5 * 2.0**fmt.mantissa  # adding it rounds to an integer (to even), and its low bits then hold n
     shifted = math.add(x, magic)
     r = math.sub(x, math.sub(shifted, magic))
-    poly = math.horner(r, fmt.exp2)
+    return scale_by_power(math, fmt, math.horner(r, fmt.exp2), shifted)
+
+
+def exp(math: VectorMath, fmt: FloatFormat, y: UOp) -> UOp:
+    """e^y = 2^n * 2^r with n = round(y log2(e)) and r = (y - n ln2) log2(e), where y - n ln2 is exact (Cody-Waite:
+    n times ln2's short high part is exact, then its low part). exp2 of the rounded product y log2(e) loses
+    |y log2(e)| ulp(1) of relative accuracy (63 ulp near 88 in float32, 8 in [1, 10)); this is within about an ulp.
+    y is clamped to the range where exp2's clamp would put y log2(e), so huge and infinite y give inf or 0."""
+    low, high = -(fmt.bias + fmt.mantissa + 1) * fmt.ln2[0], (fmt.bias + 2) * fmt.ln2[0]
+    y = math.where(math.lt(y, low), low, y)
+    y = math.where(math.lt(high, y), high, y)
+    magic = 1.5 * 2.0**fmt.mantissa
+    shifted = math.add(math.mul(y, fmt.log2e[0]), magic)
+    n = math.sub(shifted, magic)
+    reduced = math.sub(math.sub(y, math.mul(n, fmt.ln2[0])), math.mul(n, fmt.ln2[1]))  # y - n ln2, |.| <= ln2/2
+    return scale_by_power(math, fmt, math.horner(math.mul(reduced, fmt.log2e[0]), fmt.exp2), shifted)
+
+
+def scale_by_power(math: VectorMath, fmt: FloatFormat, poly: UOp, shifted: UOp) -> UOp:
+    """poly * 2^n, n the integer in the low bits of `shifted` (n + 1.5 * 2^mantissa), in two factors so that results
+    near overflow and the denormal ones (one rounding, at the last multiply) come out right."""
+    magic = 1.5 * 2.0**fmt.mantissa
     # n + 2^exponent_bits, non-negative, from the bits of x + magic; half of n goes into each factor
     offset = math.sub(math.bitcast(shifted, fmt.bits), fmt.to_bits(magic) - (1 << fmt.exponent))
     half = math.shr(offset, 1)
