@@ -22,6 +22,19 @@ from lazy.symbolic import Node, Variable, sint
 # op). A dead node's entry stays until the slot is taken again or the dead entries are swept, once the cache has grown
 # to `_sweep_at` entries: no Python callback runs as each node dies (an eager op's nodes die by the handful).
 _cache: dict[int, weakref.ref[LazyBuffer]] = {}
+# writes made by `assign` and not yet run (realized ones leave at the next `pending_assigns`): a jit runs those left
+# from before it captures, and those its function leaves unrun as part of the capture
+_pending_assigns: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
+
+
+def pending_assigns() -> list[LazyBuffer]:
+    """The assigns made so far that have not run and whose node is still held."""
+    done = [lb for lb in _pending_assigns if lb.realized is not None]
+    for lb in done:
+        _pending_assigns.discard(lb)
+    return list(_pending_assigns)
+
+
 SWEEP_MIN = 4096
 _sweep_at = SWEEP_MIN
 # the constants of recent ops, kept alive (a strong, bounded cache): `x + 1` in a loop makes its broadcast constant
@@ -471,9 +484,11 @@ class LazyBuffer:
             # the kernel would read the memory it writes, elsewhere than where it writes (`x.assign(x.flip(0))`):
             # a copy first (a computed value gets memory of its own anyway, see `lazy.engine.schedule`)
             value = value.clone()
-        return create_lazybuffer(
+        ret = create_lazybuffer(
             self.device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.ASSIGN, view, (value, self)
         )
+        _pending_assigns.add(ret)
+        return ret
 
     def copy_to_device(self, device: str, peer: bool = False) -> LazyBuffer:
         """This value on `device`. `peer`: for a value `device`'s kernels only read, never write (an allreduce's

@@ -291,10 +291,14 @@ class Tensor(
             self.lazydata = self.lazydata.assign(x.lazydata)
             return self
         lb, target = self.lazydata, self.lazydata.base
-        if lb is not target and target.op is Ops.ASSIGN and target.realized is None:
-            # a view of a buffer with a write pending: that write first, then this one in place (else this one went to
-            # a node of the view's own, and the buffer's other holders saw neither)
-            self.realize()
+        if target.realized is None and (
+            target.op is Ops.ASSIGN or (lb is not target and target.op is not Ops.CONST and not target.shared)
+        ):
+            # a buffer with a write pending (the tensor or the one it views), or a view of a value not yet computed:
+            # that first, then this write in place. Else this one went to memory of its own: a second pending
+            # `W.assign` moved W off the buffer a jit captured, and a view's write never reached the viewed tensor.
+            # (Not a value two identical expressions share: its other holders would see the write.)
+            Tensor(target).realize() if lb is not target else self.realize()
             lb, target = self.lazydata, self.lazydata.base
         if (
             target.realized is None

@@ -27,7 +27,7 @@ from lazy.engine.captured import (
 from lazy.engine.realize import realize
 from lazy.engine.runners import ExecItem, PeerRead, capturing, keep_peer_reads_safe, upgrade_kernels, written_by
 from lazy.helpers import DEBUG, JIT
-from lazy.lazy import LazyBuffer
+from lazy.lazy import LazyBuffer, pending_assigns
 from lazy.multi import MultiLazyBuffer
 from lazy.ops import Ops
 from lazy.record import record
@@ -356,12 +356,16 @@ class TinyJit(Generic[R]):
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any], call: _Call) -> R:
         assert self.fxn is not None
         constants = [(name, _captured_value(x)) for name, x in call.constants]  # before the function can change them
+        if earlier := pending_assigns():  # writes left from before (an eager call's): not part of the capture
+            realize(earlier)
         recorded = _Recorder()
         capturing.append(recorded)
         try:
             ret = self.fxn(*args, **kwargs)
             outs = [lb for t in _returned_tensors(ret) for lb in _shards(t.lazydata)]
-            if unrealized := [lb for lb in outs if lb.base.realized is None]:
+            # the returned values, and the writes the function made but did not run (`W.assign(W - g)` of a tensor it
+            # does not return: a replay runs only what was captured, and would have dropped them)
+            if unrealized := [lb for lb in outs if lb.base.realized is None] + pending_assigns():
                 realize(unrealized)
         finally:
             capturing.remove(recorded)
