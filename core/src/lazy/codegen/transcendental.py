@@ -244,7 +244,8 @@ def exp(math: VectorMath, fmt: FloatFormat, y: UOp) -> UOp:
     magic = 1.5 * 2.0**fmt.mantissa
     shifted = math.add(math.mul(y, fmt.log2e[0]), magic)
     n = math.sub(shifted, magic)
-    reduced = math.sub(math.sub(y, math.mul(n, fmt.ln2[0])), math.mul(n, fmt.ln2[1]))  # y - n ln2, |.| <= ln2/2
+    # y - n ln2, |.| <= ln2/2: n * ln2's high part is exact, so fused or not the first step rounds once
+    reduced = math.mulacc(n, -fmt.ln2[1], math.mulacc(n, -fmt.ln2[0], y))
     return scale_by_power(math, fmt, math.horner(math.mul(reduced, fmt.log2e[0]), fmt.exp2), shifted)
 
 
