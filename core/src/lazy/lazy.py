@@ -29,10 +29,16 @@ _pending_assigns: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
 
 def pending_assigns() -> list[LazyBuffer]:
     """The assigns made so far that have not run and whose node is still held."""
-    done = [lb for lb in _pending_assigns if lb.realized is not None]
-    for lb in done:
-        _pending_assigns.discard(lb)
-    return list(_pending_assigns)
+    while True:
+        try:
+            nodes = list(_pending_assigns)
+            break
+        except RuntimeError:  # another thread's assign changed the set meanwhile
+            continue
+    for lb in nodes:
+        if lb.realized is not None:
+            _pending_assigns.discard(lb)
+    return [lb for lb in nodes if lb.realized is None]
 
 
 SWEEP_MIN = 4096
