@@ -424,3 +424,22 @@ def test_inverse_sines_and_tangent_are_a_few_ulp_for_every_argument():
             got = getattr(Tensor(v), name)().numpy().astype(np.float64)
             ulps = np.abs(got - want) / np.spacing(np.abs(want).astype(np_dtype)).astype(np.float64)
             assert ulps.max() <= 6, f"{name} in {np_dtype.__name__}: {ulps.max():.1f} ulp at {v[np.argmax(ulps)]}"
+
+
+def test_float_remainders_and_floor_division_match_pytorch_bit_for_bit():
+    """fmod, % and // of floats as C's and Python's exact remainder: x - q y was one rounded product, so 1 % 0.1 gave
+    0 (0.0999999 expected) and -5.3 // 0.1 gave -53 (-54)."""
+    torch = torch_or_skip()
+    rng = np.random.default_rng(5)
+    for np_dtype in (np.float32, np.float64):
+        x = np.concatenate([rng.uniform(-100, 100, 2000), [1.0, 5.3, -5.3, 7.0, 0.0, -0.0, -6.0, INF, NAN, 1.0, -1.0]])
+        y = np.concatenate([rng.uniform(-3, 3, 2000), [0.1, 0.1, 0.1, 0.7, 3.0, 3.0, 3.0, 2.0, 2.0, INF, INF]])
+        x, y = x.astype(np_dtype), y.astype(np_dtype)
+        tx, ty = torch.tensor(x), torch.tensor(y)
+        cases = (("fmod", lambda a, b: a.fmod(b), torch.fmod), ("%", lambda a, b: a % b, torch.remainder),
+                 ("//", lambda a, b: a // b, torch.floor_divide))  # fmt: skip
+        for name, ours, theirs in cases:
+            got, want = ours(Tensor(x), Tensor(y)).numpy(), theirs(tx, ty).numpy()
+            same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
+            wrong = list(zip(x[~same], y[~same], got[~same], want[~same]))[:4]
+            assert same.all(), f"{name} {np_dtype.__name__}: {wrong}"

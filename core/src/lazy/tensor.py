@@ -739,7 +739,15 @@ class Tensor(
 
     def _floordiv(self, y: Tensor) -> Tensor:
         if not dtypes.is_int(self.dtype):
-            return (self / y).floor()
+            # Python's and PyTorch's float //: (x - fmod(x, y)) / y, one less where the remainder's sign differs from
+            # y's, to the nearest integer (floor(x / y) rounds the quotient first: 1 // 0.1 was 10, not 9)
+            r = self._float_remainder(y)
+            div = (self - r) / y
+            div = ((r != 0) & ((r < 0) != (y < 0))).where(div - 1, div)
+            whole = div.floor()
+            whole = (div - whole > 0.5).where(whole + 1, whole)
+            whole = (div == 0).where((self / y) * 0, whole)  # a zero quotient has the sign of x / y
+            return (y == 0).where(self / y, whole)
         q = F.IDiv.apply(self, y)
         # truncation differs from floor when the signs differ and there is a remainder
         fix = ((self < 0) != (y < 0)) & (F.Mod.apply(self, y) != 0)
@@ -754,11 +762,9 @@ class Tensor(
     def mod(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         """Python/PyTorch modulo: the result has the sign of the divisor (an integer divisor of 0 gives 0, as numpy)."""
         x, y2 = self._broadcasted(y, reverse, "mod")
-        if not dtypes.is_int(x.dtype):
-            r = x - y2 * (x / y2).floor()
-            # an infinite divisor: x itself, or the divisor when their signs differ (-1 % inf is inf, as Python's)
-            same_side = (x == 0) | ((x < 0) == (y2 < 0))
-            return (y2.isinf() & x.isfinite()).where(same_side.where(x, y2), r)
+        if not dtypes.is_int(x.dtype):  # C's exact remainder, moved onto the divisor's side (-1 % inf is inf)
+            r = x._float_remainder(y2)
+            return ((r != 0) & ((r < 0) != (y2 < 0))).where(r + y2, r)
         r = F.Mod.apply(x, y2)
         fix = (r != 0) & ((r < 0) != (y2 < 0))
         return fix.where(r + y2, r)
