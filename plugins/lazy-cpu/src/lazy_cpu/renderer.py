@@ -9,7 +9,7 @@ from lazy.codegen.uops import UOp, UOps
 from lazy.dtype import DType, dtypes
 from lazy.ops import Ops
 from lazy.record import replace
-from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, checked_div
+from lazy.renderer.cstyle import BASE_CODE_FOR_OP, CStyleLanguage, KernelParam, checked_div
 from lazy_cpu.hostcpu import host_capabilities
 from lazy_cpu.llvmir import LLVMRenderer
 
@@ -213,6 +213,25 @@ HALF_TYPE = (
 )
 
 
+# gcc before 12.4 / 13.2 vectorizes a loop summing floats loaded in reverse order (a flipped axis) into wrong code at
+# -O2: `Tensor(A)[:n].flip(2).sum()` with a bound variable gave 302, not 276 (a scalar kernel with a runtime trip
+# count; correct at -O1, with -fno-tree-loop-vectorize and with clang). A float sum cannot be reordered without
+# -ffast-math, so the loop vectorizer has nothing to gain in such a kernel: it is turned off there for those gccs
+SCALAR_REDUCE = (
+    "#if defined(__GNUC__) && !defined(__clang__) && (__GNUC__ < 13 || (__GNUC__ == 13 && __GNUC_MINOR__ < 2))",
+    '#define LAZY_SCALAR_REDUCE __attribute__((optimize("no-tree-loop-vectorize")))',
+    "#else",
+    "#define LAZY_SCALAR_REDUCE",
+    "#endif",
+)
+
+
+def _scalar_float_reduce(uops: list[UOp]) -> bool:
+    """Whether a kernel accumulates a float in a scalar (`SCALAR_REDUCE`)."""
+    return any(u.op is UOps.DEFINE_ACC and u.dtype is not None and u.dtype.count == 1 and dtypes.is_float(u.dtype)
+               for u in uops)  # fmt: skip
+
+
 class ClangRenderer(CStyleLanguage):
     """C for the host compiler: GCC vector extensions (`vector_size`) for vectors, `_Float16` for half, bfloat16
     held as its 16 bits and computed in float, and checked integer division."""
@@ -299,6 +318,12 @@ class ClangRenderer(CStyleLanguage):
     def render_vector_store(self, buf: str, idx: str, val: str, dtype: DType) -> str:
         return f"lazy_store_{self.render_dtype(dtype)}({buf}+{idx}, {val});"
 
+    def render_kernel(self, name: str, params: list[KernelParam], body_lines: list[str], uops: list[UOp]) -> str:
+        src = super().render_kernel(name, params, body_lines, uops)
+        if _scalar_float_reduce(uops):  # (see SCALAR_REDUCE)
+            src = src.replace(f"void {name}(", f"LAZY_SCALAR_REDUCE void {name}(", 1)
+        return src
+
     def render_vectorize(self, dtype: DType, lanes: list[str]) -> str:
         # one value in every lane (a constant, a broadcast operand): the type's splat macro, so a 16-lane kernel's
         # source does not spell each of its constants 16 times (a cross entropy gradient's exp: 25.7k -> 15.6k chars)
@@ -326,6 +351,8 @@ class ClangRenderer(CStyleLanguage):
             u.op is UOps.ALU and u.dtype in SCALAR_MAX_DTYPES and (u.arg is Ops.MAX or self.pick_of(u)) for u in uops
         ):
             blocks.append(("SCALAR_MAX", SCALAR_MAX))
+        if _scalar_float_reduce(uops):
+            blocks.append(("SCALAR_REDUCE", list(SCALAR_REDUCE)))
         for vec in sorted((d for d in used if d.count > 1), key=lambda d: d.name):
             blocks.append((f"VEC_{vec.name}", self.vector_helpers(vec)))
         return [line for guard, block in blocks for line in
