@@ -194,3 +194,19 @@ def test_malformed_archives_and_pickles_are_refused_by_name(tmp_path):
                                        (1,), (1,))}, {"0": FLOATS4})  # fmt: skip
     with pytest.raises(pickle.UnpicklingError, match="torch.ComplexFloatStorage, a dtype lazy cannot load"):
         torch_load(complex_storage)
+
+
+def test_unsigned_checkpoints_written_through_untyped_storages(tmp_path):
+    """torch writes uint16/uint32/uint64 tensors with `_rebuild_tensor_v3` (an untyped storage, the dtype as an
+    argument); they were refused as if the file could run code. A dtype lazy lacks says so."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed: checkpoints are written with it")
+    path = tmp_path / "u.pt"
+    for dt in (torch.uint16, torch.uint32, torch.uint64):
+        t = torch.arange(6, dtype=torch.int64).to(dt).reshape(2, 3)
+        torch.save({"w": t, "v": t[:, 1:], "f": torch.ones(2)}, path)
+        got = torch_load(path)
+        np.testing.assert_array_equal(got["w"].numpy(), t.to(torch.int64).numpy())
+        np.testing.assert_array_equal(got["v"].numpy(), t[:, 1:].to(torch.int64).numpy())
+    torch.save({"w": torch.ones(3, dtype=torch.float8_e4m3fn)}, path)
+    with pytest.raises(Exception, match="a dtype lazy cannot load"):
+        torch_load(path)

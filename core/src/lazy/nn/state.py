@@ -418,8 +418,20 @@ def _rebuild_tensor(*args: Any) -> _TorchTensor:
     return _TorchTensor(args)
 
 
+def _rebuild_tensor_v3(storage: Any = None, *args: Any) -> _TorchTensor:
+    """torch's rebuild for dtypes without a typed storage (uint16, uint32, uint64): an untyped storage, and the dtype
+    as the seventh argument (offset, size and stride count its elements)."""
+    if len(args) >= 6 and isinstance(args[5], DType) and isinstance(storage, _TorchStorage):
+        storage = _TorchStorage(args[5], storage.key)
+    return _TorchTensor((storage, *args))
+
+
 def _rebuild_parameter(data: Any = None, *_: Any) -> Any:
     return data
+
+
+TORCH_DTYPES: dict[str, DType] = {"uint16": dtypes.uint16, "uint32": dtypes.uint32, "uint64": dtypes.uint64}
+UNTYPED_STORAGE = dtypes.uint8  # an untyped storage's bytes; `_rebuild_tensor_v3` names the elements' dtype
 
 
 class _Refused(pickle.UnpicklingError):
@@ -431,12 +443,19 @@ class _TorchUnpickler(pickle.Unpickler):
     ALLOWED: dict[tuple[str, str], Any] = {
         ("collections", "OrderedDict"): collections.OrderedDict,
         ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
+        ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
         ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+        ("torch.storage", "UntypedStorage"): UNTYPED_STORAGE,
     }
 
     def find_class(self, module: str, name: str) -> Any:
         if module == "torch" and name in TORCH_STORAGES:
             return TORCH_STORAGES[name]
+        if module == "torch" and name in TORCH_DTYPES:
+            return TORCH_DTYPES[name]
+        if module == "torch" and (name.startswith(("float", "int", "complex", "uint", "bfloat")) or name == "bool"):
+            raise _Refused(f"torch_load: the checkpoint holds torch.{name} tensors, a dtype lazy cannot load; convert "
+                           "those tensors first")  # fmt: skip
         if module == "torch" and name.endswith("Storage"):
             loads = ", ".join(TORCH_STORAGES)
             raise _Refused(f"torch_load: the checkpoint holds a torch.{name}, a dtype lazy cannot load (it loads "
