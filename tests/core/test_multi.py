@@ -176,3 +176,43 @@ def test_a_long_running_sum_along_or_across_the_sharded_axis(axis):
     a = _data(4, 200)
     got = Tensor(a).shard(TWO, axis=axis).cumsum(1).numpy()
     np.testing.assert_allclose(got, np.cumsum(a.astype(np.float64), 1), rtol=1e-5, atol=1e-4)
+
+
+def test_a_split_axis_of_one_element_is_replicated_to_expand_reshape_or_drop() -> None:
+    """A split axis sliced or indexed down to one element: expanding it kept one element's shape ((1, 4), no error),
+    dropping it (`x[4]` of a split vector, prod and cumprod along it) raised "would cut across the shards", and a
+    reshape round trip guessed the wrong axis for it (operands "sharded differently")."""
+    d = DEVICES[:2]
+    a = np.arange(36, dtype=np.float32).reshape(9, 4)
+    assert Tensor(a).shard(d, axis=0)[1:2].expand(4, 4).tolist() == np.broadcast_to(a[1:2], (4, 4)).tolist()
+    summed = Tensor(a).shard(d, axis=0)[6:7] + Tensor(np.zeros((4, 4), np.float32)).shard(d)
+    np.testing.assert_array_equal(summed.numpy(), np.broadcast_to(a[6:7], (4, 4)))
+    assert Tensor(np.arange(9.0, dtype=np.float32)).shard(d, axis=0)[4].item() == 4.0
+    np.testing.assert_array_equal(Tensor(a.T.copy()).shard(d, axis=1)[:, 4].numpy(), a[4])
+    np.testing.assert_allclose(Tensor(a).shard(d, axis=0).prod(0).numpy(), a.prod(0), rtol=1e-6)
+    np.testing.assert_allclose(Tensor(a).shard(d, axis=0).cumprod(0).numpy(), a.cumprod(0), rtol=1e-6)
+    s = Tensor(a).shard(d, axis=1)[0:1, 1:2]
+    assert (s + s.reshape(1).reshape(1, 1)).item() == 2.0
+    x = Tensor(a).shard(d, axis=0).requires_grad_()
+    (x[6:7].expand(4, 4) * 2).sum().backward()
+    assert x.grad is not None
+    want = np.zeros_like(a)
+    want[6] = 8
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def test_the_gradient_of_a_reshape_that_left_uneven_shards() -> None:
+    """reshape (2, 7, 6) -> (2, 42) split on axis 1 gives shards of 24 and 18; a gradient split evenly (21 and 21,
+    from the other operand) could not be reshaped back: ShapeError in backward."""
+    d = DEVICES[:2]
+    x = Tensor(np.arange(84.0, dtype=np.float32).reshape(2, 7, 6)).shard(d, axis=1).requires_grad_()
+    y = Tensor(np.arange(84.0, dtype=np.float32).reshape(2, 42) * 0.5).shard(d, axis=1)
+    (x.reshape(2, 42) * y).sum().backward()
+    assert x.grad is not None
+    np.testing.assert_array_equal(x.grad.numpy(), (np.arange(84.0) * 0.5).reshape(2, 7, 6))
+
+
+def test_setitem_of_a_sharded_tensor_says_what_to_do() -> None:
+    x = Tensor(np.zeros((4, 4), np.float32)).shard(DEVICES[:2], axis=0)
+    with pytest.raises(ArgumentError, match="where"):
+        x[2] = 5.0

@@ -578,6 +578,18 @@ class Reshape(Function):
         return x.reshape(shape)
 
     def backward(self, grad_output: B, ret: B, x: B) -> B:
+        from lazy.multi import MultiLazyBuffer
+
+        if (
+            isinstance(grad_output, MultiLazyBuffer)
+            and isinstance(ret, MultiLazyBuffer)
+            and ret.axis is not None
+            and grad_output.axis in (None, ret.axis)
+            and (grad_output.axis, grad_output.bounds) != (ret.axis, ret.bounds)
+        ):
+            # a gradient split as another operand was (its even halves, where this reshape left uneven ones): back
+            # in the layout this reshape gave, which maps onto x's (else the reshape back would cut across shards)
+            grad_output = MultiLazyBuffer(grad_output.shards_like(ret), ret.axis, ret.bounds)
         return grad_output.reshape(x.shape)
 
 

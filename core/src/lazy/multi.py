@@ -303,6 +303,10 @@ class MultiLazyBuffer:
     def reshape(self, shape: tuple[sint, ...]) -> MultiLazyBuffer:
         if self.axis is None:
             return self._new([lb.reshape(shape) for lb in self.lbs])
+        if self.shape[self.axis] == 1 and shape != self.shape:
+            # a split axis sliced (or indexed) down to one element: replicated, then reshaped (no axis need hold the
+            # split: `x[4]` of a split vector drops it, and with other size-1 axes where it went was a guess)
+            return self._replicated().reshape(shape)
         axis, bounds = self._reshaped_axis(shape)
         lbs = [lb.reshape(_with(shape, axis, end - start)) for lb, (start, end) in zip(self.lbs, bounds)]
         return MultiLazyBuffer(lbs, axis, bounds)
@@ -334,7 +338,16 @@ class MultiLazyBuffer:
     def expand(self, shape: tuple[sint, ...]) -> MultiLazyBuffer:
         if self.axis is None:
             return self._new([lb.expand(shape) for lb in self.lbs])
+        if shape[self.axis] != self.shape[self.axis]:
+            # the split axis, sliced to one element, expanded: every device gets that element and the value is
+            # replicated (each shard expanding its own part kept the shape of one element: (1, 4), not (4, 4))
+            return self._replicated().expand(shape)
         return self._new([lb.expand(self._local(shape, i)) for i, lb in enumerate(self.lbs)])
+
+    def _replicated(self) -> MultiLazyBuffer:
+        """This value (split on an axis of one element) whole on every device: that element, copied where needed."""
+        assert self.axis is not None and self.shape[self.axis] == 1
+        return MultiLazyBuffer([self._range_on(d, self.axis, (0, 1)) for d in self.device], None)
 
     def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> MultiLazyBuffer:
         if self.axis is None or arg[self.axis] == (0, self.shape[self.axis]):

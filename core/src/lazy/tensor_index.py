@@ -319,6 +319,10 @@ class IndexingMixin(TensorBase):
         return picked if perm is None else picked.permute(perm)
 
     def __setitem__(self, indices: Any, value: Self | ConstType) -> None:
+        if isinstance(self.device, tuple):
+            raise ArgumentError(f"__setitem__ of a tensor sharded over {self.device} is not supported; build the new "
+                                "value with where() and a mask, or set it on one device (.to(device)) and shard the "
+                                "result again")  # fmt: skip
         if _copy_only(self.device):
             return self._setitem_by_copy(indices, value)
         v = value if isinstance(value, type(self)) else type(self)(value, device=self.device, dtype=self.dtype)
