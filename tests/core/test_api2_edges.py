@@ -443,3 +443,12 @@ def test_float_remainders_and_floor_division_match_pytorch_bit_for_bit():
             same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))
             wrong = list(zip(x[~same], y[~same], got[~same], want[~same]))[:4]
             assert same.all(), f"{name} {np_dtype.__name__}: {wrong}"
+
+
+def test_numpy_scalars_inside_lists_are_their_python_values():
+    """`Tensor([np.float32(1.5), 2])` was refused ("use bool, int or float") while `Tensor(np.float32(1.5))` worked."""
+    assert Tensor([np.float32(1.5), 2]).tolist() == [1.5, 2.0]
+    assert Tensor([np.int64(5)]).dtype == dtypes.int32 and Tensor([np.int64(5)]).tolist() == [5]
+    assert Tensor([[np.bool_(True), False]]).dtype == dtypes.bool
+    with pytest.raises(TypeError, match="use bool, int or float"):
+        Tensor([1, "a"])
