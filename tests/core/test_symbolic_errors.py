@@ -91,3 +91,26 @@ def test_one_variable_bound_to_two_values():
 
 def test_a_bound_variable_reads_as_itself():
     assert repr(Variable("i", 1, 4).bind(3)) == "<i[1..4]=3>" and repr(Variable("i", 1, 4)) == "<i[1..4]>"
+
+
+def test_ops_that_need_a_concrete_axis_name_the_variable():
+    """argmax, cumsum, sort, topk, split, chunk, triu and causal attention over a symbolic axis raised a bare
+    AssertionError (no message at all under `python -O`)."""
+    v = Variable("n", 1, 6).bind(3)
+    x = Tensor(np.ones((6, 4), np.float32))[:v]
+    q = Tensor(np.ones((1, 6, 4), np.float32))[:, :v]
+    cases = {
+        "argmax": lambda: x.argmax(0),
+        "cumsum": lambda: x.cumsum(0),
+        "sort": lambda: x.sort(0),
+        "topk": lambda: x.topk(2, 0),
+        "split": lambda: x.split(2, 0),
+        "chunk": lambda: x.chunk(2, 0),
+        "triu": lambda: x.triu(),
+        "attention": lambda: q.scaled_dot_product_attention(q, q, is_causal=True),
+    }
+    for op in cases.values():
+        with pytest.raises(
+            ConcreteValueError, match=r"needs a concrete size, not the symbolic n, where n is in \[1, 6\]"
+        ):
+            op()

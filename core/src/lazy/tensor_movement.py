@@ -223,7 +223,7 @@ class MovementMixin(TensorBase):
         if step == 1:
             return self
         n = self.shape[axis]
-        assert isinstance(n, int)
+        n = concrete(n, "a strided slice")
         count = math.ceil(n / step)
         padded = self.pad(tuple((0, count * step - n) if i == axis else (0, 0) for i in range(self.ndim)))
         shape = self.shape[:axis] + (count, step) + self.shape[axis + 1 :]
@@ -276,7 +276,7 @@ class MovementMixin(TensorBase):
         """Pieces of `sizes` elements along `dim` (the last one shorter), or of each size in a list of them."""
         dim = self._resolve_axis(dim)
         n = self.shape[dim]
-        assert isinstance(n, int)
+        n = concrete(n, "split")
         if isinstance(sizes, Sequence):
             parts = list(_check_sizes(tuple(sizes), "split"))
         else:
@@ -295,7 +295,7 @@ class MovementMixin(TensorBase):
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Self, ...]:
         """At most `chunks` pieces of equal size along `dim` (the last one shorter)."""
         n = self.shape[self._resolve_axis(dim)]
-        assert isinstance(n, int)
+        n = concrete(n, "chunk")
         if type(chunks) is not int or chunks <= 0:
             raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
         return self.split(math.ceil(n / chunks), dim)
@@ -356,13 +356,13 @@ class MovementMixin(TensorBase):
     def triu(self, diagonal: int = 0) -> Self:
         """The upper triangle of the last two axes: elements with column - row >= `diagonal` kept, the others 0."""
         rows, cols = self.shape[-2], self.shape[-1]
-        assert isinstance(rows, int) and isinstance(cols, int)
+        rows, cols = concrete(rows, "triu"), concrete(cols, "triu")
         return type(self)._tri(rows, cols, diagonal, self.device).where(self, self.zeros_like())
 
     def tril(self, diagonal: int = 0) -> Self:
         """The lower triangle of the last two axes: elements with column - row <= `diagonal` kept, the others 0."""
         rows, cols = self.shape[-2], self.shape[-1]
-        assert isinstance(rows, int) and isinstance(cols, int)
+        rows, cols = concrete(rows, "tril"), concrete(cols, "tril")
         return type(self)._tri(rows, cols, diagonal + 1, self.device).where(self.zeros_like(), self)
 
     def masked_fill(self, mask: Self, value: Self | ConstType) -> Self:
@@ -386,7 +386,7 @@ class MovementMixin(TensorBase):
             else lead + ((min(-offset, rows), rows), (0, cols))
         )
         d = min(x.shape[-2], x.shape[-1])
-        assert isinstance(d, int)
+        d = concrete(d, "diagonal")
         if d == 0:
             return x.reshape(*x.shape[:-2], 0)
         # a d x d block read with a row length of d + 1 walks down its diagonal
@@ -399,7 +399,7 @@ class MovementMixin(TensorBase):
         if self.ndim != 1:
             raise ShapeError(f"diag: expects a 1-d tensor, got shape {self.shape}")
         n = self.shape[0]
-        assert isinstance(n, int)
+        n = concrete(n, "diag")
         return self.unsqueeze(-1).pad(((0, 0), (0, n))).flatten().shrink(((0, n * n),)).reshape(n, n)
 
     def pad_to(self, shape: Any, *args: Any, value: ConstType = 0) -> Self:
@@ -524,7 +524,7 @@ class MovementMixin(TensorBase):
         """Axis `axis` of size n becomes `o` windows (in place) and a new last axis of the `k` taps: out[w, j] =
         in[w * st + j * d]."""
         n = self.shape[axis]
-        assert isinstance(n, int)
+        n = concrete(n, "a sliding window (unfold, pooling)")
         pre, post = self.shape[:axis], self.shape[axis + 1 :]
         if k <= st and d == 1:  # windows that do not overlap: cut the axis into rows of `st` and keep `k` of each
             x = self.pad(tuple((0, max(0, o * st - n)) if a == axis else (0, 0) for a in range(self.ndim)))

@@ -413,7 +413,7 @@ class NNOpsMixin(TensorBase):
                 continue
             axis = 2 + i
             n = x.shape[axis]
-            assert isinstance(n, int)
+            n = concrete(n, "conv_transpose2d")
             pre, post = x.shape[:axis], x.shape[axis + 1 :]
             # (each index tuple is built from the x it applies to: a shrink names every axis, no more)
             x = x.reshape(*pre, n, 1, *post)
@@ -535,7 +535,7 @@ class NNOpsMixin(TensorBase):
         for axis, (size, k, s, d, (before, after), out) in enumerate(
             zip(self.shape[-nd:], g.kernel, g.stride, g.dilation, g.pads, g.outs)
         ):
-            assert isinstance(size, int)
+            size = concrete(size, "avg_pool2d")
             lo, hi = (0, size + before + after) if count_include_pad else (before, before + size)
             taps = [sum(lo <= s * o + d * t < hi for t in range(k)) for o in range(out)]
             view = tuple(out if i == axis else 1 for i in range(nd))
@@ -564,7 +564,7 @@ class NNOpsMixin(TensorBase):
             return values
         spatial = self.shape[-nd:]
         size = prod(spatial)
-        assert isinstance(size, int)
+        size = concrete(size, "max_pool2d")
         # score size - i for flat index i (0 in the padding), the largest score among the maxima is the first maximum
         score = type(self).arange(size, 0, -1, device=self.device).reshape(spatial)
         score_windows = score._pool(g, 0)
@@ -595,13 +595,13 @@ class NNOpsMixin(TensorBase):
             value = value.repeat_interleave(heads // kv_heads, dim=-3)
         q = self._float()
         e = q.shape[-1]
-        assert isinstance(e, int)
+        e = concrete(e, "scaled_dot_product_attention")
         qk = q.matmul(key._float().transpose(-2, -1)) / math.sqrt(e)
         if is_causal:
             if attn_mask is not None:
                 raise ArgumentError("scaled_dot_product_attention: attn_mask cannot be given with is_causal=True")
             rows, cols = qk.shape[-2], qk.shape[-1]
-            assert isinstance(rows, int) and isinstance(cols, int)
+            rows, cols = concrete(rows, "scaled_dot_product_attention"), concrete(cols, "scaled_dot_product_attention")
             qk = type(self)._tri(rows, cols, 1, self.device).where(-math.inf, qk)
         elif attn_mask is not None:
             qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
@@ -615,7 +615,7 @@ class NNOpsMixin(TensorBase):
         element counts the elements before it, then a one-hot of the ranks moves it in place."""
         dim = self._resolve_axis(dim)
         n = self.shape[dim] if self.ndim else 1
-        assert isinstance(n, int)
+        n = concrete(n, "sort")
         if self.ndim == 0 or n <= 1:
             return self, type(self).zeros(*self.shape, dtype=dtypes.int32, device=self.device)
         x = self.transpose(dim, -1)  # (..., n)
@@ -648,7 +648,7 @@ class NNOpsMixin(TensorBase):
         satisfies sorted_=False); equal values keep their order."""
         dim = self._resolve_axis(dim)
         n = self.shape[dim] if self.ndim else 1
-        assert isinstance(n, int)
+        n = concrete(n, "topk")
         if not 0 <= k <= n:
             raise ValueError(f"topk: k={k} is out of range for a dimension of size {n}")
         values, indices = self.sort(dim, descending=largest)
@@ -789,7 +789,7 @@ class NNOpsMixin(TensorBase):
             raise ArgumentError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         axis = 1 if self.ndim > 1 else 0
         n = self.shape[axis]
-        assert isinstance(n, int)
+        n = concrete(n, "cross_entropy")
         indices_shape = self.shape[:axis] + self.shape[axis + 1 :]
         if Y.shape not in (self.shape, indices_shape):
             raise ShapeError(f"cross_entropy: targets of shape {Y.shape} fit logits of shape {self.shape} neither as "

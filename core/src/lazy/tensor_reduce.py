@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from lazy import function as F
 from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
 from lazy.helpers import prod
-from lazy.symbolic import Node
+from lazy.symbolic import Node, concrete
 from lazy.tensor_base import Axis, PyFloat, TensorBase
 
 if TYPE_CHECKING:
@@ -207,7 +207,7 @@ class ReduceMixin(TensorBase):
             return self.flatten()._argmax(0, False)
         axis = self._resolve_axis(axis)
         n = self.shape[axis]
-        assert isinstance(n, int)
+        n = concrete(n, "argmax")
         is_max = (self == self._max(axis, keepdim=True)) | (self != self)  # a NaN is the maximum, like torch
         # the first maximum wins: score n - i for index i, take the largest score
         score = type(self).arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - axis - 1))
@@ -250,7 +250,7 @@ class ReduceMixin(TensorBase):
         fan_in = rest_fan_in = 1  # the elements of `x` each element of `flat` and of `rest` multiplies, fused
         while flat.shape[-1] != 1:
             n = flat.shape[-1]
-            assert isinstance(n, int)
+            n = concrete(n, "prod")
             if fan_in >= PROD_FUSED_FAN_IN:  # a kernel per few halvings, forward and backward (each level's gradient
                 # is the sum of the next one's, padded, over both halves: fused whole, an element of the gradient of a
                 # product of 128 summed 128 masked branches, 168 s to build; the forward of 4096, 22 s)
@@ -299,7 +299,7 @@ class ReduceMixin(TensorBase):
             return self
         x = self.transpose(axis, -1)  # (..., n)
         n = x.shape[-1]
-        assert isinstance(n, int)
+        n = concrete(n, "a running sum, product or max (cumsum, cumprod, cummax)")
         # (not along an axis split over devices: its blocks would cut across the shards)
         sharded_here = getattr(x.lazydata, "axis", None) == x.ndim - 1
         if n > CUMULATIVE_BLOCK and reduce in ("sum", "prod") and not sharded_here:
@@ -314,7 +314,7 @@ class ReduceMixin(TensorBase):
         blocked again when they are many). n * block work and memory, not n * n: the running product of 70000
         floats had realized partial products of 2 x 70000 x 17500 (OOM), the running sum summed 4.9e9 terms a row."""
         n, block = self.shape[-1], CUMULATIVE_BLOCK
-        assert isinstance(n, int)
+        n = concrete(n, "a running sum or product (cumsum, cumprod)")
         blocks = -(-n // block)
         lead = ((0, 0),) * (self.ndim - 1)
         padded = self.pad((*lead, (0, blocks * block - n)), value=identity)  # the identity changes no running value
@@ -349,7 +349,7 @@ class ReduceMixin(TensorBase):
         axis = self._resolve_axis(axis)
         values = self._cumulative(axis, "max", dtypes.min(self.dtype))
         n = self.shape[axis]
-        assert isinstance(n, int)
+        n = concrete(n, "cummax")
         x, best = self.detach().transpose(axis, -1), values.detach().transpose(axis, -1)  # (..., n)
         # (..., j, i): x[j] reaches the running max of position i, for j <= i; the first such j wins
         grid = (*x.shape, n)  # broadcast before any op: an expanded elementwise result would be realized
@@ -374,7 +374,7 @@ class ReduceMixin(TensorBase):
         axis = self._resolve_axis(axis)
         x = self._float().transpose(axis, -1)  # (..., n)
         n = x.shape[-1]
-        assert isinstance(n, int)
+        n = concrete(n, "logcumsumexp")
         running = x.cummax(-1)[0].detach()  # (..., n)
         running = running.isinf().where(0, running)
         outside = type(self)._tri(n, n, 1, self.device)  # (i, j): j > i
