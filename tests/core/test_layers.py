@@ -31,6 +31,7 @@ LEVELS = [
         "lazy.tensor_create",
         "lazy.tensor_index",
         "lazy.tensor_math",
+        "lazy.tensor_division",
         "lazy.tensor_nn",
         "lazy.tensor_reduce",
         "lazy.tensor_operators",

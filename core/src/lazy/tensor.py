@@ -33,6 +33,7 @@ from lazy.symbolic import Node, sint
 from lazy.tensor_base import Axis, PyBool, PyInt
 from lazy.tensor_create import CreationMixin
 from lazy.tensor_devices import PlacementMixin, check_devices
+from lazy.tensor_division import DivisionMixin
 from lazy.tensor_host import HostDataMixin, _from_np, _list_to_np
 from lazy.tensor_index import IndexingMixin
 from lazy.tensor_math import MathMixin
@@ -106,6 +107,7 @@ class Tensor(
     IndexingMixin,
     ReduceMixin,
     MathMixin,
+    DivisionMixin,
     NNOpsMixin,
     OperatorsMixin,
     PlacementMixin,
@@ -702,73 +704,6 @@ class Tensor(
         """self * y, broadcast, in the promoted dtype; `reverse=True` gives y * self."""
         return F.Mul.apply(*self._broadcasted(y, reverse, "mul"))
 
-    def div(self, y: TensorLike, reverse: PyBool = False, rounding_mode: str | None = None) -> Tensor:
-        """self / y in a float dtype (integers promote to the default float). rounding_mode "trunc" (toward zero) or
-        "floor" rounds the quotient and keeps integer dtypes, as PyTorch's; `reverse=True` gives y / self."""
-        if rounding_mode not in (None, "trunc", "floor"):
-            raise ArgumentError(f'div: rounding_mode must be None, "trunc" or "floor", got {rounding_mode!r}')
-        x, y2 = self._broadcasted(y, reverse, "div")
-        if rounding_mode == "trunc":
-            return x.idiv(y2) if dtypes.is_int(x.dtype) else (x / y2).trunc()
-        if rounding_mode == "floor":
-            return x._floordiv(y2)
-        x, y2 = x._float(), y2._float()
-        if x.dtype in NARROW_FLOATS:  # in float32, rounded once: a half divisor below 2^-16 has no half reciprocal
-            return x.float()._quotient(y2.float()).cast(x.dtype)
-        return x._quotient(y2)
-
-    def _quotient(self, y: Tensor) -> Tensor:
-        """self * (1 / y) for float tensors of one dtype and shape. A divisor so small that its reciprocal overflows
-        (a float32 below 2^-128: 0 / 1e-40 would be 0 * inf = NaN, 1e-39 / 1e-40 inf) is scaled up by 2^k first and
-        the quotient scaled back: exact, since both scalings are powers of two."""
-        k = {dtypes.float32: 64, dtypes.float64: 512}.get(self.dtype)
-        lb = y.lazydata
-        if k is None or (lb.is_unrealized_unmasked_const() and not abs(lb.const_value()) < 2.0**-k):
-            return F.Mul.apply(self, F.Reciprocal.apply(y))  # (a constant divisor that is not tiny needs no test)
-        # s = 2^k where |y| < 2^-k, else 1 (exact either way); 0 counts as tiny: 0 * 2^k is 0, so x / 0 stays inf or
-        # NaN. Tested as y * y < 2^-2k: two ops with vector forms (an AND of two compares has none, and a kernel with
-        # one is not vectorized: a softmax's last kernel ran 4x slower)
-        s = (F.Mul.apply(y, y) < 2.0 ** (-2 * k)).where(y.full_like(2.0**k), 1.0)  # (2^512: a float64 constant)
-        return F.Mul.apply(F.Mul.apply(self, F.Reciprocal.apply(F.Mul.apply(y, s))), s)
-
-    def idiv(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
-        """Integer division truncating toward zero (C semantics); a divisor of 0 gives 0 (as numpy; C leaves it
-        undefined, PyTorch raises)."""
-        x, y2 = self._broadcasted(y, reverse, "idiv")
-        return F.IDiv.apply(x, y2)
-
-    def _floordiv(self, y: Tensor) -> Tensor:
-        if not dtypes.is_int(self.dtype):
-            # Python's and PyTorch's float //: (x - fmod(x, y)) / y, one less where the remainder's sign differs from
-            # y's, to the nearest integer (floor(x / y) rounds the quotient first: 1 // 0.1 was 10, not 9)
-            r = self._float_remainder(y)
-            div = (self - r) / y
-            div = ((r != 0) & ((r < 0) != (y < 0))).where(div - 1, div)
-            whole = div.floor()
-            whole = (div - whole > 0.5).where(whole + 1, whole)
-            whole = (div == 0).where((self / y) * 0, whole)  # a zero quotient has the sign of x / y
-            return (y == 0).where(self / y, whole)
-        q = F.IDiv.apply(self, y)
-        # truncation differs from floor when the signs differ and there is a remainder
-        fix = ((self < 0) != (y < 0)) & (F.Mod.apply(self, y) != 0)
-        return q - fix.cast(q.dtype)
-
-    def floordiv(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
-        """floor(self / y), Python's `//`: integers stay integers, rounded toward -inf (an integer divisor of 0 gives 0,
-        as numpy); `reverse=True` gives y // self."""
-        x, y2 = self._broadcasted(y, reverse, "floordiv")
-        return x._floordiv(y2)
-
-    def mod(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
-        """Python/PyTorch modulo: the result has the sign of the divisor (an integer divisor of 0 gives 0, as numpy)."""
-        x, y2 = self._broadcasted(y, reverse, "mod")
-        if not dtypes.is_int(x.dtype):  # C's exact remainder, moved onto the divisor's side (-1 % inf is inf)
-            r = x._float_remainder(y2)
-            return ((r != 0) & ((r < 0) != (y2 < 0))).where(r + y2, r)
-        r = F.Mod.apply(x, y2)
-        fix = (r != 0) & ((r < 0) != (y2 < 0))
-        return fix.where(r + y2, r)
-
     def pow(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         """self ** y. Float powers follow C's pow (and PyTorch) at every edge, values and gradients: 0**0 = 1,
         0**-1 = inf, (-8)**(1/3) is NaN, (-2)**3.0 = -8, (-inf)**1.5 = inf. Integers stay integers (exact, wrapping
@@ -832,32 +767,6 @@ class Tensor(
         shape = broadcast_shape("where", self.shape, x_t.shape)
         cond = self.cast(dtypes.bool)._broadcast_to(shape)
         return F.Where.apply(cond, x_t._broadcast_to(shape), y_t._broadcast_to(shape))
-
-    def trunc(self) -> Tensor:
-        """Rounded toward zero (integer dtypes unchanged)."""
-        if not dtypes.is_float(self.dtype):
-            return self
-        return F.Trunc.apply(self)
-
-    def floor(self) -> Tensor:
-        """The largest integer value not above each element, in the same dtype (integers unchanged)."""
-        t = self.trunc()
-        return (self < t).where(t - 1, t)
-
-    def ceil(self) -> Tensor:
-        """The smallest integer value not below each element, in the same dtype (integers unchanged)."""
-        t = self.trunc()
-        return (self > t).where(t + 1, t)
-
-    def round(self) -> Tensor:
-        """Round half to even, like PyTorch and numpy; a zero result keeps the sign of x (round(-0.4) is -0.0)."""
-        floor = self.floor()
-        diff = self - floor
-        even_floor = (floor.cast(dtypes.int64) % 2) == 0
-        up = floor + 1  # (-1 + 1 is +0.0: for x in [-0.5, 0) the result is -0.0, x * 0)
-        if dtypes.is_float(self.dtype):
-            up = (up == 0).where(self * 0, up)
-        return (diff > 0.5).where(up, (diff < 0.5).where(floor, even_floor.where(floor, up)))
 
     # comparisons
     def lt(self, y: TensorLike) -> Tensor:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lazy import function as F
-from lazy.dtype import NARROW_FLOATS, ConstType, DType, dtypes, least_upper_float, to_np_dtype
+from lazy.dtype import ConstType, DType, dtypes, least_upper_float, to_np_dtype
 from lazy.helpers import ArgumentError
 from lazy.tensor_base import PyBool, PyFloat, TensorBase
 
@@ -336,43 +336,6 @@ class MathMixin(TensorBase):
             return a._apply(F.CopySign, b)
         magnitude = a.abs()
         return (b < 0).where(-magnitude, magnitude)
-
-    def fmod(self, other: Self | ConstType) -> Self:
-        """C's remainder: the sign follows the dividend (truncating division), unlike `%` (floor, Python's); a finite
-        x over an infinite divisor is x, as C's fmod, and an integer divisor of 0 gives 0, as numpy's. Floats are
-        exact while the quotient is below 2^22 (`_float_remainder`)."""
-        a, b = self._broadcasted(other, op="fmod")
-        if not dtypes.is_float(a.dtype):
-            return (b == 0).where(0, a - a.div(b, rounding_mode="trunc") * b)
-        return a._float_remainder(b)
-
-    def _float_remainder(self, y: Self) -> Self:
-        """fmod(self, y) for float tensors of one shape and dtype: x - q y with q = trunc(x / y), where q y is taken
-        exactly as p + e (Dekker's product of split halves) and the quotient's rounding corrected by one step
-        (x / y rounding up to an integer: 1 % 0.1 came out 0, not 0.0999999). x - q y rounded as one product was off
-        by up to a whole divisor. Exact while |q| < 2^22 and |y| < 2^100 (float32; float64 likewise); beyond, the
-        one-product result."""
-        if self.dtype in NARROW_FLOATS:  # in float32, rounded once
-            return self.float()._float_remainder(y.float()).cast(self.dtype)
-        splitter, limit = (4097.0, 2.0**100) if self.dtype == dtypes.float32 else (134217729.0, 2.0**500)
-        x = self
-        q = (x / y).trunc()
-        p = q * y
-
-        def halves(v: Self) -> tuple[Self, Self]:
-            t = v * splitter
-            hi = t - (t - v)
-            return hi, v - hi
-
-        (qh, ql), (yh, yl) = halves(q), halves(y)
-        e = ((qh * yh - p) + qh * yl + ql * yh) + ql * yl  # q y - p, exactly
-        r = (x - p) - e
-        size = y.maximum(-y)
-        r = ((x > 0) & (r < 0)).where(r + size, ((x < 0) & (r > 0)).where(r - size, r))  # one step back
-        exact = (q.maximum(-q) < 2.0**22) & (size < limit)
-        r = exact.where(r, x - p)
-        r = (r == 0).where(x * 0, r)  # a zero remainder has the dividend's sign (C's fmod(-6, 3) is -0.0)
-        return (y.isinf() & x.isfinite()).where(x, r)
 
     def isclose(self, other: Self | ConstType, rtol: PyFloat = 1e-05, atol: PyFloat = 1e-08,
                 equal_nan: PyBool = False) -> Self:  # fmt: skip
