@@ -47,17 +47,20 @@ def random_bits(dtype, shape, seed=0) -> np.ndarray:
     return raw
 
 
+BITS = {1: np.uint8, 2: np.uint16}  # the unsigned type whose bits carry a dtype numpy lacks (bfloat16, fp8)
+
+
 def tensor_of(dtype, shape, seed=0) -> Tensor:
     raw = random_bits(dtype, shape, seed)
-    if dtype == dtypes.bfloat16:
-        return Tensor(raw.view(np.uint16).reshape(shape), device="CPU").bitcast(dtypes.bfloat16)
+    if dtype.fmt is None:
+        return Tensor(raw.view(BITS[dtype.itemsize]).reshape(shape), device="CPU").bitcast(dtype)
     return Tensor(raw.view(np.dtype(dtype.fmt)).reshape(shape), device="CPU")
 
 
 def raw_bytes(t: Tensor) -> bytes:
     t = t.to("CPU")
-    if t.dtype == dtypes.bfloat16:
-        t = t.bitcast(dtypes.uint16)
+    if t.dtype.fmt is None:
+        t = t.bitcast(dtypes.uint8 if t.dtype.itemsize == 1 else dtypes.uint16)
     return t.numpy().tobytes()
 
 
@@ -97,7 +100,7 @@ def test_loading_is_one_copy_and_no_kernel(tmp_path):
 # --- the safetensors package ------------------------------------------------------------------------------------------
 
 st_numpy = pytest.importorskip("safetensors.numpy")
-NUMPY_DTYPES = [d for d in SAFETENSORS_DTYPES.values() if d != dtypes.bfloat16]  # numpy has no bfloat16
+NUMPY_DTYPES = [d for d in SAFETENSORS_DTYPES.values() if d.fmt is not None]  # numpy has no bfloat16 and no fp8
 
 
 def test_a_file_written_by_lazy_is_read_by_safetensors(tmp_path):
@@ -126,6 +129,30 @@ def test_a_file_written_by_safetensors_is_read_by_lazy(tmp_path):
     for key, want in arrays.items():
         got = loaded[key].to("CPU").numpy()
         assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want), key
+
+
+def test_bfloat16_and_float8_interchange_with_torch(tmp_path):
+    """The dtypes numpy lacks, through the `safetensors` package's torch side: lazy reads torch's files and writes
+    files torch reads, value for value (special values included: the largest finite, subnormals, E5M2's infinity)."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed: the torch side of the check needs it")
+    st_torch = pytest.importorskip("safetensors.torch")
+    values = {
+        "F8_E4M3": ([0.0, -0.0, 0.5, -1.75, 448.0, -448.0, 2.0**-9, 2.0**-6, 3.25], torch.float8_e4m3fn),
+        "F8_E5M2": ([0.0, 0.5, -3.0, 57344.0, float("inf"), float("-inf"), 2.0**-16, 1.5], torch.float8_e5m2),
+        "BF16": ([0.0, 1.0, -2.5, 3.0e38, 1.0e-40, float("inf")], torch.bfloat16),
+    }
+    theirs = {name: torch.tensor(v, dtype=torch.float32).to(dt) for name, (v, dt) in values.items()}
+    st_torch.save_file(theirs, str(tmp_path / "theirs.safetensors"))
+    loaded = safe_load(tmp_path / "theirs.safetensors")
+    for name, want in theirs.items():
+        got = loaded[name].to("CPU")
+        assert got.dtype == SAFETENSORS_DTYPES[name], name
+        assert np.array_equal(got.cast(dtypes.float32).numpy(), want.float().numpy()), name
+    path = tmp_path / "lazy.safetensors"
+    safe_save({name: Tensor(v, device="CPU").cast(SAFETENSORS_DTYPES[name]) for name, (v, _) in values.items()}, path)
+    for name, got in st_torch.load_file(str(path)).items():
+        assert got.dtype == theirs[name].dtype, name
+        assert torch.equal(got.view(torch.uint8), theirs[name].view(torch.uint8)), name
 
 
 # --- bad files --------------------------------------------------------------------------------------------------------

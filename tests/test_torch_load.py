@@ -197,8 +197,8 @@ def test_malformed_archives_and_pickles_are_refused_by_name(tmp_path):
 
 
 def test_unsigned_checkpoints_written_through_untyped_storages(tmp_path):
-    """torch writes uint16/uint32/uint64 tensors with `_rebuild_tensor_v3` (an untyped storage, the dtype as an
-    argument); they were refused as if the file could run code. A dtype lazy lacks says so."""
+    """torch writes uint16/uint32/uint64 and float8 tensors with `_rebuild_tensor_v3` (an untyped storage, the dtype
+    as an argument); they were refused as if the file could run code. A dtype lazy lacks says so."""
     torch = pytest.importorskip("torch", reason="PyTorch is not installed: checkpoints are written with it")
     path = tmp_path / "u.pt"
     for dt in (torch.uint16, torch.uint32, torch.uint64):
@@ -207,6 +207,14 @@ def test_unsigned_checkpoints_written_through_untyped_storages(tmp_path):
         got = torch_load(path)
         np.testing.assert_array_equal(got["w"].numpy(), t.to(torch.int64).numpy())
         np.testing.assert_array_equal(got["v"].numpy(), t[:, 1:].to(torch.int64).numpy())
-    torch.save({"w": torch.ones(3, dtype=torch.float8_e4m3fn)}, path)
-    with pytest.raises(Exception, match="a dtype lazy cannot load"):
+    # float8 comes the same way; lazy has E4M3 ("fn") and E5M2, not the "fnuz" variants
+    for dt in (torch.float8_e4m3fn, torch.float8_e5m2):
+        t = torch.tensor([0.0, -0.5, 1.75, 448.0, 2.0**-9, -3.0], dtype=torch.float32).to(dt).reshape(2, 3)
+        torch.save({"w": t, "v": t.T}, path)
+        got = torch_load(path)
+        for key, want in (("w", t), ("v", t.T)):
+            assert got[key].dtype == {torch.float8_e4m3fn: dtypes.fp8e4m3, torch.float8_e5m2: dtypes.fp8e5m2}[dt]
+            np.testing.assert_array_equal(got[key].cast(dtypes.float32).numpy(), want.float().numpy())
+    torch.save({"w": torch.ones(3, dtype=torch.float8_e4m3fnuz)}, path)
+    with pytest.raises(Exception, match="float8_e4m3fnuz tensors, a dtype lazy cannot load"):
         torch_load(path)

@@ -106,7 +106,8 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
 SAFETENSORS_DTYPES: dict[str, DType] = {
     "BOOL": dtypes.bool, "I8": dtypes.int8, "U8": dtypes.uint8, "I16": dtypes.int16, "U16": dtypes.uint16,
     "I32": dtypes.int32, "U32": dtypes.uint32, "I64": dtypes.int64, "U64": dtypes.uint64, "F16": dtypes.float16,
-    "BF16": dtypes.bfloat16, "F32": dtypes.float32, "F64": dtypes.float64,
+    "BF16": dtypes.bfloat16, "F32": dtypes.float32, "F64": dtypes.float64, "F8_E4M3": dtypes.fp8e4m3,
+    "F8_E5M2": dtypes.fp8e5m2,
 }  # fmt: skip
 SAFETENSORS_NAMES: dict[DType, str] = {dtype: name for name, dtype in SAFETENSORS_DTYPES.items()}
 MAX_HEADER = 100 << 20  # the safetensors library's own limit on the JSON header
@@ -419,7 +420,7 @@ def _rebuild_tensor(*args: Any) -> _TorchTensor:
 
 
 def _rebuild_tensor_v3(storage: Any = None, *args: Any) -> _TorchTensor:
-    """torch's rebuild for dtypes without a typed storage (uint16, uint32, uint64): an untyped storage, and the dtype
+    """torch's rebuild for dtypes without a typed storage (uint16, uint32, uint64, float8): an untyped storage, and the dtype
     as the seventh argument (offset, size and stride count its elements)."""
     if len(args) >= 6 and isinstance(args[5], DType) and isinstance(storage, _TorchStorage):
         storage = _TorchStorage(args[5], storage.key)
@@ -430,7 +431,10 @@ def _rebuild_parameter(data: Any = None, *_: Any) -> Any:
     return data
 
 
-TORCH_DTYPES: dict[str, DType] = {"uint16": dtypes.uint16, "uint32": dtypes.uint32, "uint64": dtypes.uint64}
+TORCH_DTYPES: dict[str, DType] = {
+    "uint16": dtypes.uint16, "uint32": dtypes.uint32, "uint64": dtypes.uint64, "float8_e4m3fn": dtypes.fp8e4m3,
+    "float8_e5m2": dtypes.fp8e5m2,
+}  # fmt: skip
 UNTYPED_STORAGE = dtypes.uint8  # an untyped storage's bytes; `_rebuild_tensor_v3` names the elements' dtype
 
 
@@ -594,6 +598,6 @@ def _torch_arrays(archive: zipfile.ZipFile, path: pathlib.Path, root: str, layou
 
 
 def _torch_tensor(arr: np.ndarray, dtype: DType, device: str | None) -> Tensor:
-    if dtype == dtypes.bfloat16:  # held as uint16 bits: keep the bits, type them as bfloat16
-        return Tensor(arr.view("uint16"), device=device).bitcast(dtypes.bfloat16)
+    if dtype.fmt is None:  # bfloat16, fp8: held as unsigned bits (`to_np_dtype`); keep the bits, type them
+        return Tensor(arr.view(to_np_dtype(dtype)), device=device).bitcast(dtype)
     return Tensor(arr, device=device)
