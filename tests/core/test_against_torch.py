@@ -106,3 +106,14 @@ def test_integer_semantics_against_torch():
         la.div(lb, rounding_mode="trunc").numpy(), torch.div(ta, tb, rounding_mode="trunc").numpy()
     )
     assert math.isclose((Tensor(2.0) ** 0.5).item(), 2.0**0.5, rel_tol=1e-6)
+
+
+def test_nearest_interpolation_picks_torchs_source_pixels():
+    """PyTorch rounds the source index of "nearest" and "nearest-exact" in float32: at an exact tie (37 * 6 / 74 = 3)
+    it picks the pixel below, where exact arithmetic picks 3. Ported models must resample the same pixels."""
+    rng = np.random.default_rng(0)
+    for (h, w), size in [((6, 100), (74, 99)), ((2, 4), (61, 41)), ((5, 7), (13, 50)), ((1, 2), (3, 41))]:
+        x = rng.random((1, 2, h, w), dtype=np.float32)
+        for mode in ("nearest", "nearest-exact"):
+            want = TF.interpolate(torch.tensor(x), size=size, mode=mode).numpy()
+            np.testing.assert_array_equal(Tensor(x).interpolate(size, mode=mode).numpy(), want, err_msg=mode)

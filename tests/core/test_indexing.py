@@ -200,6 +200,9 @@ def test_masked_select_and_nonzero():
     m = Tensor([[1, 0], [0, 2]])
     np.testing.assert_array_equal(m.nonzero().numpy(), [[0, 0], [1, 1]])
     np.testing.assert_array_equal(m.nonzero(size=3, fill_value=-1).numpy(), [[0, 0], [1, 1], [-1, -1]])
+    # a 0-d tensor: one row of no coordinates when it is non-zero, none when it is zero (numpy's, PyTorch's shapes)
+    assert Tensor(2.0).nonzero().shape == (1, 0) and Tensor(0.0).nonzero().shape == (0, 0)
+    assert Tensor([0, 0]).nonzero().shape == (0, 1)
     check(lambda x: x.masked_select(Tensor(A > 40)), lambda a: a[A > 40], A / 60)
     with pytest.raises(TypeError, match="must be a bool tensor"):
         t.masked_select(Tensor([1, 0, 1]))

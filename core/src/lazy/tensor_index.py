@@ -438,8 +438,8 @@ class IndexingMixin(TensorBase):
         if size is None:
             import numpy as np
 
-            found = np.argwhere(self.numpy()).astype(np.int32)
-            return type(self)(found.reshape(-1, self.ndim), device=self.device)
+            found = np.argwhere(self.numpy()).astype(np.int32)  # (count, ndim): (1, 0) or (0, 0) for a 0-d self
+            return type(self)(found, device=self.device)
         if self.ndim == 0:
             return type(self).zeros(size, 0, dtype=dtypes.int32, device=self.device)
         coords = [type(self).arange(concrete(n, "nonzero"), device=self.device).reshape(

@@ -22,6 +22,23 @@ if TYPE_CHECKING:
     from lazy.tensor import Tensor
 
 
+def _nearest_sources(n_in: int, n_out: int, exact: bool) -> list[int]:
+    """The source index of each output position for mode "nearest" (floor(o * in / out)) or "nearest-exact"
+    (floor((o + 0.5) * in / out)), rounded as PyTorch (and tinygrad) compute them: the scale in float32, so that an
+    exact tie such as 37 * 6 / 74 = 3 lands where theirs does (2), not where exact arithmetic puts it."""
+    import numpy as np
+
+    o = np.arange(n_out)
+    if not exact and n_out in (n_in, 2 * n_in):  # PyTorch's exact cases: a copy, or each source twice
+        return (o * n_in // n_out).tolist()
+    scale = np.float32(n_in) / np.float32(n_out)
+    if exact:  # (o + 0.5) in double, times the float scale, rounded to float before the floor
+        src = np.floor(((o + 0.5) * np.float64(scale)).astype(np.float32))
+    else:
+        src = np.floor(o.astype(np.float32) * scale)
+    return np.minimum(src.astype(np.int64), n_in - 1).tolist()
+
+
 def _lerp_uint8(at_low: TensorT, at_high: TensorT, frac: list[PyFloat], view: tuple[PyInt, ...]) -> TensorT:
     """at_low + frac * (at_high - at_low) for uint8 values (held as int32), as PyTorch resamples uint8 images: the
     weights as integers with the most fraction bits (at most 15) that keep the largest below 2**15 (an int16), then
@@ -661,7 +678,8 @@ class NNOpsMixin(TensorBase):
 
     def interpolate(self, size: Sequence[PyInt], mode: str = "linear", align_corners: PyBool = False) -> Self:
         """Resamples the last len(size) axes to `size` (any batch axes before them). mode: "linear" (bilinear,
-        trilinear, ... by the length of size), "nearest" (floor(o * in / out)) or "nearest-exact" (pixel centres)."""
+        trilinear, ... by the length of size), "nearest" (floor(o * in / out)) or "nearest-exact" (pixel centres); the
+        nearest source pixels are PyTorch's (`_nearest_sources`)."""
         if not isinstance(size, (tuple, list)) or not all_int(size) or not 0 < len(size) <= self.ndim or min(size) < 0:
             raise ArgumentError(f"interpolate: invalid size {size} for a tensor of shape {self.shape}; one size >= 0 "
                                 "per resampled axis (the last ones)")  # fmt: skip
@@ -683,10 +701,8 @@ class NNOpsMixin(TensorBase):
                 num = [min(max(v, 0), (n_in - 1) * den) for v in num]
                 low, high = [v // den for v in num], [-(-v // den) for v in num]
                 frac = [(v % den) / den for v in num]
-            elif mode == "nearest":
-                low = [min(o * n_in // n_out, n_in - 1) for o in range(n_out)]
             else:
-                low = [min((2 * o + 1) * n_in // (2 * n_out), n_in - 1) for o in range(n_out)]
+                low = _nearest_sources(n_in, n_out, exact=mode == "nearest-exact")
             shape = tuple(n_out if i == axis else s for i, s in enumerate(x.shape))
             view = tuple(n_out if i == axis else 1 for i in range(x.ndim))
 

@@ -420,8 +420,8 @@ def _rebuild_tensor(*args: Any) -> _TorchTensor:
 
 
 def _rebuild_tensor_v3(storage: Any = None, *args: Any) -> _TorchTensor:
-    """torch's rebuild for dtypes without a typed storage (uint16, uint32, uint64, float8): an untyped storage, and the dtype
-    as the seventh argument (offset, size and stride count its elements)."""
+    """torch's rebuild for dtypes without a typed storage (uint16, uint32, uint64, float8): an untyped storage, and
+    the dtype as the seventh argument (offset, size and stride count its elements)."""
     if len(args) >= 6 and isinstance(args[5], DType) and isinstance(storage, _TorchStorage):
         storage = _TorchStorage(args[5], storage.key)
     return _TorchTensor((storage, *args))
