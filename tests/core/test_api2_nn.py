@@ -251,3 +251,28 @@ def test_found_running_tinygrads_own_tests():
     with pytest.raises(RuntimeError, match="cast src"):
         x.half().scatter_reduce(1, index, Tensor.ones(2, 3), "sum")
     np.testing.assert_array_equal(x.scatter(1, index, 2.0, reduce="add").numpy(), np.full((2, 3), 2.0))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_statistics_are_taken_in_float32(dtype):
+    """Squared deviations of half values of a few hundred overflow half (300^2 > 65504): var, std, layernorm and
+    the norm layers took them in half and gave inf or NaN. They compute in float32 and round once, as PyTorch."""
+    torch = _torch()
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((2, 4, 3, 5)) * 300).astype(np.float32)
+    x, t = Tensor(a).cast(getattr(dtypes, dtype)), torch.tensor(a).to(getattr(torch, dtype))
+
+    def close(got, want):
+        assert got.dtype == x.dtype
+        np.testing.assert_allclose(got.float().numpy(), want.detach().float().numpy(), rtol=1e-2, atol=1e-2)
+
+    close(x.var(), t.var())
+    close(x.std(axis=(1, 3)), t.std(dim=(1, 3)))
+    close(x.norm(axis=-1), torch.linalg.vector_norm(t, dim=-1))
+    close(x.layernorm(), torch.nn.functional.layer_norm(t.float(), (5,)).to(t.dtype))
+    layers = [(nn.LayerNorm((3, 5)), torch.nn.LayerNorm((3, 5))), (nn.GroupNorm(2, 4), torch.nn.GroupNorm(2, 4)),
+              (nn.BatchNorm2d(4), torch.nn.BatchNorm2d(4)), (nn.RMSNorm(5), torch.nn.RMSNorm(5))]  # fmt: skip
+    for ours, theirs in layers:
+        with Tensor.train():
+            got = ours(x)
+        close(got, theirs(t.float()).to(t.dtype))

@@ -581,9 +581,10 @@ class Tensor(
     def _float(self) -> Tensor:
         return self.cast(least_upper_float(self.dtype))
 
-    def _transcendental(self, fn: Any) -> Tensor:
-        """fn on the float form of self; half and bfloat16 compute in float32 and round once at the end, as PyTorch
-        does (exp(x) = exp2(x * log2(e)) in half precision would be a few ulp off)."""
+    def _in_float32(self, fn: Any) -> Tensor:
+        """fn on the float form of self; half, bfloat16 and fp8 compute in float32 and round once at the end, as
+        PyTorch does: exp(x) = exp2(x * log2(e)) in half precision would be a few ulp off, and a variance's squared
+        deviations of half values of a few hundred overflow half (the transcendentals, var, the norms)."""
         x = self._float()
         if x.dtype in NARROW_FLOATS:
             return fn(x.cast(dtypes.float32)).cast(x.dtype)
@@ -600,12 +601,12 @@ class Tensor(
     def reciprocal(self) -> Tensor:
         """1 / x in a float dtype (integers compute in the default float; half and bfloat16 in float32, rounded
         once)."""
-        return self._transcendental(F.Reciprocal.apply)
+        return self._in_float32(F.Reciprocal.apply)
 
     def sqrt(self) -> Tensor:
         """The square root in a float dtype (NaN below 0; integers compute in the default float; half and bfloat16 in
         float32, rounded once)."""
-        return self._transcendental(F.Sqrt.apply)
+        return self._in_float32(F.Sqrt.apply)
 
     def rsqrt(self) -> Tensor:
         """1 / sqrt(x)."""
@@ -613,37 +614,37 @@ class Tensor(
 
     def exp(self) -> Tensor:
         """e**x in a float dtype (integers compute in the default float; half and bfloat16 in float32, rounded once)."""
-        return self._transcendental(F.Exp.apply)
+        return self._in_float32(F.Exp.apply)
 
     def exp2(self) -> Tensor:
         """2**x in a float dtype (integers compute in the default float; half and bfloat16 in float32, rounded once)."""
-        return self._transcendental(F.Exp2.apply)
+        return self._in_float32(F.Exp2.apply)
 
     def log(self) -> Tensor:
         """The natural logarithm in a float dtype (-inf at 0, NaN below; half and bfloat16 compute in float32, rounded
         once)."""
-        return self._transcendental(F.Log.apply)
+        return self._in_float32(F.Log.apply)
 
     def log2(self) -> Tensor:
         """The base-2 logarithm in a float dtype (-inf at 0, NaN below; half and bfloat16 compute in float32, rounded
         once)."""
-        return self._transcendental(F.Log2.apply)
+        return self._in_float32(F.Log2.apply)
 
     def sin(self) -> Tensor:
         """sin(x) in a float dtype (integers compute in the default float; half and bfloat16 in float32, rounded
         once)."""
-        return self._transcendental(F.Sin.apply)
+        return self._in_float32(F.Sin.apply)
 
     def cos(self) -> Tensor:
         """cos(x), as 1 - 2 sin(x/2)^2: halving is exact, so the absolute error stays about ulp(1) for any x (1.9e-7
         in float32; sin(pi/2 - x) would round pi/2 - x). Near cos's zeros the relative error is large and the sign may
         be wrong (cos(float32(pi/2)) gives 6e-8, not -4.4e-8); tan = sin / cos inherits that there. Half and
         bfloat16 compute in float32, rounded once (in half, cos(1.5703125) would round to 0 and tan to inf)."""
-        return self._transcendental(lambda x: 1 - 2 * (x * 0.5).sin().square())
+        return self._in_float32(lambda x: 1 - 2 * (x * 0.5).sin().square())
 
     def tan(self) -> Tensor:
         """sin(x) / cos(x) (half and bfloat16 in float32, rounded once)."""
-        return self._transcendental(lambda x: x.sin() / x.cos())
+        return self._in_float32(lambda x: x.sin() / x.cos())
 
     def relu(self) -> Tensor:
         """max(x, 0); its gradient is 0 where x <= 0 (PyTorch's)."""
@@ -653,7 +654,7 @@ class Tensor(
         """1 / (1 + exp(-x)) in a float dtype (half and bfloat16 compute in float32, rounded once); below 0 it is
         exp(x) / (1 + exp(x)), which underflows gradually (1 / (1 + exp(-x)) is 0 once exp(-x) overflows). Its
         gradient is s (1 - s) from the output (`F.Sigmoid`)."""
-        return self._transcendental(F.Sigmoid.apply)
+        return self._in_float32(F.Sigmoid.apply)
 
     def abs(self) -> Tensor:
         """|x|. Unsigned and bool tensors are returned as they are; the lowest signed integer stays itself (abs(-128) is

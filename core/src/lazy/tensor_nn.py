@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lazy import function as F
-from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
+from lazy.dtype import NARROW_FLOATS, ConstType, DType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 from lazy.helpers import TRAINING, ArgumentError, ShapeError, all_int, broadcast_shape, prod
 from lazy.record import record
 from lazy.symbolic import concrete, sint
@@ -729,7 +729,10 @@ class NNOpsMixin(TensorBase):
         return x
 
     def layernorm(self, axis: PyInt = -1, eps: PyFloat = 1e-5) -> Self:
-        """(x - mean) / sqrt(var + eps) over `axis`, with the biased variance and no weight or bias."""
+        """(x - mean) / sqrt(var + eps) over `axis`, with the biased variance and no weight or bias; half and bfloat16
+        in float32, rounded once (their squared deviations overflow half)."""
+        if self.dtype in NARROW_FLOATS:
+            return self._in_float32(lambda x: x.layernorm(axis, eps))
         y = self - self.mean(axis, keepdim=True)
         return y.mul((y * y).mean(axis, keepdim=True).add(eps).rsqrt())
 

@@ -8,7 +8,16 @@ import math
 from typing import TYPE_CHECKING
 
 from lazy import function as F
-from lazy.dtype import ConstType, DType, dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, to_dtype
+from lazy.dtype import (
+    NARROW_FLOATS,
+    ConstType,
+    DType,
+    dtypes,
+    least_upper_dtype,
+    least_upper_float,
+    sum_acc_dtype,
+    to_dtype,
+)
 from lazy.helpers import prod
 from lazy.symbolic import Node, concrete
 from lazy.tensor_base import Axis, PyFloat, TensorBase
@@ -110,7 +119,10 @@ class ReduceMixin(TensorBase):
 
     def var(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Self:
         """The variance over `axis`: the squared deviations from the mean summed and divided by max(0, n - correction)
-        (Bessel's correction by default, as PyTorch)."""
+        (Bessel's correction by default, as PyTorch). Half and bfloat16 compute in float32 and round once (as PyTorch):
+        the squared deviations of half values of a few hundred overflow half."""
+        if self.dtype in NARROW_FLOATS:
+            return self._in_float32(lambda x: x.var(axis, keepdim, correction))
         squares = (self - self.mean(axis, keepdim=True)).square()
         count = prod(s for i, s in enumerate(self.shape) if i in self._reduce_axes(axis))
         total = squares.sum(axis, keepdim, acc_dtype=sum_acc_dtype(squares.dtype))  # divided before rounding
@@ -119,7 +131,10 @@ class ReduceMixin(TensorBase):
         return total.div(max(0, count - correction)).cast(squares.dtype)
 
     def std(self, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Self:
-        """sqrt(var(axis, keepdim, correction)); its gradient is 0 where the variance is 0 (PyTorch's convention)."""
+        """sqrt(var(axis, keepdim, correction)); its gradient is 0 where the variance is 0 (PyTorch's convention).
+        Half and bfloat16 in float32, rounded once: a half std of 300 has a variance half cannot hold."""
+        if self.dtype in NARROW_FLOATS:
+            return self._in_float32(lambda x: x.std(axis, keepdim, correction))
         var = self.var(axis, keepdim, correction)
         # where the variance is exactly 0 the gradient is 0, not 0 * inf (PyTorch's convention)
         positive = var > 0
@@ -278,7 +293,10 @@ class ReduceMixin(TensorBase):
         return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
     def norm(self, ord: PyFloat = 2.0, axis: Axis = None, keepdim: bool = False) -> Self:
-        """Vector p-norm over `axis` (all elements when None): inf/-inf are max/min of |x|, 0 counts non-zeros."""
+        """Vector p-norm over `axis` (all elements when None): inf/-inf are max/min of |x|, 0 counts non-zeros. Half
+        and bfloat16 in float32, rounded once (the squares of a half norm of 300 overflow half)."""
+        if self.dtype in NARROW_FLOATS:
+            return self._in_float32(lambda x: x.norm(ord, axis, keepdim))
         x = self._float().abs()
         if ord == math.inf:
             return x.max(axis, keepdim)

@@ -46,6 +46,9 @@ class BatchNorm:
             self.running_var = Tensor.ones(sz, requires_grad=False)
 
     def __call__(self, x: Tensor) -> Tensor:  # (N, C, *spatial) -> same
+        return x._in_float32(self._normalize)  # half: statistics in float32, as PyTorch (squares overflow half)
+
+    def _normalize(self, x: Tensor) -> Tensor:
         shape = (1, -1) + (1,) * (x.ndim - 2)
         axes = tuple(i for i in range(x.ndim) if i != 1)
         training = Tensor._training_mode()
@@ -80,9 +83,13 @@ class LayerNorm:
         if tuple(x.shape[-len(self.shape) :]) != self.shape:
             raise ShapeError(f"LayerNorm: input shape {x.shape} does not end in the normalized shape {self.shape}")
         axes = tuple(range(-len(self.shape), 0))
-        y = x - x.mean(axes, keepdim=True)
-        y = y * (y.square().mean(axes, keepdim=True) + self.eps).rsqrt()
-        return _affine(y, self.weight, self.bias, self.shape)
+
+        def normalize(x: Tensor) -> Tensor:
+            y = x - x.mean(axes, keepdim=True)
+            y = y * (y.square().mean(axes, keepdim=True) + self.eps).rsqrt()
+            return _affine(y, self.weight, self.bias, self.shape)
+
+        return x._in_float32(normalize)
 
 
 class RMSNorm:
@@ -93,8 +100,11 @@ class RMSNorm:
         self.weight: Tensor | None = Tensor.ones(dim) if elementwise_affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
-        y = x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
-        return y * self.weight if self.weight is not None else y
+        def normalize(x: Tensor) -> Tensor:
+            y = x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
+            return y * self.weight if self.weight is not None else y
+
+        return x._in_float32(normalize)
 
 
 class GroupNorm:
@@ -108,6 +118,9 @@ class GroupNorm:
         self.bias: Tensor | None = Tensor.zeros(num_channels) if affine else None
 
     def __call__(self, x: Tensor) -> Tensor:  # (N, C, *spatial) -> same
+        return x._in_float32(self._normalize)
+
+    def _normalize(self, x: Tensor) -> Tensor:
         grouped = x.reshape(x.shape[0], self.num_groups, -1)
         y = grouped - grouped.mean(-1, keepdim=True)
         y = (y * (y.square().mean(-1, keepdim=True) + self.eps).rsqrt()).reshape(x.shape)
