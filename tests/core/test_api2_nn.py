@@ -276,3 +276,20 @@ def test_half_statistics_are_taken_in_float32(dtype):
         with Tensor.train():
             got = ours(x)
         close(got, theirs(t.float()).to(t.dtype))
+
+
+def test_cross_entropy_with_a_masked_class_is_finite():
+    """A logit of -inf (a masked class) with class-index targets: the loss is the target's log-probability, finite
+    unless the target is the masked class (inf) or label smoothing spreads onto it (inf), as PyTorch's; it was NaN,
+    from 0 * -inf in the one-hot product. Gradients match too."""
+    torch = _torch()
+    x = np.array([[0.0, -np.inf, 1.0], [2.0, 1.0, -np.inf], [0.5, 0.25, 0.0]], dtype=np.float32)
+    for y, smoothing in [([0, 1, 2], 0.0), ([0, 1, 2], 0.1), ([1, 0, 2], 0.0)]:
+        tx, lx = torch.tensor(x, requires_grad=True), Tensor(x, requires_grad=True)
+        want = torch.nn.functional.cross_entropy(tx, torch.tensor(y), label_smoothing=smoothing, reduction="none")
+        got = lx.cross_entropy(Tensor(y), label_smoothing=smoothing, reduction="none")
+        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-6)  # (inf where PyTorch has inf)
+    tx, lx = torch.tensor(x, requires_grad=True), Tensor(x, requires_grad=True)
+    torch.nn.functional.cross_entropy(tx, torch.tensor([0, 1, 2])).backward()
+    lx.cross_entropy(Tensor([0, 1, 2])).backward()
+    np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-7)

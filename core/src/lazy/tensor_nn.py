@@ -813,13 +813,18 @@ class NNOpsMixin(TensorBase):
         if Y.shape not in (self.shape, indices_shape):
             raise ShapeError(f"cross_entropy: targets of shape {Y.shape} fit logits of shape {self.shape} neither as "
                              f"class indices {indices_shape} nor as class probabilities {self.shape}")  # fmt: skip
-        if Y.ndim < self.ndim:  # class indices: one-hot along the class axis
-            y = Y.one_hot(n).cast(self.dtype)
-            y = y if y.ndim <= 2 else y.permute((0, y.ndim - 1, *range(1, y.ndim - 1)))
-        else:
-            y = Y.cast(self.dtype)
-        y = (1 - label_smoothing) * y + label_smoothing / n
-        return (-(self.log_softmax(axis) * y).sum(axis))._do_reduction(reduction)
+        logp = self.log_softmax(axis)
+        if Y.ndim < self.ndim:  # class indices: the target's log-probability picked, not 0 * the others (a masked
+            # class's -inf times 0 was NaN), plus the smoothing's share of every class (inf there, as PyTorch's)
+            hot = Y.one_hot(n)
+            hot = hot if hot.ndim <= 2 else hot.permute((0, hot.ndim - 1, *range(1, hot.ndim - 1)))
+            picked = hot.where(logp, 0).sum(axis)
+            loss = -(1 - label_smoothing) * picked
+            if label_smoothing:
+                loss = loss - label_smoothing / n * logp.sum(axis)
+            return loss._do_reduction(reduction)
+        y = (1 - label_smoothing) * Y.cast(self.dtype) + label_smoothing / n
+        return (-(logp * y).sum(axis))._do_reduction(reduction)
 
     def nll_loss(self, Y: Self, weight: Self | None = None, ignore_index: PyInt | None = None,
                  reduction: str = "mean") -> Self:  # fmt: skip
