@@ -65,3 +65,31 @@ def test_views_that_repeat_or_pad_are_refused():
     with pytest.raises(ArgumentError, match="cannot write through this view"):
         t.pad(((1, 1),)).assign(Tensor.ones(5))
     np.testing.assert_array_equal(t.numpy(), [0, 0, 0])
+
+
+@pytest.mark.parametrize("n", [9, 10])
+def test_assign_and_setitem_through_strided_slices(n):
+    """A strided slice is one strided view of the buffer (its padding, if any, is never read), so assign and
+    __setitem__ write through it; they were refused as views that "pad or repeat elements"."""
+    for index in (slice(None, None, 2), slice(None, None, -3), slice(1, None, 4)):
+        t, ref = Tensor(np.arange(n, dtype=np.float32)).contiguous().realize(), np.arange(n, dtype=np.float32)
+        count = len(ref[index])
+        t[index].assign(Tensor(np.full(count, -1.0, np.float32)))
+        ref[index] = -1
+        np.testing.assert_array_equal(t.numpy(), ref)
+    b, ref = Tensor.zeros(n, 3).contiguous().realize(), np.zeros((n, 3), np.float32)
+    view = b[::2]
+    view[1] = 7.0
+    ref[::2][1] = 7
+    np.testing.assert_array_equal(b.numpy(), ref)
+
+
+def test_setitem_through_views_that_compose_back_to_the_buffer():
+    """b.T.T, b.flip(0).flip(0) and a size-1 flip are b's own node again: a write through them reaches b at once, as
+    PyTorch's does (it stayed pending until the view itself was realized, and b read the old values)."""
+    for make in (lambda b: b.T.T, lambda b: b.flip(0).flip(0), lambda b: b.reshape(2, 1, 3).flip(1).reshape(2, 3)):
+        b = Tensor.zeros(2, 3).contiguous().realize()
+        view = make(b)
+        view[0] = 7.0
+        np.testing.assert_array_equal(b.numpy(), [[7, 7, 7], [0, 0, 0]])
+        np.testing.assert_array_equal(view.numpy(), [[7, 7, 7], [0, 0, 0]])

@@ -25,6 +25,9 @@ CASES = [
     (1, 2, 3, (5, 6, 4), (3, 2, 2), (1, 2, 1), 1, 1, 1),
     (2, 4, 4, (8, 8), (3, 3), 1, 1, (-1, 1, 2, 0), 1),  # torch-style flat padding, one side cropped
     (2, 4, 4, (8, 9), (3, 3), 1, 2, "same", 2),
+    # outputs that see only padding: the input's gradient on that axis is all zeros (the crop exceeded it)
+    (1, 1, 1, (1, 1), (1, 1), 6, 1, 2, 1),
+    (1, 1, 2, (5, 2), (1, 1), (1, 3), 1, (2, -1, 0, 0), 1),
 ]
 
 

@@ -313,9 +313,10 @@ class Tensor(
             self.lazydata = _unshared(x)
         elif lb is target:
             self.lazydata = target.assign(x.lazydata)
-        elif storable_view(lb.st):  # a view of a buffer (a KV cache's slice): write those elements in place
-            # now, not lazily: the tensors holding the whole buffer read its memory and would not see a pending write
-            self.lazydata = target.assign(x.lazydata, lb.st)._view(lb.st)
+        elif storable_view(st := lb.st.simplify()):  # a view of a buffer (a KV cache's slice, a strided slice,
+            # whose padding nothing reads): write those elements in place now, not lazily: the tensors holding the
+            # whole buffer read its memory and would not see a pending write
+            self.lazydata = target.assign(x.lazydata, st)._view(st)
             self.realize()
         else:
             raise ArgumentError(f"assign: cannot write through this view of a {target.shape} buffer (it pads or "

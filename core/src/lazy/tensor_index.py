@@ -228,8 +228,16 @@ class IndexingMixin(TensorBase):
                     x = x.shrink(tuple((start, start + count) if a == axis else None for a in range(x.ndim)))
                     continue
                 low = start if stride > 0 else start + (count - 1) * stride if count else 0
-                x = x.shrink(tuple((low, low + (count - 1) * abs(stride) + 1 if count else low) if a == axis
-                                   else None for a in range(x.ndim)))  # fmt: skip
+                high = low + (count - 1) * abs(stride) + 1 if count else low
+                # a span of whole steps where the axis has room (the far end after the last element taken, or before
+                # it stepping backwards): `_stride` then pads nothing, and the view stays one strided view, which
+                # assign and __setitem__ can write through
+                size, whole = self.shape[axis], count * abs(stride)
+                if count and stride > 0 and isinstance(size, int) and low + whole <= size:
+                    high = low + whole
+                elif count and stride < 0 and high - whole >= 0:
+                    low = high - whole
+                x = x.shrink(tuple((low, high) if a == axis else None for a in range(x.ndim)))
                 if stride < 0:
                     x = x.flip(axis)
                 x = x._stride(axis, abs(stride))
@@ -379,8 +387,12 @@ class IndexingMixin(TensorBase):
         # recorded history (requires_grad undecided, for `gradient()`) moves on to the assignment's node, whose
         # gradient needs only the mask of what was covered, not the overwritten values
         history = new._ctx if self._ctx is not None or v._ctx is not None else None
+        in_memory = self.lazydata.base.realized is not None
         self.assign(new)
         self._ctx = history
+        if in_memory:  # written now, as a write through a view is (`assign`): other tensors may hold this very node
+            # (b.T.T and b.flip(0).flip(0) are b's node again), and they read the memory, not a pending write
+            self.realize()
 
     def _setitem_by_copy(self, indices: Any, value: Self | ConstType) -> None:
         """Setitem on a device that only copies (DISK): the value is computed where it lives and copied into the

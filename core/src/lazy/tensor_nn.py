@@ -125,6 +125,10 @@ def _conv_input_grad(g: Tensor, x: Tensor, w: Tensor, groups: PyInt, stride: tup
     # input's own is that less its padding (negative: cropped)
     full = tuple((d * (k - 1) - pb, xs + pb - gs) for d, k, xs, gs, (pb, pa) in
                  zip(dilation, kernel, x.shape[lead:], g.shape[lead:], padding))  # fmt: skip
+    # a crop deeper than the gradient (an output that saw only padding: stride 6 over a padding of 2) leaves none of
+    # it on that axis: the input's gradient there is zeros
+    if any(-min(b, 0) - min(a, 0) >= size for (b, a), size in zip(full, g.shape[lead:])):
+        return x.zeros_like(requires_grad=False)
     # materialized: the convolution then loads whole vectors rather than gating each lane on the padding
     g = g.pad(((0, 0), (0, 0)) + full).contiguous()
     cout, cin_g = w.shape[:2]

@@ -475,7 +475,8 @@ def _affine(node: Node, gvars: list[Variable]) -> tuple[list[sint], sint] | None
 
 
 def _box_from_valid(valid: Node, gvars: list[Variable], box: Mask) -> Mask | None:
-    """Narrow `box` by `valid` when it is a conjunction of single-variable bounds (`g < c`, `-g < c`), else None."""
+    """Narrow `box` by `valid` when it is a conjunction of single-variable bounds (`g < c`, `k*g < c` for an integer
+    k: a strided slice's padding, `2*g < 5`, bounds g by 3), else None."""
     if isinstance(valid, NumNode):  # (never valid in 0-d: no axis to mask, so not one view)
         return box if valid.b else ((0, 0),) * len(box) if box else None
     axis_of: dict[Node, int] = {v: axis for axis, v in enumerate(gvars)}
@@ -486,9 +487,12 @@ def _box_from_valid(valid: Node, gvars: list[Variable], box: Mask) -> Mask | Non
         if part.a in axis_of:
             bound = bounds[axis_of[part.a]]
             bound[1] = min(bound[1], part.b)  # g < c
-        elif isinstance(part.a, MulNode) and part.a.b == -1 and part.a.a in axis_of:
+        elif isinstance(part.a, MulNode) and isinstance(k := part.a.b, int) and k != 0 and part.a.a in axis_of:
             bound = bounds[axis_of[part.a.a]]
-            bound[0] = max(bound[0], 1 - part.b)  # -g < c <=> g >= 1-c
+            if k > 0:
+                bound[1] = min(bound[1], -(-part.b // k))  # k*g < c <=> g < ceil(c/k)
+            else:
+                bound[0] = max(bound[0], part.b // k + 1)  # k*g < c <=> g > c/k <=> g >= floor(c/k) + 1
         else:
             return None
     return tuple((lo, hi) for lo, hi in bounds)
