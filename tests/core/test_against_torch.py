@@ -1,7 +1,7 @@
 # ruff: noqa: E501
 # (one case per line in the table reads better than cases broken over several)
-"""The Tensor API against PyTorch, values and gradients, when torch is installed (CI does not install it: these are
-skipped there with the reason; `pip install torch` runs them). The loss is mean((out + 1)^2), so every element of
+"""The Tensor API against PyTorch, values and gradients, when torch is installed (`scripts/test.sh` installs its CPU
+build; without it these are skipped with the reason). The loss is mean((out + 1)^2), so every element of
 every gradient matters."""
 
 from __future__ import annotations
@@ -117,3 +117,33 @@ def test_nearest_interpolation_picks_torchs_source_pixels():
         for mode in ("nearest", "nearest-exact"):
             want = TF.interpolate(torch.tensor(x), size=size, mode=mode).numpy()
             np.testing.assert_array_equal(Tensor(x).interpolate(size, mode=mode).numpy(), want, err_msg=mode)
+
+
+def test_negative_narrow_integer_indices_count_from_the_end():
+    """An int8/int16 index tensor with negative entries on an axis longer than the dtype's max: idx + size was taken
+    in the index's dtype and wrapped (x[int8 -1] on 200 elements selected nothing)."""
+    x = np.arange(40000, dtype=np.float32)
+    for dtype, idx in ((np.int8, [-1, -2, -100]), (np.int16, [-1, -30000]), (np.uint8, [3, 250])):
+        idx = np.array(idx, dtype)
+        np.testing.assert_array_equal(Tensor(x)[Tensor(idx)].numpy(), torch.tensor(x)[torch.tensor(idx).long()])
+    z = Tensor.zeros(200).contiguous()
+    z[Tensor(np.array([-1], np.int8))] = 5.0
+    assert z.numpy()[199] == 5 and z.numpy().sum() == 5
+
+
+def test_half_bilinear_blends_in_float32():
+    """PyTorch blends half and bfloat16 images in float32 and rounds once; lazy rounded every lerp (16-18 ulp)."""
+    x = (np.random.default_rng(0).standard_normal((1, 2, 4, 9)) * 100).astype(np.float32)
+    for dtype in ("float16", "bfloat16"):
+        t = torch.tensor(x).to(getattr(torch, dtype))
+        want = TF.interpolate(t.float(), size=(7, 5), mode="bilinear").to(t.dtype).float().numpy()
+        got = Tensor(t.float().numpy()).cast(dtype).interpolate((7, 5)).float().numpy()
+        np.testing.assert_array_equal(got, want, err_msg=dtype)
+
+
+def test_max_unpool_writes_a_max_picked_by_overlapping_windows_once():
+    x = np.array([[[[1.0, 5.0, 2.0], [0.0, 3.0, 1.0]]]], np.float32)
+    values, indices = TF.max_pool2d(torch.tensor(x), 2, 1, return_indices=True)  # both windows pick the 5
+    want = TF.max_unpool2d(values, indices, 2, 1, output_size=(2, 3))
+    got = Tensor(values.numpy()).max_unpool2d(Tensor(indices.numpy().astype(np.int32)), 2, 1, output_size=(2, 3))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -208,6 +208,8 @@ class IndexingMixin(TensorBase):
                     idx._check_index(op, -size if isinstance(size, int) else 0, size,
                                      f"axis {axis} with size {size} (shape {self.shape})")  # fmt: skip
                     t = idx.to(self.device)
+                    if dtypes.is_int(t.dtype) and t.dtype.itemsize < 4:  # idx + size in int8 wraps (-1 + 200)
+                        t = t.cast(dtypes.int32)
                     t = (t < 0).where(t + size, t)
                 plan.tensors.append((len(plan.shape), t))
                 plan.axes.append(("all",))

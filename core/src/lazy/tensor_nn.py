@@ -693,7 +693,9 @@ class NNOpsMixin(TensorBase):
             raise ArgumentError("interpolate: align_corners only goes with mode='linear'")
         # uint8 images resample as PyTorch's: integer weights with 14 or 15 fraction bits, rounded after each axis
         fixed_point = mode == "linear" and self.dtype == dtypes.uint8
+        # half and bfloat16 blend in float32 and round once at the end, as PyTorch's (each lerp rounded: 16-18 ulp)
         x = self.cast(dtypes.int32) if fixed_point else self._float() if mode == "linear" else self
+        x = x.cast(dtypes.float32) if mode == "linear" and x.dtype in NARROW_FLOATS else x
         for axis in reversed(range(self.ndim - len(size), self.ndim)):  # the last axis first (it matters for uint8)
             n_in, n_out = self.shape[axis], size[axis - self.ndim + len(size)]
             assert isinstance(n_in, int)
@@ -904,5 +906,10 @@ class NNOpsMixin(TensorBase):
         total = concrete(prod(output_size), "max_unpool2d")
         indices._check_index("max_unpool2d", 0, total, f"an unpooled size of {tuple(output_size)}")
         hit = indices.reshape(n, c, -1, 1) == type(self).arange(total, device=self.device)  # (n, c, pooled, total)
-        out = hit.where(self.reshape(n, c, -1, 1), 0).sum(2, dtype=self.dtype)
+        # overlapping windows (stride < kernel) can pick one element twice: it is written once, by the last of them
+        # (as PyTorch's), not summed
+        pooled = concrete(hit.shape[2], "max_unpool2d")
+        order = (type(self).arange(pooled, device=self.device) + 1).reshape(1, 1, pooled, 1)
+        chosen = hit & (order == hit.where(order, 0).max(2, keepdim=True))
+        out = chosen.where(self.reshape(n, c, -1, 1), 0).sum(2, dtype=self.dtype)
         return out.reshape(n, c, *output_size)
