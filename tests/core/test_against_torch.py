@@ -147,3 +147,16 @@ def test_max_unpool_writes_a_max_picked_by_overlapping_windows_once():
     want = TF.max_unpool2d(values, indices, 2, 1, output_size=(2, 3))
     got = Tensor(values.numpy()).max_unpool2d(Tensor(indices.numpy().astype(np.int32)), 2, 1, output_size=(2, 3))
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_sum_with_a_dtype_casts_the_elements_first():
+    """sum(dtype=...) casts each element to the dtype, then sums (PyTorch's and tinygrad's rule): a float sum as int32
+    truncates each element (0.6 + 0.6 + 0.9 -> 0), and float32 values past half's range sum to NaN as float16."""
+    cases = [(np.array([0.6, 0.6, 0.9], np.float32), "int32"), (np.array([1e5, -1e5], np.float32), "float16"),
+             (np.array([100, 100, 100], np.int8), "int16"), (np.array([True, True]), "int64"),
+             (np.array([250, 10], np.uint8), "uint8"), (np.array([1.5, 2.25], np.float32), "float64")]  # fmt: skip
+    for a, dtype in cases:
+        want = torch.tensor(a).sum(dtype=getattr(torch, dtype)).numpy()
+        got = Tensor(a).sum(dtype=dtype)
+        assert got.numpy().dtype == want.dtype, (dtype, got.dtype)
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=dtype)

@@ -193,3 +193,32 @@ def test_a_bitcast_that_cannot_hold_whole_elements_says_to_reshape():
     with pytest.raises(ValueError, match=r"contiguous\(\) first"):
         Tensor(np.ones((4, 4), np.float32)).T.bitcast(dtypes.float64)
     still_works()
+
+
+MOVEMENT_MISTAKES = [
+    ("pad by a fraction", lambda x: x.pad(((1.5, 1), (0, 0))), "whole numbers of elements"),
+    ("pad that crops more than the axis", lambda x: x.pad(((-5, 0), (0, 0))), "crops 5 elements from axis 0"),
+    ("negative repeat", lambda x: x.repeat(-1, 1), "repeats must be whole numbers >= 0"),
+    ("negative repeat_interleave", lambda x: x.repeat_interleave(-1), "repeats must be a whole number >= 0"),
+    ("flatten backwards", lambda x: x.flatten(1, 0), "start_dim 1 comes after end_dim 0"),
+    ("expand -1 in a new axis", lambda x: x.expand(-1, 3, 4), "-1 .keep the size. in a new leading axis"),
+    ("cat of 0-d", lambda x: x[0, 0].cat(x[0, 1]), "0-d tensor has no axis to join"),
+    ("tril of a vector", lambda x: x[0].tril(), "needs a matrix"),
+    ("triu of a scalar", lambda x: x[0, 0].triu(), "needs a matrix"),
+    ("unfold of a scalar", lambda x: x[0, 0].unfold(0, 1, 1), "0-d tensor has no dimension"),
+]
+
+
+@pytest.mark.parametrize("name,fn,message", MOVEMENT_MISTAKES, ids=[m[0] for m in MOVEMENT_MISTAKES])
+def test_movement_mistakes_are_named(name, fn, message):
+    """Each raised an internal error (AttributeError, IndexError) or one about a shrink or reshape the user never
+    called, or (flatten, expand) silently made a shape PyTorch refuses."""
+    with pytest.raises((ValueError, IndexError, TypeError), match=message):
+        fn(Tensor.zeros(3, 4))
+
+
+def test_setitem_on_an_expanded_view_says_what_to_write_instead():
+    b = Tensor.zeros(4).contiguous().realize()
+    with pytest.raises(ValueError, match="__setitem__: this tensor is a view that pads or repeats"):
+        b.reshape(1, 4).expand(3, 4)[0] = 5.0
+    np.testing.assert_array_equal(b.numpy(), [0, 0, 0, 0])

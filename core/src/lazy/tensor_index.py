@@ -390,7 +390,13 @@ class IndexingMixin(TensorBase):
         # gradient needs only the mask of what was covered, not the overwritten values
         history = new._ctx if self._ctx is not None or v._ctx is not None else None
         in_memory = self.lazydata.base.realized is not None
-        self.assign(new)
+        try:
+            self.assign(new)
+        except ArgumentError as e:  # (assign's message names assign and suggests __setitem__)
+            raise ArgumentError(f"__setitem__: this tensor is a view that pads or repeats the elements of its "
+                                f"{self.lazydata.base.shape} buffer (an expand or a pad), so it cannot be written "
+                                "in place; write into the tensor it was made from, or call .contiguous() on it "
+                                "first") from e  # fmt: skip
         self._ctx = history
         if in_memory:  # written now, as a write through a view is (`assign`): other tensors may hold this very node
             # (b.T.T and b.flip(0).flip(0) are b's node again), and they read the memory, not a pending write

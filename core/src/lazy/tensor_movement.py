@@ -64,6 +64,9 @@ class MovementMixin(TensorBase):
         if len(new_shape) < self.ndim:
             raise ShapeError(f"expand: cannot expand {self.shape} to fewer dimensions {new_shape}")
         padded = (1,) * (len(new_shape) - self.ndim) + self.shape
+        if any(isinstance(s, int) and s == -1 for s in new_shape[: len(new_shape) - self.ndim]):
+            raise ShapeError(f"expand: -1 (keep the size) in a new leading axis of {new_shape}: {self.shape} has no "
+                             "such axis to keep; give its size")  # fmt: skip
         target = tuple(p if isinstance(s, int) and s == -1 else s for s, p in zip(new_shape, padded))
         for p, s in zip(padded, target):
             if p != s and not (isinstance(p, int) and p == 1):
@@ -102,6 +105,8 @@ class MovementMixin(TensorBase):
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Self:
         """Axes `start_dim` to `end_dim` (both included) merged into one."""
         start, end = self._resolve_axis(start_dim), self._resolve_axis(end_dim)
+        if start > end and self.ndim:
+            raise ArgumentError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} (shape {self.shape})")
         return self.reshape(self.shape[:start] + (prod(self.shape[start : end + 1]),) + self.shape[end + 1 :])
 
     def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Self:
@@ -138,6 +143,12 @@ class MovementMixin(TensorBase):
             arg = [(0, 0) if p is None else tuple(p) for p in padding]
         if len(arg) != self.ndim:
             raise ShapeError(f"pad: padding {padding} does not match the {self.ndim} axes of {self.shape}")
+        if any(len(pair) != 2 or not all(isinstance(v, int) or hasattr(v, "vars") for v in pair) for pair in arg):
+            raise ArgumentError(f"pad: padding {padding} must be whole numbers of elements, (before, after) per axis")
+        for axis, ((b, a), size) in enumerate(zip(arg, self.shape)):
+            if isinstance(size, int) and isinstance(b, int) and isinstance(a, int) and -min(b, 0) - min(a, 0) > size:
+                raise ShapeError(f"pad: padding {(b, a)} crops {-min(b, 0) - min(a, 0)} elements from axis {axis}, "
+                                 f"which has {size} (shape {self.shape})")  # fmt: skip
         if not any(b < 0 or a < 0 for b, a in arg):
             return self._pad_grown(tuple(arg), mode, value)
         grow = tuple((max(b, 0), max(a, 0)) for b, a in arg)
@@ -233,6 +244,8 @@ class MovementMixin(TensorBase):
     def cat(self, *others: Self, dim: int = 0) -> Self:
         """self and `others` joined along the existing axis `dim` (shapes equal elsewhere; the dtype is their common
         one). Called on the first tensor, `a.cat(b, c, dim=1)`, where PyTorch takes a list."""
+        if any(t.ndim == 0 for t in (self, *others)):
+            raise ShapeError("cat: a 0-d tensor has no axis to join along; use stack, or reshape it to (1,) first")
         dim = self._resolve_axis(dim)
         tensors = (self,) + others
         for t in others:
@@ -267,6 +280,8 @@ class MovementMixin(TensorBase):
         reps = argfix(repeats, *args)
         if len(reps) < self.ndim:
             raise ShapeError(f"repeat: {reps} gives fewer repeats than the {self.ndim} axes of {self.shape}")
+        if any(not isinstance(r, int) or r < 0 for r in reps):
+            raise ArgumentError(f"repeat: repeats must be whole numbers >= 0, got {reps}")
         base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
         expanded = base.reshape(tuple(x for s in base.shape for x in (1, s)))
         expanded = expanded.expand(tuple(x for r, s in zip(reps, base.shape) for x in (r, s)))
@@ -302,6 +317,8 @@ class MovementMixin(TensorBase):
 
     def repeat_interleave(self, repeats: int, dim: int | None = None) -> Self:
         """Each element `repeats` times in a row along `dim` (the flattened tensor when None)."""
+        if not isinstance(repeats, int) or repeats < 0:
+            raise ArgumentError(f"repeat_interleave: repeats must be a whole number >= 0, got {repeats!r}")
         x, axis = (self.flatten(), 0) if dim is None else (self, self._resolve_axis(dim))
         shape = x.shape
         x = x.reshape(shape[: axis + 1] + (1,) + shape[axis + 1 :]).expand(
@@ -355,15 +372,21 @@ class MovementMixin(TensorBase):
 
     def triu(self, diagonal: int = 0) -> Self:
         """The upper triangle of the last two axes: elements with column - row >= `diagonal` kept, the others 0."""
+        self._check_matrix("triu")
         rows, cols = self.shape[-2], self.shape[-1]
         rows, cols = concrete(rows, "triu"), concrete(cols, "triu")
         return type(self)._tri(rows, cols, diagonal, self.device).where(self, self.zeros_like())
 
     def tril(self, diagonal: int = 0) -> Self:
         """The lower triangle of the last two axes: elements with column - row <= `diagonal` kept, the others 0."""
+        self._check_matrix("tril")
         rows, cols = self.shape[-2], self.shape[-1]
         rows, cols = concrete(rows, "tril"), concrete(cols, "tril")
         return type(self)._tri(rows, cols, diagonal + 1, self.device).where(self.zeros_like(), self)
+
+    def _check_matrix(self, op: str) -> None:
+        if self.ndim < 2:
+            raise ShapeError(f"{op}: needs a matrix (at least 2 dimensions), got shape {self.shape}")
 
     def masked_fill(self, mask: Self, value: Self | ConstType) -> Self:
         """`value` where `mask` is True, self elsewhere (broadcast)."""
@@ -418,6 +441,8 @@ class MovementMixin(TensorBase):
 
     def unfold(self, dim: int, size: int, step: int) -> Self:
         """Windows of `size` every `step` along `dim`: that axis becomes (n_windows, ...) and a new last axis `size`."""
+        if self.ndim == 0:
+            raise ShapeError("unfold: a 0-d tensor has no dimension to take windows along; reshape it to (1,) first")
         d = self._resolve_axis(dim)
         n = self.shape[d]
         if size < 0 or step <= 0 or not isinstance(n, int) or size > n:

@@ -13,7 +13,6 @@ from lazy.dtype import (
     ConstType,
     DType,
     dtypes,
-    least_upper_dtype,
     least_upper_float,
     sum_acc_dtype,
     to_dtype,
@@ -53,15 +52,19 @@ class ReduceMixin(TensorBase):
             dtype: DType | str | None = None) -> Self:  # fmt: skip
         """The sum over `axis` (all axes when None; `keepdim` keeps them with size 1). It accumulates in `acc_dtype`
         (default: float32 for half types, int32 or uint32 for narrower ints and bool, as tinygrad); the result has
-        `dtype` when given, else a float input's dtype, else the accumulation dtype (an int8 sum is int32)."""
+        `dtype` when given (the elements are cast to it first), else a float input's dtype, else the accumulation
+        dtype (an int8 sum is int32)."""
         own = self.dtype
         if own is dtypes.float32 and acc_dtype is None and dtype is None:  # the common case: no casts to make
             return self._reduce(F.Sum, axis, keepdim)
-        acc = acc_dtype or sum_acc_dtype(own)
+        acc, x = acc_dtype or sum_acc_dtype(own), self
         if dtype is not None and acc_dtype is None:
+            # each element in `dtype` first, as PyTorch and tinygrad: a float sum(dtype=int32) truncates the
+            # elements, not the total
             dtype = to_dtype(dtype)
-            acc = sum_acc_dtype(dtype) if dtypes.is_float(dtype) else least_upper_dtype(acc, dtype)
-        out = self.cast(acc)._reduce(F.Sum, axis, keepdim)
+            x = self.cast(dtype)
+            acc = sum_acc_dtype(dtype)
+        out = x.cast(acc)._reduce(F.Sum, axis, keepdim)
         if dtype is not None:
             return out.cast(dtype)
         return out.cast(own) if dtypes.is_float(own) and acc_dtype is None else out

@@ -480,3 +480,22 @@ def test_device_works_in_a_forked_child(dev):
             traceback.print_exc()
             os._exit(2)
     assert os.waitpid(pid, 0)[1] == 0
+
+
+def test_programs_of_identical_binaries_each_bind_their_own_arguments():
+    """Two kernels whose sources compile to the same bytes share one loaded library (and ctypes' one function object
+    per symbol): binding the second kernel's arguments changed the first's, whose next call failed ("takes at least
+    2 arguments (1 given)"). Each program calls through a function object of its own."""
+    import ctypes
+
+    from lazy.plugins import Device
+
+    dev = Device["CPU"]
+    so = dev.compiler.compile("void same_bytes(float *a) { a[0] += 1.0f; }")
+    first, second = (cpu_device.CPUProgram(dev, "same_bytes", so) for _ in range(2))
+    assert first.lib is second.lib  # loaded once
+    one = first.bind([ctypes.c_void_p])
+    second.bind([ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64])
+    value = (ctypes.c_float * 1)(0.0)
+    one(ctypes.addressof(value))
+    assert value[0] == 1.0

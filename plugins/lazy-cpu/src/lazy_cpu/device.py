@@ -345,8 +345,10 @@ class CPUProgram(HostProgram):
         self.address = ctypes.cast(self.cfunc, ctypes.c_void_p).value or 0
 
     def bind(self, argtypes: list[type]) -> Callable[..., Any]:
-        self.cfunc.argtypes, self.cfunc.restype = argtypes, None
-        return self.cfunc
+        # a function object of its own: two kernels that compile to the same bytes share the loaded library and so
+        # ctypes' one object per symbol, whose argtypes the second kernel's binding would set for the first (whose
+        # calls then failed on the wrong argument count). `self.lib` keeps the code loaded.
+        return ctypes.CFUNCTYPE(None, *argtypes)(self.address)
 
 
 @functools.cache
