@@ -160,3 +160,15 @@ def test_sum_with_a_dtype_casts_the_elements_first():
         got = Tensor(a).sum(dtype=dtype)
         assert got.numpy().dtype == want.dtype, (dtype, got.dtype)
         np.testing.assert_array_equal(got.numpy(), want, err_msg=dtype)
+
+
+def test_linspace_ends_exactly_at_stop():
+    """The second half counts down from stop (PyTorch's scheme): linspace(0.1, 0.7, 7)[-1] was 0.70000005."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        start, stop = (float(v) for v in rng.uniform(-10, 10, 2).round(2))
+        steps = int(rng.integers(2, 40))
+        got = Tensor.linspace(start, stop, steps).numpy()
+        want = torch.linspace(start, stop, steps).numpy()
+        assert got[0] == np.float32(start) and got[-1] == np.float32(stop), (start, stop, steps)
+        np.testing.assert_allclose(got, want, rtol=3e-7, atol=3e-6)

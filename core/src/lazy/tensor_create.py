@@ -525,7 +525,10 @@ class CreationMixin(TensorBase):
         if steps == 1:
             return cls.full((1,), start, device=device, dtype=dt, requires_grad=requires_grad)
         ramp = cls.arange(steps, device=device, dtype=dtypes.default_float)
-        return (start + ramp * ((stop - start) / (steps - 1))).cast(dt).requires_grad_(requires_grad)
+        step = (stop - start) / (steps - 1)
+        # the first half counted up from start, the rest down from stop (PyTorch's way): both ends exact
+        values = (ramp < steps // 2).where(start + ramp * step, stop - (steps - 1 - ramp) * step)
+        return values.cast(dt).requires_grad_(requires_grad)
 
     @classmethod
     def randperm(cls, n: int, device: str | None = None, dtype: DType | str = dtypes.int32,
