@@ -172,3 +172,19 @@ def test_linspace_ends_exactly_at_stop():
         want = torch.linspace(start, stop, steps).numpy()
         assert got[0] == np.float32(start) and got[-1] == np.float32(stop), (start, stop, steps)
         np.testing.assert_allclose(got, want, rtol=3e-7, atol=3e-6)
+
+
+def test_half_products_and_attention_do_not_overflow_on_the_way():
+    """Half products and running products are taken in float32 and rounded once (300 * 1/300 * ... overflowed in
+    half's pairwise partials), and half attention scales q and k before their product (|q.k| = 1.4e5 is inf in half,
+    and a softmax over inf is NaN), as PyTorch's."""
+    a = np.array([300, 1 / 300, 300, 1 / 300], np.float16)
+    for dtype in ("float16", "bfloat16"):
+        x, t = Tensor(a.astype(np.float32)).cast(dtype), torch.tensor(a.astype(np.float32)).to(getattr(torch, dtype))
+        np.testing.assert_allclose(x.prod().float().numpy(), t.prod().float().numpy(), rtol=1e-2)
+        np.testing.assert_allclose(x.cumprod(0).float().numpy(), t.cumprod(0).float().numpy(), rtol=1e-2)
+    q = (np.random.default_rng(0).standard_normal((1, 1, 3, 8)) * 100).astype(np.float16)
+    got = Tensor(q).scaled_dot_product_attention(Tensor(q), Tensor(q), is_causal=True).float().numpy()
+    qf = torch.tensor(q).double()
+    want = TF.scaled_dot_product_attention(qf, qf, qf, is_causal=True).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=0.5)

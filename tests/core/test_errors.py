@@ -222,3 +222,29 @@ def test_setitem_on_an_expanded_view_says_what_to_write_instead():
     with pytest.raises(ValueError, match="__setitem__: this tensor is a view that pads or repeats"):
         b.reshape(1, 4).expand(3, 4)[0] = 5.0
     np.testing.assert_array_equal(b.numpy(), [0, 0, 0, 0])
+
+
+def test_axis_nn_and_einsum_mistakes_are_named():
+    """Axis mistakes raised "'float' object is not iterable" or a comparison error; a numpy integer axis (which
+    PyTorch accepts) failed in every reduction but cumsum. BatchNorm of a 1-D input, nll_loss with targets or class
+    weights of the wrong size, and einsum output letters that no input has (or has twice) were silent or internal."""
+    from lazy import nn
+
+    x = Tensor.arange(6).reshape(2, 3).float()
+    np.testing.assert_array_equal(x.sum(np.int64(1)).numpy(), [3, 12])
+    np.testing.assert_array_equal(x.softmax(np.int32(0)).shape, (2, 3))
+    for call in (lambda: x.sum(1.0), lambda: x.argmax((0, 1)), lambda: x.cumsum(None)):
+        with pytest.raises(TypeError, match="an axis must be an integer"):
+            call()
+    with pytest.raises(ValueError, match=re.escape("BatchNorm: expects (N, 4, ...)")):
+        nn.BatchNorm2d(4)(Tensor.ones(4))
+    logp = Tensor.zeros(4, 3)
+    with pytest.raises(ValueError, match="targets of shape .3,. do not fit"):
+        logp.nll_loss(Tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match="expected one per class"):
+        logp.nll_loss(Tensor([0, 1, 2, 0]), weight=Tensor([1.0, 2.0]))
+    with pytest.raises(ValueError, match="output letter 'l' of 'ij,jk->il' appears in no input"):
+        Tensor.einsum("ij,jk->il", x, x.T)
+    with pytest.raises(ValueError, match="output letter 'i' appears more than once"):
+        Tensor.einsum("ij->ii", x)
+    assert Tensor(5.0).gather(0, Tensor(0)).item() == 5.0  # a 0-d tensor is its only element (IndexError before)

@@ -472,6 +472,10 @@ class IndexingMixin(TensorBase):
         """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim`; other dims of index may be smaller. An
         index outside [0, size) gives 0 (an IndexError with LAZY_CHECK_INDEX=1)."""
         dim = self._resolve_axis(dim)
+        if self.ndim == 0:  # a 0-d tensor is its only element (PyTorch's rule)
+            if index.ndim != 0:
+                raise ShapeError(f"gather: index has {index.ndim} dimensions, self has 0")
+            return self.reshape(1).gather(0, index.reshape(1)).reshape(())
         n = self.shape[dim]
         if dtypes.is_int(index.dtype):  # (a float index is refused by _gather, before its values are read)
             index._check_index("gather", 0, n, f"dimension {dim} with size {n} (shape {self.shape})")

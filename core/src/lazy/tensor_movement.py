@@ -76,6 +76,10 @@ class MovementMixin(TensorBase):
 
     def _resolve_axis(self, axis: int, ndim: int | None = None) -> int:
         n = self.ndim if ndim is None else ndim
+        if not isinstance(axis, int):  # numpy integers are accepted (as PyTorch does); anything else is named
+            if not hasattr(axis, "__index__"):
+                raise TypeError(f"an axis must be an integer, got {axis!r} (shape {self.shape})")
+            axis = int(axis)
         if not -max(n, 1) <= axis < max(n, 1):
             raise IndexError(f"axis {axis} is out of range for a tensor with {n} dimensions (shape {self.shape})")
         return axis + n if axis < 0 else axis

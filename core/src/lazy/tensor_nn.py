@@ -227,6 +227,11 @@ class NNOpsMixin(TensorBase):
             output = "".join(free) + "".join(sorted(c for c in set(used) if used.count(c) == 1 and c not in free))
         else:
             output = output.replace("...", "".join(free))
+            letters_in = set("".join(expanded))
+            if missing := [c for c in output if c not in letters_in]:
+                raise ShapeError(f"einsum: output letter {missing[0]!r} of {formula!r} appears in no input term")
+            if twice := [c for c in dict.fromkeys(output) if output.count(c) > 1]:
+                raise ShapeError(f"einsum: output letter {twice[0]!r} appears more than once in {formula!r}")
         sizes: dict[str, sint] = {}
         aligned = []
         for term, t in zip(expanded, tensors):
@@ -617,7 +622,12 @@ class NNOpsMixin(TensorBase):
         q = self._float()
         e = q.shape[-1]
         e = concrete(e, "scaled_dot_product_attention")
-        qk = q.matmul(key._float().transpose(-2, -1)) / math.sqrt(e)
+        k = key._float()
+        if q.dtype in NARROW_FLOATS:  # scaled before the product, by E^-1/4 each (PyTorch's math backend): the
+            # product of half vectors of ~100 overflows half (1.4e5) where the scaled score fits
+            qk = (q * e**-0.25).matmul((k * e**-0.25).transpose(-2, -1))
+        else:
+            qk = q.matmul(k.transpose(-2, -1)) / math.sqrt(e)
         if is_causal:
             if attn_mask is not None:
                 raise ArgumentError("scaled_dot_product_attention: attn_mask cannot be given with is_causal=True")
@@ -838,6 +848,11 @@ class NNOpsMixin(TensorBase):
         the mean is weighted (divided by the weights of the labels that count), as PyTorch's."""
         axis = 1 if self.ndim > 1 else 0
         n_classes = self.shape[axis]
+        if Y.shape != self.shape[:axis] + self.shape[axis + 1 :]:
+            raise ShapeError(f"nll_loss: targets of shape {Y.shape} do not fit log-probabilities of shape "
+                             f"{self.shape}: expected {self.shape[:axis] + self.shape[axis + 1 :]}")  # fmt: skip
+        if weight is not None and weight.shape != (n_classes,):
+            raise ShapeError(f"nll_loss: weight of shape {weight.shape}; expected one per class, ({n_classes},)")
         Y._check_index("nll_loss", 0, n_classes, f"{n_classes} classes", ignore=ignore_index)
         # (checked above; an ignored label, often -100, picks nothing: unchecked gathers)
         w = Y.ones_like(dtype=self.dtype) if weight is None else weight._gather(0, Y.flatten()).reshape(Y.shape)

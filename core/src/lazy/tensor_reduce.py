@@ -45,7 +45,7 @@ class ReduceMixin(TensorBase):
     def _reduce_axes(self, axis: Axis) -> tuple[int, ...]:
         if axis is None:
             return tuple(range(self.ndim))
-        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)  # (`_resolve_axis` names a bad one)
         return tuple(sorted({self._resolve_axis(a) for a in axes}))
 
     def sum(self, axis: Axis = None, keepdim: bool = False, acc_dtype: DType | None = None,
@@ -251,6 +251,8 @@ class ReduceMixin(TensorBase):
         kernel (`PROD_FUSED_FAN_IN`), whose gradients are kernels of their own too (`contiguous_backward`).
         Odd sizes are not padded with 1: products of shrinks of a padded view currently come out wrong (engine bug)."""
         x = self.cast(dtype) if dtype is not None else self
+        if x.dtype in NARROW_FLOATS:  # in float32, rounded once: half pairwise partials over- or underflow
+            return x._in_float32(lambda y: y.prod(axis, keepdim))
         if x.ndim == 0:
             return x
         axes = x._reduce_axes(axis)
@@ -355,13 +357,12 @@ class ReduceMixin(TensorBase):
         return self._cumulative_in(axis, "prod", 1, dtype)
 
     def _cumulative_in(self, axis: int, reduce: str, identity: ConstType, dtype: DType | str | None) -> Self:
-        if dtype is None:
-            acc = sum_acc_dtype(self.dtype)
-            if reduce == "sum" and dtypes.is_float(self.dtype) and acc != self.dtype:  # half types: summed in float32
-                return self.cast(acc)._cumulative(axis, reduce, identity).cast(self.dtype)  # and rounded once
-            return self._cumulative(axis, reduce, identity)
-        dt = to_dtype(dtype)
-        return self.cast(dt)._cumulative(axis, reduce, identity).cast(dt)
+        x = self.cast(to_dtype(dtype)) if dtype is not None else self
+        if x.dtype in NARROW_FLOATS:  # half types: in float32 and rounded once (a half running product of 300 and
+            # 1/300 overflowed in its pairwise partials)
+            return x._in_float32(lambda y: y._cumulative(axis, reduce, identity))
+        out = x._cumulative(axis, reduce, identity)
+        return out.cast(x.dtype) if dtype is not None else out  # (small ints accumulate in int32)
 
     def cummax(self, axis: int = 0) -> tuple[Self, Self]:
         """The running maximum along `axis` and the index where it was first reached."""

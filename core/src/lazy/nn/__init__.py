@@ -38,6 +38,7 @@ class BatchNorm:
     def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
                  momentum: float = 0.1):  # fmt: skip
         self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
+        self.num_features = sz
         self.weight: Tensor | None = Tensor.ones(sz) if affine else None
         self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
         self.num_batches_tracked = Tensor.zeros((), dtype=dtypes.int64, requires_grad=False)  # as PyTorch and tinygrad
@@ -49,6 +50,9 @@ class BatchNorm:
         return x._in_float32(self._normalize)  # half: statistics in float32, as PyTorch (squares overflow half)
 
     def _normalize(self, x: Tensor) -> Tensor:
+        if x.ndim < 2 or x.shape[1] != self.num_features:
+            raise ShapeError(f"BatchNorm: expects (N, {self.num_features}, ...) with the channels on axis 1, got "
+                             f"shape {x.shape}")  # fmt: skip
         shape = (1, -1) + (1,) * (x.ndim - 2)
         axes = tuple(i for i in range(x.ndim) if i != 1)
         training = Tensor._training_mode()
