@@ -188,3 +188,14 @@ def test_half_products_and_attention_do_not_overflow_on_the_way():
     qf = torch.tensor(q).double()
     want = TF.scaled_dot_product_attention(qf, qf, qf, is_causal=True).numpy()
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=0.5)
+
+
+def test_cat_and_stack_keep_negative_zero():
+    """cat added each piece to the others' zero padding, and -0.0 + 0.0 is +0.0: 1 / cat([-0.0]) was +inf. Pieces are
+    now selected by where they sit (stack, and the reflect/replicate/circular pads, are built on cat)."""
+    x, t = Tensor([1.0, -0.0]), torch.tensor([1.0, -0.0])
+    np.testing.assert_array_equal((1 / x.cat(x, x)).numpy(), (1 / torch.cat([t, t, t])).numpy())
+    np.testing.assert_array_equal((1 / x.stack(x, dim=1)).numpy(), (1 / torch.stack([t, t], dim=1)).numpy())
+    for mode in ("replicate", "circular", "reflect"):
+        want = 1 / TF.pad(t.reshape(1, 1, 2), (1, 1), mode=mode)
+        np.testing.assert_array_equal((1 / x.reshape(1, 1, 2).pad((1, 1), mode=mode)).numpy(), want.numpy())

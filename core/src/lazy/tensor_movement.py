@@ -261,10 +261,14 @@ class MovementMixin(TensorBase):
         offset = 0
         for t in tensors:
             size = t.shape[dim]
-            padded = t.cast(dtype).pad(
-                tuple((offset, total - offset - size) if i == dim else (0, 0) for i in range(self.ndim))
-            )
-            out = padded if out is None else out + padded
+            place = tuple((offset, total - offset - size) if i == dim else (0, 0) for i in range(self.ndim))
+            padded = t.cast(dtype).pad(place)
+            if out is None:
+                out = padded
+            elif dtypes.is_float(dtype):  # selected, not added: -0.0 + 0.0 (the others' padding) would be +0.0
+                out = t.ones_like(dtype=dtypes.bool).pad(place).where(padded, out)
+            else:
+                out = out + padded
             offset += size  # type: ignore[assignment]
         assert out is not None
         return out
