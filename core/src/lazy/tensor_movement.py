@@ -147,8 +147,9 @@ class MovementMixin(TensorBase):
             arg = [(0, 0) if p is None else tuple(p) for p in padding]
         if len(arg) != self.ndim:
             raise ShapeError(f"pad: padding {padding} does not match the {self.ndim} axes of {self.shape}")
-        if any(len(pair) != 2 or not all(isinstance(v, int) or hasattr(v, "vars") for v in pair) for pair in arg):
+        if any(len(pair) != 2 or not all(hasattr(v, "__index__") or hasattr(v, "vars") for v in pair) for pair in arg):
             raise ArgumentError(f"pad: padding {padding} must be whole numbers of elements, (before, after) per axis")
+        arg = [tuple(v if hasattr(v, "vars") else int(v) for v in pair) for pair in arg]  # (numpy integers too)
         for axis, ((b, a), size) in enumerate(zip(arg, self.shape)):
             if isinstance(size, int) and isinstance(b, int) and isinstance(a, int) and -min(b, 0) - min(a, 0) > size:
                 raise ShapeError(f"pad: padding {(b, a)} crops {-min(b, 0) - min(a, 0)} elements from axis {axis}, "
