@@ -248,3 +248,17 @@ def test_axis_nn_and_einsum_mistakes_are_named():
     with pytest.raises(ValueError, match="output letter 'i' appears more than once"):
         Tensor.einsum("ij->ii", x)
     assert Tensor(5.0).gather(0, Tensor(0)).item() == 5.0  # a 0-d tensor is its only element (IndexError before)
+
+
+def test_sizes_and_fill_values_that_cannot_apply_are_refused():
+    """A negative result size gave an empty tensor, a fill value with a mirroring pad was ignored, and resampling an
+    empty axis gave zeros; PyTorch refuses each."""
+    x = Tensor.ones(2, 3)
+    with pytest.raises(ValueError, match="masked_select: size must be >= 0"):
+        x.masked_select(x > 0, size=-1)
+    with pytest.raises(ValueError, match="nonzero: size must be >= 0"):
+        x.nonzero(size=-1)
+    with pytest.raises(ValueError, match="fill value .3. goes only with mode='constant'"):
+        x.reshape(1, 2, 3).pad((1, 1), mode="reflect", value=3)
+    with pytest.raises(ValueError, match="cannot resample an axis of size 0"):
+        Tensor.ones(1, 1, 0).interpolate((4,))

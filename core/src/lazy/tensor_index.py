@@ -441,6 +441,8 @@ class IndexingMixin(TensorBase):
         `fill_value`, and nothing leaves the device (so it can run inside `jit`)."""
         if mask.dtype != dtypes.bool:
             raise ArgumentError(f"masked_select: the mask must be a bool tensor, not {mask.dtype}")
+        if size is not None and size < 0:
+            raise ArgumentError(f"masked_select: size must be >= 0 (the length of the result), got {size}")
         shape = broadcast_shape("masked_select", self.shape, mask.shape)
         x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
         if size is None:
@@ -455,6 +457,8 @@ class IndexingMixin(TensorBase):
     def nonzero(self, size: PyInt | None = None, fill_value: ConstType = 0) -> Self:
         """(count, ndim) int32 coordinates of the non-zero elements in row-major order; `size` fixes the count
         (cut or filled with `fill_value`) so that nothing leaves the device."""
+        if size is not None and size < 0:
+            raise ArgumentError(f"nonzero: size must be >= 0 (the number of rows of the result), got {size}")
         if size is None:
             import numpy as np
 

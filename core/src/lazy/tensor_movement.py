@@ -137,6 +137,9 @@ class MovementMixin(TensorBase):
         first; a negative amount crops. `mode`: "constant" (with `value`), "reflect", "replicate" or "circular"."""
         if mode not in PAD_MODES:
             raise ModeError(f"pad: mode must be one of {', '.join(map(repr, PAD_MODES))}, got {mode!r}")
+        if mode != "constant" and value != 0:
+            raise ArgumentError(f"pad: a fill value ({value}) goes only with mode='constant'; {mode!r} pads with the "
+                                "tensor's own elements")  # fmt: skip
         if padding and not isinstance(padding[0], (tuple, list)) and padding[0] is not None:
             flat = list(padding)
             if len(flat) % 2:

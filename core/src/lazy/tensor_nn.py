@@ -701,6 +701,10 @@ class NNOpsMixin(TensorBase):
             raise ArgumentError(f'interpolate: mode must be "linear", "nearest" or "nearest-exact", got {mode!r}')
         if align_corners and mode != "linear":
             raise ArgumentError("interpolate: align_corners only goes with mode='linear'")
+        resampled = self.shape[self.ndim - len(size) :]
+        if any(n_in == 0 and n_out != 0 for n_in, n_out in zip(resampled, size)):
+            raise ShapeError(f"interpolate: cannot resample an axis of size 0 to {tuple(size)} (shape {self.shape}): "
+                             "there are no values to take")  # fmt: skip
         # uint8 images resample as PyTorch's: integer weights with 14 or 15 fraction bits, rounded after each axis
         fixed_point = mode == "linear" and self.dtype == dtypes.uint8
         # half and bfloat16 blend in float32 and round once at the end, as PyTorch's (each lerp rounded: 16-18 ulp)

@@ -218,7 +218,8 @@ def _pad(node: Node, xp: ArrayOps, x: Tensor, pads: Any, value: Any = None, axes
     pairs = [(0, 0)] * x.ndim
     for i, axis in enumerate(chosen):
         pairs[axis] = (amounts[i], amounts[i + len(chosen)])
-    fill = 0 if value is None or value.size == 0 else value.reshape(-1)[0].item()
+    # (ONNX ignores constant_value for the other modes; Tensor.pad refuses a fill value there)
+    fill = 0 if value is None or value.size == 0 or mode != "constant" else value.reshape(-1)[0].item()
     return x.pad(pairs, mode=PAD_MODES[mode], value=fill)
 
 
