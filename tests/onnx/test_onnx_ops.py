@@ -139,7 +139,9 @@ CASES: dict[str, Case] = {
     "pad_edge": Case("Pad", {"x": X4}, {"mode": "edge"}, constants={"p": i64(0, 1, 2, 1, 0, 0, 1, 3)}),
     # a constant_value with another mode: ONNX ignores it (Tensor.pad refuses a fill value there)
     "pad_reflect_with_value": Case(
-        "Pad", {"x": X4}, {"mode": "reflect"},
+        "Pad",
+        {"x": X4},
+        {"mode": "reflect"},
         constants={"p": i64(0, 0, 1, 1, 0, 0, 1, 1), "v": np.array(2.5, np.float32)},
     ),  # fmt: skip
     "depth_to_space": Case("DepthToSpace", {"x": random(1, 8, 2, 3)}, {"blocksize": 2, "mode": "CRD"}),
