@@ -288,6 +288,15 @@ def storable_view(st: ShapeTracker) -> bool:
     )
 
 
+def gatherable(lb: LazyBuffer) -> bool:
+    """Whether a gather can read `lb` as a load at a computed address: concrete sizes, and one view of its base with
+    no padding and integer strides, over a base that gets memory (not a constant or the index ramp)."""
+    if not all_int(lb.shape) or lb.base.op in GroupOp.Computed and lb.base.realized is None:
+        return False
+    st = lb.st.simplify()
+    return len(st.views) == 1 and st.views[0].mask is None and all_int(st.views[0].strides)
+
+
 def _view_of(base: LazyBuffer, like: LazyBuffer) -> LazyBuffer:
     """`like` (a view of some base, or that base) read from `base` instead: same shape, same view."""
     return base if like.base is like else base._view(like.st)
@@ -585,6 +594,14 @@ class LazyBuffer:
             return split
         out = self._reduce_node(op, axis, new_shape)
         return out if shape is None else out.reshape(shape)
+
+    def gather(self, index: LazyBuffer, axis: int) -> LazyBuffer:
+        """self[..., index, ...] along `axis` (0 where the index is outside [0, n)): `index` has the result's shape,
+        which is self's but along `axis`. self must read its base through one plain view (`gatherable`)."""
+        assert gatherable(self) and index.shape[:axis] + index.shape[axis + 1 :] == self.shape[:axis] + self.shape[
+            axis + 1 :], f"gather of {self.shape} by {index.shape} along {axis}"  # fmt: skip
+        return create_lazybuffer(self.device, ShapeTracker.from_shape(index.shape), self.dtype, Ops.GATHER, axis,
+                                 (self, index))  # fmt: skip
 
     def _reduce_node(self, op: Ops, axis: tuple[int, ...], new_shape: tuple[sint, ...]) -> LazyBuffer:
         """The reduction's own node (of the kept shape `new_shape`), with none of `r`'s simplifications."""

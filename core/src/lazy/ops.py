@@ -74,6 +74,9 @@ class Ops(Enum):
     # a base whose element i (row-major) is i, in its integer dtype: arange without host data. Like a constant it has no
     # memory unless realized: a kernel reading it computes the index (its AST leaf is a CONST of `RAMP_VALUE`)
     RAMP = auto()
+    # out[..., i, ...] = x[..., index[..., i, ...], ...] along axis `arg` (srcs: x, index; 0 outside [0, n)): read in
+    # a kernel as a load whose address along that axis is the index's value (`MemBuffer.gather`), not a one-hot sum
+    GATHER = auto()
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
@@ -146,9 +149,14 @@ class MemBuffer:
     idx: int
     dtype: DType
     st: ShapeTracker
+    # (stride, size): a gathered load (`Ops.GATHER`). The LOAD's source is the index; `st` reads the element at index
+    # 0 along the gathered axis, the index times `stride` is added to the address, and indices outside [0, size)
+    # read 0
+    gather: tuple[int, int] | None = None
 
     def __repr__(self) -> str:  # part of the node digest: complete and the same in every process
-        return f"MemBuffer(idx={self.idx}, dtype={self.dtype!r}, st={_st_text(self.st)})"
+        extra = f", gather={self.gather}" if self.gather is not None else ""
+        return f"MemBuffer(idx={self.idx}, dtype={self.dtype!r}, st={_st_text(self.st)}{extra})"
 
 
 class _Ramp:

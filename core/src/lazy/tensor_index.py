@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic
 
+from lazy import function as F
 from lazy.dtype import ConstType, dtypes, is_numpy
 from lazy.engine.runners import copy_now
 from lazy.helpers import CHECK_INDEX, ArgumentError, ShapeError, all_int, broadcast_shape, prod
+from lazy.lazy import LazyBuffer, gatherable
 from lazy.plugins import Device
 from lazy.record import field, record
 from lazy.symbolic import Node, bound_value, concrete, sint, to_sint
@@ -65,6 +67,38 @@ class _Plan(Generic[TensorT]):
     axes: list[tuple[Any, ...]] = field(default_factory=list)
     shape: list[sint] = field(default_factory=list)  # after the plain steps (None adds 1, ints drop their axis)
     tensors: list[tuple[int, TensorT]] = field(default_factory=list)  # (axis in `shape`, integer index tensor)
+
+
+def _can_gather(x: TensorBase, index: TensorBase) -> bool:
+    """Whether `Ops.GATHER` can take x and index: one device that runs kernels (not a sharded tensor, not DISK),
+    concrete sizes, and elements on both sides (an empty source or result needs no load)."""
+    return (
+        isinstance(x.lazydata, LazyBuffer)
+        and isinstance(index.lazydata, LazyBuffer)
+        and x.device == index.device
+        and not _copy_only(x.device)
+        and all_int(x.shape)
+        and all_int(index.shape)
+        and 0 not in x.shape
+        and 0 not in index.shape
+    )
+
+
+class _Gather(F.Function):
+    """x[..., index, ...] along `axis` as one `Ops.GATHER` node (a load at the index's element); its gradient adds
+    each output's gradient into the element it read (a one-hot sum over the index's positions)."""
+
+    def forward(self, x: LazyBuffer, index: LazyBuffer, axis: int = 0) -> LazyBuffer:
+        self.axis = axis
+        return x.gather(index, axis)
+
+    def backward(self, grad_output: Any, ret: Any, x: Any, index: Any) -> tuple[Any, None]:
+        traced = isinstance(grad_output, F.TracedBuffer)
+        g, idx = (b.tensor if traced else F._constant(b) for b in (grad_output, index))
+        n, axis = int(x.shape[self.axis]), self.axis
+        hit = idx.unsqueeze(-1) == type(g).arange(n, device=g.device)  # (*index.shape, n)
+        grad = hit.where(g.unsqueeze(-1), 0).sum(axis, keepdim=True).transpose(axis, -1).squeeze(-1)
+        return (F.TracedBuffer(grad) if traced else grad.lazydata), None
 
 
 class IndexingMixin(TensorBase):
@@ -282,6 +316,20 @@ class IndexingMixin(TensorBase):
 
     # -- the fancy part: one-hot selection -----------------------------------------------------------------------------
 
+    def _gather_along(self, axis: int, index: Self) -> Self | None:
+        """self[..., index, ...] with one index tensor on `axis` (its values in [0, n) or picking 0 outside), as a
+        gather: None when that does not apply, or does not pay (a short axis of a value not in memory: the one-hot
+        sum computes it in the same kernel, where a gather would first copy it)."""
+        if not _can_gather(self, index) or not dtypes.is_int(index.dtype):
+            return None
+        shape = self.shape
+        n, before, after = shape[axis], prod(shape[:axis]), prod(shape[axis + 1 :])
+        x = self.reshape(before, n, after)
+        if not gatherable(x.lazydata) and n < 32:
+            return None
+        rows = index.reshape(1, -1, 1).expand(before, index.numel(), after)
+        return x._gather(1, rows).reshape(shape[:axis] + index.shape + shape[axis + 1 :])
+
     def _index_masks(self, plan: _Plan[Self]) -> tuple[Self, tuple[sint, ...], list[int]]:
         """(mask, broadcast index shape, indexed axes): mask has shape x[:d0] + big + x[d0:] with True where the
         index tensors pick the element."""
@@ -319,6 +367,8 @@ class IndexingMixin(TensorBase):
         x = self._index_plain(plan)
         if not plan.tensors:
             return x
+        if len(plan.tensors) == 1 and (picked := x._gather_along(*plan.tensors[0])) is not None:
+            return picked
         mask, big, dims = self._index_masks(plan)
         d0, nb = dims[0], len(big)
         src = x.reshape(x.shape[:d0] + (1,) * nb + x.shape[d0:])
@@ -495,8 +545,13 @@ class IndexingMixin(TensorBase):
         if any(i > s for d, (s, i) in enumerate(zip(self.shape, index.shape)) if d != dim):
             raise ShapeError(f"gather: index shape {index.shape} is larger than {self.shape} outside dim {dim}")
         n = self.shape[dim]
-        # (..., 1 at dim, ..., n): the candidates along dim moved to a new last axis
         x = self.shrink(tuple(None if d == dim else (0, i) for d, i in enumerate(index.shape)))
+        if _can_gather(x, index):  # a load at the index's element: O(result), where the one-hot sum below is
+            # O(result x n)
+            if not gatherable(x.lazydata):
+                x = x.contiguous()
+            return _Gather.apply(x, index.to(self.device), axis=dim)  # type: ignore[arg-type, return-value]
+        # (..., 1 at dim, ..., n): the candidates along dim moved to a new last axis
         x = x.unsqueeze(-1).transpose(-1, dim)
         hit = index.unsqueeze(-1) == type(self).arange(concrete(n, "gather"), device=self.device)  # (*index.shape, n)
         work = x.cast(dtypes.int32) if x.dtype == dtypes.bool else x

@@ -434,8 +434,8 @@ class Kernel:
         buf = next((b for b in self.membufs if b.idx == idx and idx != 0), None)
         if buf is None or not all(isinstance(s, int) for s in self.full_shape):
             return None
-        if any(b.idx == idx and b.st != buf.st for b in self.membufs):
-            return None
+        if any(b.idx == idx and (b.st != buf.st or b.gather is not None) for b in self.membufs):
+            return None  # (a gathered load's addresses come from data: no tile holds them)
         strides = self.st_of(buf).real_strides()
         depends = [i for i in range(self.shape_len) if strides[i] != 0 and self.full_shape[i] != 1]
         if self.caps.has_threads:

@@ -396,6 +396,35 @@ class Lowerer:
             return self.load_cache[key]
         return self.b.add(UOps.VECTORIZE, vec, tuple(self.scalar_load(buf, i, v) for i, v in lanes))
 
+    def gathered_load(self, buf: MemBuffer, index: UOp, lane: Lane) -> UOp:
+        """A load of `buf` at the element its view gives plus index * stride along the gathered axis (`Ops.GATHER`),
+        gated on the index being in [0, size) and on the view's own mask; lane by lane in vector code."""
+        if not self.vector_on:
+            return self._gathered_element(buf, index, lane)
+        assert index.dtype is not None
+        at = [self.b.add(UOps.GEP, index.dtype.scalar(), (index,), i) for i in range(self.vec_width)]
+        lanes = tuple(self._gathered_element(buf, at[i], self.with_vec_lane(lane, i)) for i in range(self.vec_width))
+        return self.b.add(UOps.VECTORIZE, buf.dtype.vec(self.vec_width), lanes)
+
+    def _gathered_element(self, buf: MemBuffer, index: UOp, lane: Lane) -> UOp:
+        assert buf.gather is not None
+        stride, size = buf.gather
+        idx, valid = self.index_of(buf, lane)
+        # the range checked in the index's own dtype, before a cast to the kernel's index dtype could wrap it
+        dtype = index.dtype
+        assert dtype is not None
+        inside = self.b.alu(Ops.CMPLT, index, self.b.const(size, dtype))
+        if not dtypes.is_unsigned(dtype):
+            inside = self.b.alu(Ops.AND, self.b.alu(Ops.CMPLT, self.b.const(-1, dtype), index), inside)
+        at = index if index.dtype == self.index else self.b.add(UOps.CAST, self.index, (index,))
+        if not (isinstance(valid, NumNode) and valid.b == 1):
+            if isinstance(valid, NumNode):  # never valid (padding)
+                return self.b.const(0, buf.dtype)
+            inside = self.b.alu(Ops.AND, self.node(valid), inside)
+        # (the address of an index outside the range is never read: the load is gated)
+        address = self.b.alu(Ops.ADD, self.node(idx), self.b.alu(Ops.MUL, at, self.index_const(stride)))
+        return self.b.add(UOps.LOAD, buf.dtype, (self.source(buf), address, inside, self.b.const(0, buf.dtype)))
+
     def lane_stride(self, buf: MemBuffer) -> int | None:
         """How far apart in memory `buf`'s elements along the vector lanes are, where that is one number whatever
         the loop variables (a packed tile, or one view with no mask and integer strides); None otherwise."""
@@ -601,7 +630,7 @@ class Lowerer:
         """One node, its sources (if any) already lowered for this lane."""
         srcs = [self.values[(id(s), lane)] for s in node.src] if node.op not in GroupOp.Reduce else []
         if node.op is Ops.LOAD:
-            return self.load(node.arg, lane)
+            return self.gathered_load(node.arg, srcs[0], lane) if node.src else self.load(node.arg, lane)
         if node.op is Ops.CONST:
             return self.const(node.arg, lane)
         if node.op in GroupOp.Reduce:

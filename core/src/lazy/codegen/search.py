@@ -195,9 +195,14 @@ def _scratch_buffers(ast: LazyOp, device: str) -> tuple[list[Buffer], memoryview
     (a kernel may read the buffer it writes)."""
     rng = np.random.default_rng(0)
     membufs = sorted({n.arg.idx: n.arg for n in ast.toposort() if n.op in (Ops.LOAD, Ops.STORE)}.items())
+    needed: dict[int, int] = {}  # elements each buffer's loads and stores reach (a gathered load: the whole axis)
+    for n in ast.toposort():
+        if n.op in (Ops.LOAD, Ops.STORE):
+            reach = n.arg.st.real_size() + (max(0, (n.arg.gather[1] - 1) * n.arg.gather[0]) if n.arg.gather else 0)
+            needed[n.arg.idx] = max(needed.get(n.arg.idx, 1), reach)
     bufs, initial = [], []
-    for _, mb in membufs:
-        buf = Buffer(device, max(mb.st.real_size(), 1), mb.dtype).allocate()
+    for idx, mb in membufs:
+        buf = Buffer(device, needed[idx], mb.dtype).allocate()
         initial.append(_random_storage(rng, buf.size, mb.dtype))
         bufs.append(buf.copyin(initial[-1]))
     return bufs, initial[0]

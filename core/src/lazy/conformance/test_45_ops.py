@@ -391,3 +391,36 @@ def test_numpy_of_every_supported_dtype(device_name, caps):
         got = (Tensor(arr, device=device_name) + Tensor(np.zeros_like(arr), device=device_name)).numpy()
         assert got.dtype == arr.dtype
         np.testing.assert_array_equal(got, arr)
+
+
+def test_gathers_load_at_the_index(device_name, caps):
+    """A gather (`Ops.GATHER`: gather, one index tensor, Embedding) is a load whose address comes from a loaded index,
+    gated on the index being in range: rows of a table, columns, a transposed and a flipped source, int8/int64
+    indices, a -1 and an index past the end (both read 0), bool data, its gradient, and negative zeros kept."""
+    d = device_name
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((37, 19)).astype(np.float32)
+    table[5, 3] = -0.0
+    x = Tensor(table, device=d)
+    rows = np.array([5, 0, 36, 5, 17], np.int32)
+    np.testing.assert_array_equal(x[Tensor(rows, device=d)].numpy(), table[rows], err_msg=f"rows on {d}")
+    assert np.signbit(x[Tensor(rows, device=d)].numpy()[0, 3]), f"-0.0 gathered as +0.0 on {d}"
+    cols = rng.integers(0, 19, (37, 7))
+    for dtype in ("int8", "int32", "int64" if dtypes.int64 in caps.dtypes else "int32"):
+        got = x.gather(1, Tensor(cols.astype(dtype), device=d)).numpy()
+        np.testing.assert_array_equal(got, np.take_along_axis(table, cols, 1), err_msg=f"{dtype} columns on {d}")
+    np.testing.assert_array_equal(x.T[Tensor(rows[:3] % 19, device=d)].numpy(), table.T[rows[:3] % 19])
+    np.testing.assert_array_equal(x.flip(0)[Tensor(rows, device=d)].numpy(), table[::-1][rows])
+    with Context(CHECK_INDEX=0):  # (LAZY_CHECK_INDEX=1 would refuse them before any kernel runs)
+        edge = x.gather(0, Tensor(np.array([[-1] * 19, [37] * 19, [2] * 19], np.int32), device=d)).numpy()
+    np.testing.assert_array_equal(
+        edge, np.stack([np.zeros(19), np.zeros(19), table[2]]), err_msg=f"out of range on {d}"
+    )
+    mask = table > 0
+    np.testing.assert_array_equal(Tensor(mask, device=d)[Tensor(rows, device=d)].numpy(), mask[rows])
+    w = Tensor(table, device=d, requires_grad=True)
+    (w[Tensor(rows, device=d)] * 2).sum().backward()
+    want = np.zeros_like(table)
+    np.add.at(want, rows, 2.0)
+    assert w.grad is not None, f"no gradient reached the gathered table on {d}"
+    np.testing.assert_array_equal(w.grad.numpy(), want, err_msg=f"gather's gradient on {d}")

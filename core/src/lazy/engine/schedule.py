@@ -18,7 +18,7 @@ from lazy.helpers import DEBUG, VIZ, prod
 from lazy.lazy import PEER_READ, LazyBuffer, same_memory, snapshots_for
 from lazy.ops import RAMP_VALUE, ConstBuffer, GroupOp, LazyOp, MemBuffer, Ops
 from lazy.record import field, record, replace
-from lazy.shape import ShapeTracker
+from lazy.shape import ShapeTracker, View, strides_for_shape
 from lazy.symbolic import Node, Variable, merge_bindings
 
 if TYPE_CHECKING:
@@ -167,6 +167,8 @@ def _find_realizes(graph: _Graph, outs: list[LazyBuffer]) -> tuple[Realizes, dic
                     realizes.setdefault(src.base, why)
         if base.op is Ops.BUFFER_VIEW:
             realizes.setdefault(base, _MEMORY_OPS[base.op])
+        if base.op is Ops.GATHER and (src := base.srcs[0].base).realized is None:
+            realizes.setdefault(src, "source of a gather (read at addresses the index gives)")
     # realize before an expand, and before a pad of ops that are unsafe to pad
     for base, uses in graph.views_of.items():
         if base.realized is not None or base.op in GroupOp.Computed:  # computed again wherever it is read
@@ -297,7 +299,8 @@ class _KernelBuilder:
         while stack:
             use, sources = stack.pop()
             if sources is not None:
-                self.cache[use] = self._inner(use[0], tuple(self.cache[src] for src in sources))
+                srcs = tuple(self.cache[src] for src in sources)
+                self.cache[use] = self._gathered(use, srcs[0]) if use[0].op is Ops.GATHER else self._inner(use[0], srcs)
                 continue
             if use in self.cache:
                 continue
@@ -328,9 +331,24 @@ class _KernelBuilder:
             return LazyOp(Ops.LOAD, (), MemBuffer(idx, lb.dtype, self.unbind(st)))
         return None
 
+    def _gathered(self, use: Use, index: LazyOp) -> LazyOp:
+        """A gather read through `st`: a load of the source's buffer at the element the view gives with the gathered
+        axis at 0 (that axis pinned to stride 0 in the source's row-major layout), plus the index (the load's
+        source) times that axis's stride in memory."""
+        lb, st = use
+        x, axis = lb.srcs[0], lb.arg
+        xst = x.st.simplify()  # one plain view of the base (`gatherable`)
+        pinned = tuple(0 if i == axis else s for i, s in enumerate(strides_for_shape(x.shape)))
+        full = xst + ShapeTracker((View.create(lb.shape, pinned),)) + st
+        idx = self.inputs.setdefault(x.base, len(self.inputs) + 1)
+        gather = (int(xst.views[0].strides[axis]), int(x.shape[axis]))
+        return LazyOp(Ops.LOAD, (index,), MemBuffer(idx, lb.dtype, self.unbind(full), gather))
+
     @staticmethod
     def _sources(use: Use) -> list[Use]:
         lb, st = use
+        if lb.op is Ops.GATHER:  # the index, read like the result; the source is a load (`_gathered`)
+            return [_use(lb.srcs[1], st)]
         if lb.op in (Ops.CONTIGUOUS, Ops.ASSIGN):
             return [_use(lb.srcs[0], st)]
         if lb.op in GroupOp.Reduce:

@@ -150,9 +150,10 @@ class Embedding:
         if not dtypes.is_int(idx.dtype):
             raise ArgumentError(f"Embedding: indices must have an integer dtype, not {idx.dtype}")
         idx._check_index("Embedding", 0, self.vocab_size, f"a vocabulary of {self.vocab_size}")
-        # one-hot rows times the table: a matmul, so the gradient reaches exactly the rows that were used
-        hot = (idx.unsqueeze(-1) == Tensor.arange(self.vocab_size, device=idx.device)).cast(self.weight.dtype)
-        return hot @ self.weight
+        # the rows gathered (a load per element: a one-hot matmul was O(tokens x vocabulary x width)); the gradient
+        # adds into exactly the rows that were used
+        rows = idx.reshape(-1, 1).expand(idx.numel(), self.embed_size)
+        return self.weight._gather(0, rows).reshape(*idx.shape, self.embed_size)
 
 
 class Dropout:
