@@ -199,3 +199,14 @@ def test_cat_and_stack_keep_negative_zero():
     for mode in ("replicate", "circular", "reflect"):
         want = 1 / TF.pad(t.reshape(1, 1, 2), (1, 1), mode=mode)
         np.testing.assert_array_equal((1 / x.reshape(1, 1, 2).pad((1, 1), mode=mode)).numpy(), want.numpy())
+
+
+def test_half_softmax_and_average_pool_in_float32():
+    """A half softmax over 70,000 elements divided by a sum that is inf in half (all zeros), and a half average pool
+    summed its window in half (inf); both compute in float32 and round once, as PyTorch's."""
+    x = np.ones(70000, np.float16)
+    for fn in (lambda t: t.softmax(-1), lambda t: t.log_softmax(-1), lambda t: t.logsumexp(-1)):
+        np.testing.assert_allclose(fn(Tensor(x)).float().numpy(), fn(torch.tensor(x).float()).half().float().numpy(),
+                                   rtol=1e-3)  # fmt: skip
+    img = np.full((1, 1, 40, 40), 100, np.float16)
+    assert Tensor(img).avg_pool2d(40).item() == 100.0

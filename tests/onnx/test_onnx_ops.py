@@ -170,6 +170,27 @@ CASES: dict[str, Case] = {
     "reduce_sum_13_input": Case("ReduceSum", {"x": INTS}, {"keepdims": 0}, constants={"a": i64(2)}, opset=13),
     "reduce_sum_all": Case("ReduceSum", {"x": X}),
     "reduce_sum_noop": Case("ReduceSum", {"x": X}, {"noop_with_empty_axes": 1}),
+    # noop_with_empty_axes keeps the elementwise part (the square, the log, the absolute value)
+    "reduce_sum_square_noop": Case("ReduceSumSquare", {"x": X}, {"noop_with_empty_axes": 1}),
+    "reduce_log_sum_noop": Case("ReduceLogSum", {"x": POSITIVE}, {"noop_with_empty_axes": 1}),
+    "reduce_l1_noop": Case("ReduceL1", {"x": X}, {"noop_with_empty_axes": 1}),
+    # half inputs accumulate in float32, as onnxruntime (the sums of squares, window sums and softmax's sum of
+    # 3000 terms overflow half)
+    "reduce_l2_half": Case("ReduceL2", {"x": np.full((3000,), 10, np.float16)}, tolerance=1e-2),
+    "average_pool_half": Case(
+        "AveragePool", {"x": np.full((1, 1, 40, 40), 100, np.float16)}, {"kernel_shape": [40, 40]}, tolerance=1e-2
+    ),
+    "instance_norm_half": Case(
+        "InstanceNormalization",
+        {
+            "x": (random(1, 2, 4, seed=30) * 3000).astype(np.float16),
+            "s": np.ones(2, np.float16),
+            "b": np.zeros(2, np.float16),
+        },
+        tolerance=1e-2,
+    ),  # fmt: skip
+    "softmax_half": Case("Softmax", {"x": np.ones((70000,), np.float16)}, tolerance=1e-2),
+    "sign_nan": Case("Sign", {"x": np.array([np.nan, -2.0, 0.0, 3.0], np.float32)}),
     "reduce_max": Case("ReduceMax", {"x": X}, {"keepdims": 0}, constants={"a": i64(-1, 0)}),
     "reduce_min": Case("ReduceMin", {"x": INTS}, constants={"a": i64(1)}),
     "reduce_prod": Case("ReduceProd", {"x": POSITIVE}, constants={"a": i64(2)}),

@@ -545,7 +545,11 @@ class NNOpsMixin(TensorBase):
         count_include_pad: PyBool = True,
     ) -> Self:
         """Average pooling over the last len(kernel_size) axes (any number of them). With count_include_pad the
-        zero padding asked for counts in the average, the extra padding of ceil_mode never does."""
+        zero padding asked for counts in the average, the extra padding of ceil_mode never does. Half and bfloat16
+        average in float32, rounded once (a window's sum overflows half)."""
+        if self.dtype in NARROW_FLOATS:
+            args = (kernel_size, stride, dilation, padding, ceil_mode, count_include_pad)
+            return self._in_float32(lambda y: y.avg_pool2d(*args))
         g = self._pool_windows("avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode)
         nd = len(g.kernel)
         axes = tuple(range(-nd, 0))

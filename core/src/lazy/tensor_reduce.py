@@ -182,15 +182,20 @@ class ReduceMixin(TensorBase):
 
     def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
         """exp(x) / sum(exp(x)) along `axis`, with the maximum subtracted first (no overflow); in `dtype` when given,
-        else in a float dtype."""
+        else in a float dtype (half and bfloat16 computed in float32, rounded once: a sum of 70,000 ones is inf in
+        half, and 1 / inf gave zeros)."""
         x = self.cast(dtype) if dtype is not None else self._float()
+        if x.dtype in NARROW_FLOATS:
+            return x._in_float32(lambda y: y.softmax(axis))
         e, total = x._exp_sum(axis, x._max(axis, keepdim=True), broadcast=True)
         return e.div(total)
 
     def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
         """x - log(sum(exp(x))) along `axis`, with the maximum subtracted first (no overflow); in `dtype` when given,
-        else in a float dtype."""
+        else in a float dtype (half and bfloat16 in float32, rounded once)."""
         x = self.cast(dtype) if dtype is not None else self._float()
+        if x.dtype in NARROW_FLOATS:
+            return x._in_float32(lambda y: y.log_softmax(axis))
         top = x._max(axis, keepdim=True)
         return x - top - x._exp_sum(axis, top, broadcast=True)[1].log()
 
@@ -202,6 +207,8 @@ class ReduceMixin(TensorBase):
         """log(sum(exp(x))) over `axis` (all axes when None), with the maximum factored out (no overflow); -inf when
         every term is -inf."""
         x = self._float()  # (ints would wrap in x - max)
+        if x.dtype in NARROW_FLOATS:  # in float32, rounded once
+            return x._in_float32(lambda y: y.logsumexp(axis, keepdim))
         m = x._max(axis, keepdim=True).detach()
         m = m.isinf().where(0, m)  # all -inf (or an inf): shift by nothing, the log gives -inf (or inf)
         return x._exp_sum(axis, m, broadcast=False)[1].log().add(m).squeeze_axes(axis, keepdim, self.ndim)

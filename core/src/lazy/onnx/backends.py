@@ -181,7 +181,10 @@ class DeviceOps:
     def unary(self, name: str, x: Any) -> Any:
         methods = {"neg": "neg", "abs": "abs", "sign": "sign", "floor": "floor", "ceil": "ceil", "sqrt": "sqrt",
                    "not": "logical_not"}  # fmt: skip
-        return getattr(x, methods[name])()
+        out = getattr(x, methods[name])()
+        if name == "sign" and dtypes.is_float(x.dtype):  # ONNX's (and numpy's) Sign(NaN) is NaN; PyTorch's is 0
+            out = x.isnan().where(x, out)
+        return out
 
     def logical(self, name: str, a: Any, b: Any) -> Any:
         a, b = a.cast(dtypes.bool), b.cast(dtypes.bool)

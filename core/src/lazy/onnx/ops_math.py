@@ -158,10 +158,11 @@ REDUCTIONS: dict[str, Callable[[ArrayOps, Any, tuple[int, ...], bool], Any]] = {
     "ReduceMax": lambda xp, x, axes, keep: xp.reduce("max", x, axes, keep),
     "ReduceMin": lambda xp, x, axes, keep: xp.reduce("min", x, axes, keep),
     "ReduceMean": lambda xp, x, axes, keep: x.mean(axes, keepdim=keep),
-    "ReduceL1": lambda xp, x, axes, keep: x.abs().sum(axes, keepdim=keep),
-    "ReduceL2": lambda xp, x, axes, keep: (x * x).sum(axes, keepdim=keep).sqrt(),
-    "ReduceSumSquare": lambda xp, x, axes, keep: (x * x).sum(axes, keepdim=keep),
-    "ReduceLogSum": lambda xp, x, axes, keep: x.sum(axes, keepdim=keep).log(),
+    # (half inputs in float32, rounded once, as onnxruntime: squares and sums of halves overflow)
+    "ReduceL1": lambda xp, x, axes, keep: x._in_float32(lambda y: y.abs().sum(axes, keepdim=keep)),
+    "ReduceL2": lambda xp, x, axes, keep: x._in_float32(lambda y: (y * y).sum(axes, keepdim=keep).sqrt()),
+    "ReduceSumSquare": lambda xp, x, axes, keep: x._in_float32(lambda y: (y * y).sum(axes, keepdim=keep)),
+    "ReduceLogSum": lambda xp, x, axes, keep: x._in_float32(lambda y: y.sum(axes, keepdim=keep).log()),
     "ReduceLogSumExp": lambda xp, x, axes, keep: _logsumexp(x, axes, keep),
 }
 HOST_REDUCTIONS = ("ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin")
@@ -170,7 +171,10 @@ HOST_REDUCTIONS = ("ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin")
 def _reduction(name: str) -> Callable[..., Any]:
     def run(node: Node, xp: ArrayOps, x: Any, axes: Any = None) -> Any:
         chosen = _reduce_axes(node, x, axes)
-        return x if chosen is None else REDUCTIONS[name](xp, x, chosen, bool(node.attr("keepdims", 1)))
+        if chosen is None:  # noop_with_empty_axes: no axis reduced, but the elementwise part still applies (x^2)
+            return x if name in HOST_REDUCTIONS or name in ("ReduceMean", "ReduceLogSumExp") else REDUCTIONS[name](
+                xp, x, (), True)  # fmt: skip
+        return REDUCTIONS[name](xp, x, chosen, bool(node.attr("keepdims", 1)))
 
     return run
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lazy.dtype import dtypes
+from lazy.dtype import NARROW_FLOATS, dtypes
 from lazy.helpers import prod
 from lazy.onnx.backends import ArrayOps
 from lazy.onnx.registry import Node, OpSpec, axis_of
@@ -112,6 +112,18 @@ def _flat_indices(node: Node, x: Tensor, spatial_index: Tensor) -> Tensor:
     n, c = int(x.shape[0]), int(x.shape[1])
     planes = Tensor.arange(n * c, device=x.device, dtype=dtypes.int64).reshape((n, c) + (1,) * len(spatial))
     return index + planes * prod(spatial)
+
+
+def _in_float32(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """`fn` on a half or bfloat16 input computed in float32 and rounded once, as onnxruntime accumulates: sums of
+    squares, window sums and variances of halves overflow half (an average pool of 1600 values of 100 was inf)."""
+
+    def run(node: Node, xp: ArrayOps, x: Tensor, *rest: Any) -> Tensor:
+        if isinstance(x, Tensor) and x.dtype in NARROW_FLOATS:
+            return fn(node, xp, x.cast(dtypes.float32), *rest).cast(x.dtype)
+        return fn(node, xp, x, *rest)
+
+    return run
 
 
 def _average_pool(node: Node, xp: ArrayOps, x: Tensor) -> Tensor:
@@ -230,16 +242,16 @@ OPS: dict[str, OpSpec] = {
     "Conv": OpSpec(_conv, check=_check_auto_pad),
     "ConvTranspose": OpSpec(_conv_transpose, check=_check_auto_pad),
     "MaxPool": OpSpec(_max_pool, check=_check_auto_pad),
-    "AveragePool": OpSpec(_average_pool, check=_check_auto_pad),
-    "LpPool": OpSpec(_lp_pool, check=_check_auto_pad),
-    "GlobalAveragePool": OpSpec(_global_pool("avg")),
+    "AveragePool": OpSpec(_in_float32(_average_pool), check=_check_auto_pad),
+    "LpPool": OpSpec(_in_float32(_lp_pool), check=_check_auto_pad),
+    "GlobalAveragePool": OpSpec(_in_float32(_global_pool("avg"))),
     "GlobalMaxPool": OpSpec(_global_pool("max")),
-    "GlobalLpPool": OpSpec(_global_pool("lp")),
+    "GlobalLpPool": OpSpec(_in_float32(_global_pool("lp"))),
     "BatchNormalization": OpSpec(_batch_norm, check=_check_batch_norm),
-    "InstanceNormalization": OpSpec(_instance_norm),
+    "InstanceNormalization": OpSpec(_in_float32(_instance_norm)),
     "LayerNormalization": OpSpec(_layer_norm),
-    "GroupNormalization": OpSpec(_group_norm),
-    "LRN": OpSpec(_lrn),
+    "GroupNormalization": OpSpec(_in_float32(_group_norm)),
+    "LRN": OpSpec(_in_float32(_lrn)),
     "LpNormalization": OpSpec(_lp_norm, check=_check_lp),
     "MeanVarianceNormalization": OpSpec(_mean_variance_norm),
 }
