@@ -238,3 +238,52 @@ def test_bfloat16_and_float8_initializers_keep_their_bits() -> None:
     graph = helper.make_graph(nodes, "g", [value("x", FLOAT, [4])], [value("y", FLOAT, [4])], inits)
     proto = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 19)])
     assert_matches_onnxruntime(proto, {"x": np.zeros(4, np.float32)}, rtol=0, atol=0)
+
+
+def _pipeline(nodes: list[Any], x: np.ndarray, opset: int = 19) -> onnx.ModelProto:
+    elem = TensorProto.FLOAT if x.dtype == np.float32 else TensorProto.INT64
+    graph = helper.make_graph(nodes, "g", [value("x", elem, list(x.shape))], [value("y", FLOAT, None)])
+    return helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_fourth_round_of_importer_fixes() -> None:
+    """Found by fuzzing against onnxruntime: float8 casts saturate infinities too (inf became NaN or stayed inf);
+    Trilu's int64 k past the matrix keeps all or nothing (it wrapped to 32 bits); a bfloat16 cast of a host value
+    stays on the model's device (it went to the default device, and the next Add failed)."""
+    x = np.array([np.inf, -np.inf, 1e6, 1.0, np.nan], np.float32)
+    for fp8 in (TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2):
+        nodes = [helper.make_node("Cast", ["x"], ["f8"], to=fp8), helper.make_node("Cast", ["f8"], ["y"], to=FLOAT)]
+        assert_matches_onnxruntime(_pipeline(nodes, x), {"x": x}, rtol=0, atol=0)
+    m = np.arange(9, dtype=np.float32).reshape(3, 3)
+    for k, upper in ((2**32 + 1, 1), (2**31, 1), (2**32, 0), (-(2**33), 0)):
+        k_init = helper.make_tensor("k", TensorProto.INT64, [], [k])
+        graph = helper.make_graph([helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper)], "g",
+                                  [value("x", FLOAT, [3, 3])], [value("y", FLOAT, [3, 3])], [k_init])  # fmt: skip
+        proto = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 19)])
+        assert_matches_onnxruntime(proto, {"x": m}, rtol=0, atol=0)
+    ints = np.array([2, 256, -3], np.int64)
+    nodes = [helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BFLOAT16),
+             helper.make_node("Cast", ["b"], ["y"], to=FLOAT)]  # fmt: skip
+    model = lazy.onnx.load(_pipeline(nodes, ints), device="PYTHON")
+    out = model(ints)["y"]
+    assert out.device == "PYTHON" and out.numpy().tolist() == [2.0, 256.0, -3.0]
+
+
+def test_invalid_reshapes_unsqueezes_gathers_and_castlikes_are_named() -> None:
+    cases = [
+        ([helper.make_node("Reshape", ["x", "s"], ["y"])], {"s": [3, 0]}, "copies .0. a dimension at a position"),
+        ([helper.make_node("Unsqueeze", ["x", "s"], ["y"])], {"s": [0, 0]}, "name an output axis more than once"),
+        ([helper.make_node("Gather", ["x", "s"], ["y"])], {"s": [-13]}, "index -13 is out of range"),
+    ]
+    for nodes, consts, message in cases:
+        inits = [helper.make_tensor(n, TensorProto.INT64, [len(v)], v) for n, v in consts.items()]
+        graph = helper.make_graph(nodes, "g", [value("x", FLOAT, [12])], [value("y", FLOAT, None)], inits)
+        proto = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 19)])
+        with pytest.raises((lazy.onnx.InvalidModelError, lazy.onnx.OnnxRunError), match=message):
+            lazy.onnx.load(proto)(np.ones(12, np.float32))
+    like = helper.make_tensor("like", TensorProto.FLOAT8E4M3FN, [1], [1.0])
+    graph = helper.make_graph([helper.make_node("CastLike", ["x", "like"], ["y"], saturate=0)], "g",
+                              [value("x", FLOAT, [12])], [value("y", TensorProto.FLOAT8E4M3FN, None)], [like])  # fmt: skip
+    proto = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 19)])
+    with pytest.raises((lazy.onnx.InvalidModelError, lazy.onnx.OnnxRunError), match="saturate=0 to a float8"):
+        lazy.onnx.load(proto)(np.ones(12, np.float32))

@@ -155,7 +155,11 @@ class DeviceOps:
         if not isinstance(indices, Tensor):
             import numpy as np
 
-            flat = np.where(indices < 0, indices + x.shape[axis], indices).reshape(-1)
+            n = int(x.shape[axis])
+            if indices.size and not (-n <= indices.min() and indices.max() < n):  # (as onnxruntime refuses them)
+                bad = indices[(indices < -n) | (indices >= n)].flat[0]
+                raise IndexError(f"Gather: index {bad} is out of range for axis {axis} of size {n}")
+            flat = np.where(indices < 0, indices + n, indices).reshape(-1)
             if indices.ndim == 0:
                 return x[lead + (int(flat[0]),)]
             if flat.size and (np.diff(flat) == 1).all():

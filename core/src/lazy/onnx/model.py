@@ -172,7 +172,8 @@ class Values:
 
     def set(self, name: str, value: Any) -> None:
         if isinstance(value, Tensor):
-            self.tensors[name] = value
+            # (a host value cast to a dtype numpy lacks, bfloat16 or fp8, becomes a Tensor on the default device)
+            self.tensors[name] = value if value.device == self.device else value.to(self.device)
         else:
             import numpy as np
 

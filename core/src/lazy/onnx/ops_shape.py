@@ -24,6 +24,17 @@ def value_dtype(x: Any) -> DType:
 def _cast(node: Node, xp: ArrayOps, x: Any) -> Any:
     target = lazy_dtype(int(node.attr("to")))
     assert target is not None, "checked at load"
+    return _to_fp8(xp, x, target) if target in dtypes.fp8s else xp.cast(x, target)
+
+
+def _to_fp8(xp: ArrayOps, x: Any, target: Any) -> Any:
+    """ONNX's saturating cast to float8: +-inf too become the largest finite value (lazy's own cast, tinygrad's,
+    turns inf into NaN for E4M3 and keeps it for E5M2); NaN stays NaN."""
+    if not isinstance(x, Tensor):
+        x = Tensor(x)
+    if dtypes.is_float(x.dtype):
+        top = {dtypes.fp8e4m3: 448.0, dtypes.fp8e5m2: 57344.0}[target]  # the largest finite values
+        x = x.isinf().where(x.sign() * top, x)
     return xp.cast(x, target)
 
 
@@ -35,7 +46,11 @@ def _check_cast(node: Node) -> str | None:
 
 
 def _cast_like(node: Node, xp: ArrayOps, x: Any, like: Any) -> Any:
-    return xp.cast(x, value_dtype(like))
+    target = value_dtype(like)
+    if target in dtypes.fp8s and not node.attr("saturate", 1):  # (as Cast's check; the dtype is known only here)
+        raise node.invalid("saturate=0 to a float8 type is not supported (lazy's float8 casts saturate: "
+                           "out-of-range values become the largest)")  # fmt: skip
+    return _to_fp8(xp, x, target) if target in dtypes.fp8s else xp.cast(x, target)
 
 
 def _identity(node: Node, xp: ArrayOps, x: Any) -> Any:
@@ -94,6 +109,8 @@ def _size(node: Node, xp: ArrayOps, x: Any) -> Any:
 def _reshape(node: Node, xp: ArrayOps, x: Any, shape: Any) -> Any:
     target = ints(shape)
     if not node.attr("allowzero", 0):  # 0 copies the input's size at that position
+        if any(d == 0 and i >= x.ndim for i, d in enumerate(target)):
+            raise node.invalid(f"shape {target} copies (0) a dimension at a position {tuple(x.shape)} does not have")
         target = [int(x.shape[i]) if d == 0 else d for i, d in enumerate(target)]
     if target.count(-1) > 1:
         raise node.invalid(f"shape {target} has more than one -1")
@@ -124,6 +141,8 @@ def _unsqueeze(node: Node, xp: ArrayOps, x: Any, axes: Any = None) -> Any:
     chosen = axes_input(node, axes) or []
     ndim = x.ndim + len(chosen)
     new = {axis_of(node, a, ndim) for a in chosen}
+    if len(new) != len(chosen):
+        raise node.invalid(f"axes {list(chosen)} name an output axis more than once")
     dims = iter(x.shape)
     return x.reshape(tuple(1 if i in new else next(dims) for i in range(ndim)))
 
@@ -206,7 +225,10 @@ def _tile(node: Node, xp: ArrayOps, x: Any, repeats: Any) -> Any:
 
 
 def _trilu(node: Node, xp: ArrayOps, x: Any, k: Any = None) -> Any:
-    return xp.triangle(x, 0 if k is None else int(k.reshape(())), bool(node.attr("upper", 1)))
+    diagonal = 0 if k is None else int(k.reshape(()))
+    rows, cols = int(x.shape[-2]), int(x.shape[-1])
+    diagonal = max(-rows, min(cols, diagonal))  # (an int64 k past the matrix keeps all or nothing)
+    return xp.triangle(x, diagonal, bool(node.attr("upper", 1)))
 
 
 def _pad(node: Node, xp: ArrayOps, x: Tensor, pads: Any, value: Any = None, axes: Any = None) -> Tensor:
