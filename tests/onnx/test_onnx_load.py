@@ -240,7 +240,7 @@ def test_bfloat16_and_float8_initializers_keep_their_bits() -> None:
     assert_matches_onnxruntime(proto, {"x": np.zeros(4, np.float32)}, rtol=0, atol=0)
 
 
-def _pipeline(nodes: list[Any], x: np.ndarray, opset: int = 19) -> onnx.ModelProto:
+def _pipeline(nodes: list[onnx.NodeProto], x: np.ndarray, opset: int = 19) -> onnx.ModelProto:
     elem = TensorProto.FLOAT if x.dtype == np.float32 else TensorProto.INT64
     graph = helper.make_graph(nodes, "g", [value("x", elem, list(x.shape))], [value("y", FLOAT, None)])
     return helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", opset)])
@@ -282,8 +282,9 @@ def test_invalid_reshapes_unsqueezes_gathers_and_castlikes_are_named() -> None:
         with pytest.raises((lazy.onnx.InvalidModelError, lazy.onnx.OnnxRunError), match=message):
             lazy.onnx.load(proto)(np.ones(12, np.float32))
     like = helper.make_tensor("like", TensorProto.FLOAT8E4M3FN, [1], [1.0])
-    graph = helper.make_graph([helper.make_node("CastLike", ["x", "like"], ["y"], saturate=0)], "g",
-                              [value("x", FLOAT, [12])], [value("y", TensorProto.FLOAT8E4M3FN, None)], [like])  # fmt: skip
+    node = helper.make_node("CastLike", ["x", "like"], ["y"], saturate=0)
+    out = value("y", TensorProto.FLOAT8E4M3FN, None)
+    graph = helper.make_graph([node], "g", [value("x", FLOAT, [12])], [out], [like])
     proto = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 19)])
     with pytest.raises((lazy.onnx.InvalidModelError, lazy.onnx.OnnxRunError), match="saturate=0 to a float8"):
         lazy.onnx.load(proto)(np.ones(12, np.float32))
