@@ -190,6 +190,10 @@ CASES: dict[str, Case] = {
         tolerance=1e-2,
     ),  # fmt: skip
     "softmax_half": Case("Softmax", {"x": np.ones((70000,), np.float16)}, tolerance=1e-2),
+    # Resize-10 interpolates "asymmetric"; the version converter drops that, opset 13's default is half_pixel
+    "resize_linear_opset10": Case(
+        "Resize", {"x": X4}, {"mode": "linear"}, constants={"s": np.array([1, 1, 2, 1.5], np.float32)}, opset=10
+    ),
     "sign_nan": Case("Sign", {"x": np.array([np.nan, -2.0, 0.0, 3.0], np.float32)}),
     "reduce_max": Case("ReduceMax", {"x": X}, {"keepdims": 0}, constants={"a": i64(-1, 0)}),
     "reduce_min": Case("ReduceMin", {"x": INTS}, constants={"a": i64(1)}),

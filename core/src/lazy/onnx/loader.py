@@ -98,10 +98,18 @@ def _lift_opset(onnx: Any, proto: Any, problems: list[str]) -> Any:
             if init.name not in declared:
                 proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
     try:
-        return onnx.version_converter.convert_version(proto, MIN_OPSET)
+        lifted = onnx.version_converter.convert_version(proto, MIN_OPSET)
     except Exception as e:
         problems.append(f"opset {opset} is older than {MIN_OPSET} and onnx.version_converter could not lift it: {e}")
         return proto
+    if opset == 10:  # Resize-10 interpolates "asymmetric" (x_in = x_out / scale); the converter leaves the attribute
+        # out, and opset 13's default is half_pixel. (Its nearest rounding, onnxruntime's "simple", is not set here)
+        for node in lifted.graph.node:
+            attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+            if node.op_type == "Resize" and attrs.get("mode", b"nearest") == b"linear" and \
+                    "coordinate_transformation_mode" not in attrs:  # fmt: skip
+                node.attribute.append(onnx.helper.make_attribute("coordinate_transformation_mode", "asymmetric"))
+    return lifted
 
 
 def _op_key(node: Any) -> str:
