@@ -194,6 +194,15 @@ CASES: dict[str, Case] = {
     "resize_linear_opset10": Case(
         "Resize", {"x": X4}, {"mode": "linear"}, constants={"s": np.array([1, 1, 2, 1.5], np.float32)}, opset=10
     ),
+    "pad_wrap_wider_than_the_axis": Case(
+        "Pad", {"x": random(2, 3)}, {"mode": "wrap"}, constants={"p": i64(0, 4, 0, 5)}
+    ),
+    # over an empty axis: ONNX's identities (opset 18), where Tensor.max and min raise
+    "reduce_max_empty": Case("ReduceMax", {"x": np.zeros((2, 0), np.float32)}, constants={"a": i64(1)}),
+    "reduce_min_empty": Case(
+        "ReduceMin", {"x": np.zeros((2, 0), np.float32)}, {"keepdims": 0}, constants={"a": i64(1)}
+    ),
+    "reduce_logsumexp_empty": Case("ReduceLogSumExp", {"x": np.zeros((0, 3), np.float32)}, constants={"a": i64(0)}),
     "sign_nan": Case("Sign", {"x": np.array([np.nan, -2.0, 0.0, 3.0], np.float32)}),
     "reduce_max": Case("ReduceMax", {"x": X}, {"keepdims": 0}, constants={"a": i64(-1, 0)}),
     "reduce_min": Case("ReduceMin", {"x": INTS}, constants={"a": i64(1)}),

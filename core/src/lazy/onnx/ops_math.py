@@ -4,6 +4,7 @@ matrix products. Handlers that take `xp` are written once for the host and the d
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -174,9 +175,20 @@ def _reduction(name: str) -> Callable[..., Any]:
         if chosen is None:  # noop_with_empty_axes: no axis reduced, but the elementwise part still applies (x^2)
             return x if name in HOST_REDUCTIONS or name in ("ReduceMean", "ReduceLogSumExp") else REDUCTIONS[name](
                 xp, x, (), True)  # fmt: skip
-        return REDUCTIONS[name](xp, x, chosen, bool(node.attr("keepdims", 1)))
+        keep = bool(node.attr("keepdims", 1))
+        if name in EMPTY_IDENTITY and any(int(x.shape[a]) == 0 for a in chosen):  # (opset 18 defines these)
+            shape = tuple(1 if a in chosen else int(d) for a, d in enumerate(x.shape) if keep or a not in chosen)
+            dtype = xp.dtype_of(x)
+            identity = EMPTY_IDENTITY[name] if dtypes.is_float(dtype) else (
+                dtypes.min(dtype) if EMPTY_IDENTITY[name] < 0 else dtypes.max(dtype))  # fmt: skip
+            return Tensor.full(shape, identity, dtype=dtype, device=x.device if isinstance(x, Tensor) else None)
+        return REDUCTIONS[name](xp, x, chosen, keep)
 
     return run
+
+
+# reductions without elements: ONNX's results (opset 18+), where lazy's max and min raise EmptyReductionError
+EMPTY_IDENTITY = {"ReduceMax": -math.inf, "ReduceMin": math.inf, "ReduceLogSumExp": -math.inf}
 
 
 def _arg_extreme(smallest: bool) -> Callable[..., Tensor]:

@@ -240,6 +240,14 @@ def _pad(node: Node, xp: ArrayOps, x: Tensor, pads: Any, value: Any = None, axes
     pairs = [(0, 0)] * x.ndim
     for i, axis in enumerate(chosen):
         pairs[axis] = (amounts[i], amounts[i + len(chosen)])
+    if mode == "wrap":  # pads wider than the axis wrap around more than once: tile the input first
+        for axis, (before, after) in enumerate(pairs):
+            n = int(x.shape[axis])
+            if n and min(before, after) >= 0 and max(before, after) > n:
+                k = -(-max(before, after) // n)  # whole periods on each side
+                x = x.repeat(tuple(2 * k + 1 if i == axis else 1 for i in range(x.ndim)))
+                x = x.shrink(tuple((k * n - before, k * n + n + after) if i == axis else None for i in range(x.ndim)))
+                pairs[axis] = (0, 0)
     # (ONNX ignores constant_value for the other modes; Tensor.pad refuses a fill value there)
     fill = 0 if value is None or value.size == 0 or mode != "constant" else value.reshape(-1)[0].item()
     return x.pad(pairs, mode=PAD_MODES[mode], value=fill)
