@@ -203,6 +203,9 @@ CASES: dict[str, Case] = {
         "ReduceMin", {"x": np.zeros((2, 0), np.float32)}, {"keepdims": 0}, constants={"a": i64(1)}
     ),
     "reduce_logsumexp_empty": Case("ReduceLogSumExp", {"x": np.zeros((0, 3), np.float32)}, constants={"a": i64(0)}),
+    "lp_pool_ceil_mode": Case(
+        "LpPool", {"x": random(1, 2, 5, 5, seed=31)}, {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}
+    ),
     "sign_nan": Case("Sign", {"x": np.array([np.nan, -2.0, 0.0, 3.0], np.float32)}),
     "reduce_max": Case("ReduceMax", {"x": X}, {"keepdims": 0}, constants={"a": i64(-1, 0)}),
     "reduce_min": Case("ReduceMin", {"x": INTS}, constants={"a": i64(1)}),

@@ -137,10 +137,11 @@ def _lp_pool(node: Node, xp: ArrayOps, x: Tensor) -> Tensor:
     kernel = node.ints("kernel_shape")
     strides, dilations, pads = _geometry(node, x, kernel)
     p = float(node.attr("p", 2))
-    # the sum of |x|^p over each window: the average with the padding counted as zeros, times the window size
-    mean = x.abs().pow(p).avg_pool2d(kernel, strides, dilations, torch_padding(pads), bool(node.attr("ceil_mode", 0)),
-                                     count_include_pad=True)  # fmt: skip
-    return (mean * prod(kernel)).pow(1 / p)
+    # the sum of |x|^p over each window, the padding (and ceil_mode's extra) counted as zeros: the average times the
+    # window size overcounted windows that ceil_mode cuts short
+    g = x._pool_windows("LpPool", kernel, strides, dilations, torch_padding(pads), bool(node.attr("ceil_mode", 0)))
+    nd = len(kernel)
+    return x.abs().pow(p)._pool(g, 0.0).sum(tuple(range(-nd, 0))).pow(1 / p)
 
 
 def _global_pool(kind: str) -> Callable[..., Tensor]:
