@@ -206,6 +206,9 @@ CASES: dict[str, Case] = {
     "lp_pool_ceil_mode": Case(
         "LpPool", {"x": random(1, 2, 5, 5, seed=31)}, {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}
     ),
+    # before opset 13, Hardmax flattens to 2-D at its axis (the version converter keeps the node as it is)
+    "hardmax_opset11": Case("Hardmax", {"x": random(2, 3, 4, seed=32)}, {"axis": 1}, opset=11),
+    "hardmax_opset12_axis0": Case("Hardmax", {"x": random(2, 3, 4, seed=33)}, {"axis": 0}, opset=12),
     "sign_nan": Case("Sign", {"x": np.array([np.nan, -2.0, 0.0, 3.0], np.float32)}),
     "reduce_max": Case("ReduceMax", {"x": X}, {"keepdims": 0}, constants={"a": i64(-1, 0)}),
     "reduce_min": Case("ReduceMin", {"x": INTS}, constants={"a": i64(1)}),

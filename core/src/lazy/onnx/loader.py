@@ -97,6 +97,8 @@ def _lift_opset(onnx: Any, proto: Any, problems: list[str]) -> Any:
         for init in proto.graph.initializer:
             if init.name not in declared:
                 proto.graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, init.dims))
+    if opset >= 5 and any(node.op_type == "Hardmax" for node in proto.graph.node):
+        proto = _hardmax_as_2d(onnx, proto)
     try:
         lifted = onnx.version_converter.convert_version(proto, MIN_OPSET)
     except Exception as e:
@@ -110,6 +112,29 @@ def _lift_opset(onnx: Any, proto: Any, problems: list[str]) -> Any:
                     "coordinate_transformation_mode" not in attrs:  # fmt: skip
                 node.attribute.append(onnx.helper.make_attribute("coordinate_transformation_mode", "asymmetric"))
     return lifted
+
+
+def _hardmax_as_2d(onnx: Any, proto: Any) -> Any:
+    """Before opset 13, Hardmax(axis=a) flattens the input to 2-D at a and picks the largest of each row; the version
+    converter keeps the node and so gives it opset 13's meaning (along axis a alone). Each one becomes Flatten(a),
+    Hardmax(axis=1) and a Reshape back to the input's shape, which the converter lifts as they are."""
+    proto = type(proto).FromString(proto.SerializeToString())
+    nodes = []
+    for i, node in enumerate(proto.graph.node):
+        if node.op_type != "Hardmax":
+            nodes.append(node)
+            continue
+        axis = next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 1)
+        x, y, tag = node.input[0], node.output[0], f"_lazy_hardmax{i}"
+        nodes += [
+            onnx.helper.make_node("Shape", [x], [f"{tag}_shape"]),
+            onnx.helper.make_node("Flatten", [x], [f"{tag}_flat"], axis=axis),
+            onnx.helper.make_node("Hardmax", [f"{tag}_flat"], [f"{tag}_max"], axis=1),
+            onnx.helper.make_node("Reshape", [f"{tag}_max", f"{tag}_shape"], [y], name=node.name),
+        ]
+    del proto.graph.node[:]
+    proto.graph.node.extend(nodes)
+    return proto
 
 
 def _op_key(node: Any) -> str:
