@@ -199,6 +199,9 @@ def test_cat_and_stack_keep_negative_zero():
     for mode in ("replicate", "circular", "reflect"):
         want = 1 / TF.pad(t.reshape(1, 1, 2), (1, 1), mode=mode)
         np.testing.assert_array_equal((1 / x.reshape(1, 1, 2).pad((1, 1), mode=mode)).numpy(), want.numpy())
+    # sort's values are a gather (a load per element), which keeps the sign too
+    values = Tensor([3.0, -0.0, -2.0]).sort()[0].numpy()
+    np.testing.assert_array_equal(1 / values, 1 / torch.tensor([3.0, -0.0, -2.0]).sort()[0].numpy())
 
 
 def test_half_softmax_and_average_pool_in_float32():

@@ -646,7 +646,7 @@ class NNOpsMixin(TensorBase):
 
     def sort(self, dim: PyInt = -1, descending: PyBool = False) -> tuple[Self, Self]:
         """The values along `dim` in order and their (int32) indices; a stable sort (equal values keep their order,
-        -0.0 ties with 0.0) with NaN above +inf: last ascending, first descending, as in PyTorch. The rank of each
+        -0.0 ties with 0.0 and stays -0.0) with NaN above +inf: last ascending, first descending, as in PyTorch. The rank of each
         element counts the elements before it, then a one-hot of the ranks moves it in place."""
         dim = self._resolve_axis(dim)
         n = self.shape[dim] if self.ndim else 1
@@ -669,9 +669,9 @@ class NNOpsMixin(TensorBase):
         earlier = type(self)._tri(n, n, 0, self.device).logical_not()  # (i, j): j < i
         rank = (ahead | (same & earlier)).cast(dtypes.int32).sum(-1)  # (..., i): a permutation of 0..n-1
         place = rank.unsqueeze(-1) == type(self).arange(n, device=self.device)  # (..., i, position)
-        values = place.where(x.unsqueeze(-1), 0).sum(-2, dtype=self.dtype)
         index = type(self).arange(n, device=self.device).reshape(n, 1)
         indices = place.where(index, 0).sum(-2, dtype=dtypes.int32)
+        values = x._gather(x.ndim - 1, indices)  # (a load per element: keeps -0.0, which a one-hot sum lost)
         return values.transpose(dim, -1), indices.transpose(dim, -1)
 
     def argsort(self, dim: PyInt = -1, descending: PyBool = False) -> Self:
