@@ -646,8 +646,9 @@ class NNOpsMixin(TensorBase):
 
     def sort(self, dim: PyInt = -1, descending: PyBool = False) -> tuple[Self, Self]:
         """The values along `dim` in order and their (int32) indices; a stable sort (equal values keep their order,
-        -0.0 ties with 0.0 and stays -0.0) with NaN above +inf: last ascending, first descending, as in PyTorch. The rank of each
-        element counts the elements before it, then a one-hot of the ranks moves it in place."""
+        -0.0 ties with 0.0 and stays -0.0) with NaN above +inf: last ascending, first descending, as in PyTorch.
+        The rank of each element counts the elements before it, a one-hot of the ranks gives the indices, and the
+        values are gathered at them."""
         dim = self._resolve_axis(dim)
         n = self.shape[dim] if self.ndim else 1
         n = concrete(n, "sort")
