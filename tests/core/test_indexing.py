@@ -270,3 +270,29 @@ def test_gathers_are_loads_at_the_index_not_one_hot_sums():
     want = np.zeros_like(table)
     np.add.at(want, idx.reshape(-1), np.arange(16, dtype=np.float32))
     np.testing.assert_array_equal(emb.weight.grad.numpy(), want)
+
+
+def test_index_tensors_on_adjacent_axes_are_one_gather():
+    """logp[arange(n), y] and other index tensors on adjacent axes gather once along the merged axes (the flat
+    index i * size_j + j): no one-hot sum over n * classes candidates per element. An index out of range in any of
+    them picks 0, as the one-hot selection did; gradients as before."""
+    from lazy.engine.schedule import create_schedule
+    from lazy.ops import Ops
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((40, 30, 5)).astype(np.float32)
+    i, j = rng.integers(0, 40, (7, 1)), rng.integers(-30, 30, (1, 3))
+    out = Tensor(a)[Tensor(i), Tensor(j)]
+    np.testing.assert_array_equal(out.numpy(), a[i, j])
+    ops = [n.op for si in create_schedule([Tensor(a)[Tensor(i), Tensor(j)].lazydata]) for n in si.ast.toposort()]
+    assert Ops.SUM not in ops
+    np.testing.assert_array_equal(Tensor(a)[:, Tensor([2, 0]), Tensor([4, -1])].numpy(), a[:, [2, 0], [4, -1]])
+    with Context(CHECK_INDEX=0):
+        got = Tensor(a[:, :, 0])[Tensor([0, 45, 1]), Tensor([1, 1, 31])].numpy()
+    np.testing.assert_array_equal(got, [a[0, 1, 0], 0, 0])
+    logp = Tensor(a[:, :, 0], requires_grad=True)
+    y = rng.integers(0, 30, 40)
+    (logp[Tensor.arange(40), Tensor(y)] * Tensor(np.arange(40, dtype=np.float32))).sum().backward()
+    want = np.zeros((40, 30), np.float32)
+    want[np.arange(40), y] = np.arange(40)
+    np.testing.assert_array_equal(logp.grad.numpy(), want)

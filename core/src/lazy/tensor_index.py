@@ -330,6 +330,36 @@ class IndexingMixin(TensorBase):
         rows = index.reshape(1, -1, 1).expand(before, index.numel(), after)
         return x._gather(1, rows).reshape(shape[:axis] + index.shape + shape[axis + 1 :])
 
+    def _gather_adjacent(self, tensors: list[tuple[int, Self]]) -> Self | None:
+        """self[..., i, j, ...] with index tensors on adjacent axes (`logp[arange(n), y]`) as one gather along those
+        axes merged: the flat index is i * size_j + j, and -1 (nothing picked, 0) where any index is out of range,
+        as the one-hot selection gives. None where that does not apply (axes apart, symbolic sizes, broadcast
+        failure: the one-hot path names it)."""
+        dims = [d for d, _ in tensors]
+        sizes = [self.shape[d] for d in dims]
+        if dims != list(range(dims[0], dims[0] + len(dims))) or not all_int(sizes) or not all_int(self.shape):
+            return None
+        if not all(dtypes.is_int(t.dtype) and t.device == self.device for _, t in tensors):
+            return None
+        try:
+            big = broadcast_shape("index", *(t.shape for _, t in tensors))
+        except ValueError:
+            return None
+        total = prod(sizes)
+        wide = dtypes.int64 if total >= 2**31 else dtypes.int32
+        flat: Self | None = None
+        inside: Self | None = None
+        ints = [int(size) for size in sizes]  # (concrete: checked above)
+        for (_, t), size, stride in zip(tensors, ints, [prod(ints[k + 1 :]) for k in range(len(ints))]):
+            t = t.cast(wide)
+            ok = (t >= 0) & (t < size)
+            flat, inside = (t * stride, ok) if flat is None else (flat + t * stride, inside & ok)  # type: ignore[operator]
+        assert flat is not None and inside is not None
+        flat = inside.where(flat, -1)._broadcast_to(big)
+        d0 = dims[0]
+        merged = self.reshape(self.shape[:d0] + (total,) + self.shape[d0 + len(dims) :])
+        return merged._gather_along(d0, flat)
+
     def _index_masks(self, plan: _Plan[Self]) -> tuple[Self, tuple[sint, ...], list[int]]:
         """(mask, broadcast index shape, indexed axes): mask has shape x[:d0] + big + x[d0:] with True where the
         index tensors pick the element."""
@@ -368,6 +398,8 @@ class IndexingMixin(TensorBase):
         if not plan.tensors:
             return x
         if len(plan.tensors) == 1 and (picked := x._gather_along(*plan.tensors[0])) is not None:
+            return picked
+        if len(plan.tensors) > 1 and (picked := x._gather_adjacent(plan.tensors)) is not None:
             return picked
         mask, big, dims = self._index_masks(plan)
         d0, nb = dims[0], len(big)
