@@ -1,4 +1,4 @@
-"""Convolution gradients written as convolutions (`lazy.tensor_nn._Conv`): the input gradient as a transposed
+"""Convolution gradients written as convolutions (`lazy.tensor_conv._Conv`): the input gradient as a transposed
 convolution, the weight gradient in blocks of images, both against PyTorch in float64 over strides, dilations,
 groups, paddings (negative too), 1-3 spatial axes, batches no block divides, and a gradient of the gradient. The
 kernels they schedule are checked to be vectorized convolutions, not the window view's gather and fold."""

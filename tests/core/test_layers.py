@@ -33,6 +33,7 @@ LEVELS = [
         "lazy.tensor_math",
         "lazy.tensor_division",
         "lazy.tensor_nn",
+        "lazy.tensor_conv",
         "lazy.tensor_reduce",
         "lazy.tensor_operators",
         "lazy.tensor_devices",

@@ -31,6 +31,7 @@ from lazy.ops import Ops
 from lazy.plugins import Device
 from lazy.symbolic import Node, sint
 from lazy.tensor_base import Axis, PyBool, PyInt
+from lazy.tensor_conv import ConvMixin
 from lazy.tensor_create import CreationMixin
 from lazy.tensor_devices import PlacementMixin, check_devices
 from lazy.tensor_division import DivisionMixin
@@ -109,6 +110,7 @@ class Tensor(
     MathMixin,
     DivisionMixin,
     NNOpsMixin,
+    ConvMixin,
     OperatorsMixin,
     PlacementMixin,
 ):
