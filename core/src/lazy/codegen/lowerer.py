@@ -402,11 +402,32 @@ class Lowerer:
         if not self.vector_on:
             return self._gathered_element(buf, index, lane)
         assert index.dtype is not None
+        if index.op is UOps.VECTORIZE and all(s is index.src[0] for s in index.src) and self.lane_stride(buf) == 1:
+            # one index for every lane (rows gathered: `x[idx]`, an Embedding, along a contiguous row): one vector
+            # load at a row that exists (row 0 for an index outside the range), then zeros where the index is out
+            found = self._gathered_address(buf, index.src[0], self.with_vec_lane(lane, 0), clamp=True)
+            assert found is not None, "a view without a mask has no padding"
+            address, inside = found
+            vec = buf.dtype.vec(self.vec_width)
+            loaded = self.b.add(UOps.LOAD, vec, (self.source(buf), address))
+            gate = self.b.add(UOps.VECTORIZE, dtypes.bool.vec(self.vec_width), (inside,) * self.vec_width)
+            zeros = self.b.add(UOps.VECTORIZE, vec, (self.b.const(0, buf.dtype),) * self.vec_width)
+            return self.b.alu(Ops.WHERE, gate, loaded, zeros)
         at = [self.b.add(UOps.GEP, index.dtype.scalar(), (index,), i) for i in range(self.vec_width)]
         lanes = tuple(self._gathered_element(buf, at[i], self.with_vec_lane(lane, i)) for i in range(self.vec_width))
         return self.b.add(UOps.VECTORIZE, buf.dtype.vec(self.vec_width), lanes)
 
     def _gathered_element(self, buf: MemBuffer, index: UOp, lane: Lane) -> UOp:
+        if (found := self._gathered_address(buf, index, lane)) is None:
+            return self.b.const(0, buf.dtype)
+        address, inside = found
+        # (the address of an index outside the range is never read: the load is gated)
+        return self.b.add(UOps.LOAD, buf.dtype, (self.source(buf), address, inside, self.b.const(0, buf.dtype)))
+
+    def _gathered_address(self, buf: MemBuffer, index: UOp, lane: Lane, clamp: bool = False) -> tuple[UOp, UOp] | None:
+        """(address, inside) of a gathered element: the view's element plus index * stride, and whether the index is
+        in [0, size) and the view's element valid; None where the view never is (padding). `clamp`: the address of
+        an index outside the range is row 0's (for a load that is not gated)."""
         assert buf.gather is not None
         stride, size = buf.gather
         idx, valid = self.index_of(buf, lane)
@@ -416,14 +437,14 @@ class Lowerer:
         inside = self.b.alu(Ops.CMPLT, index, self.b.const(size, dtype))
         if not dtypes.is_unsigned(dtype):
             inside = self.b.alu(Ops.AND, self.b.alu(Ops.CMPLT, self.b.const(-1, dtype), index), inside)
+        if clamp:
+            index = self.b.alu(Ops.WHERE, inside, index, self.b.const(0, dtype))
         at = index if index.dtype == self.index else self.b.add(UOps.CAST, self.index, (index,))
         if not (isinstance(valid, NumNode) and valid.b == 1):
             if isinstance(valid, NumNode):  # never valid (padding)
-                return self.b.const(0, buf.dtype)
+                return None
             inside = self.b.alu(Ops.AND, self.node(valid), inside)
-        # (the address of an index outside the range is never read: the load is gated)
-        address = self.b.alu(Ops.ADD, self.node(idx), self.b.alu(Ops.MUL, at, self.index_const(stride)))
-        return self.b.add(UOps.LOAD, buf.dtype, (self.source(buf), address, inside, self.b.const(0, buf.dtype)))
+        return self.b.alu(Ops.ADD, self.node(idx), self.b.alu(Ops.MUL, at, self.index_const(stride))), inside
 
     def lane_stride(self, buf: MemBuffer) -> int | None:
         """How far apart in memory `buf`'s elements along the vector lanes are, where that is one number whatever

@@ -424,3 +424,18 @@ def test_gathers_load_at_the_index(device_name, caps):
     np.add.at(want, rows, 2.0)
     assert w.grad is not None, f"no gradient reached the gathered table on {d}"
     np.testing.assert_array_equal(w.grad.numpy(), want, err_msg=f"gather's gradient on {d}")
+    # whole rows (one index for a row's lanes: one vector load at the row, zeros past the table) and their
+    # gradient, with a row picked twice (the tokens' gradients summed, then gathered per row)
+    wide = rng.standard_normal((40, 64)).astype(np.float32)
+    with Context(CHECK_INDEX=0):
+        got = Tensor(wide, device=d)[Tensor(np.array([3, 40, 7, 100], np.int32), device=d)].numpy()
+    np.testing.assert_array_equal(got, np.stack([wide[3], np.zeros(64), wide[7], np.zeros(64)]),
+                                  err_msg=f"whole rows on {d}")  # fmt: skip
+    picks = np.array([3, 39, 3, 0], np.int32)
+    gw = rng.standard_normal((4, 64)).astype(np.float32)
+    ww = Tensor(wide, device=d, requires_grad=True)
+    (ww[Tensor(picks, device=d)] * Tensor(gw, device=d)).sum().backward()
+    want = np.zeros_like(wide)
+    np.add.at(want, picks, gw)
+    assert ww.grad is not None, f"no gradient reached the gathered rows on {d}"
+    np.testing.assert_allclose(ww.grad.numpy(), want, rtol=1e-6, atol=1e-6, err_msg=f"rows' gradient on {d}")
