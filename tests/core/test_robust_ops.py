@@ -347,3 +347,44 @@ def test_window_arguments_that_work_still_do():
     assert Tensor(IMAGE).conv_transpose2d(Tensor.ones(4, 2, 3, 3), stride=2, output_padding=1).shape == (1, 2, 12, 12)
     assert Tensor(IMAGE).max_pool2d((2, 3), stride=np.int64(1)).shape == (1, 4, 4, 3)
     assert nn.Conv2d(4, 2, (1, 3), groups=2)(Tensor(IMAGE)).shape == (1, 2, 5, 3)
+
+
+@pytest.mark.parametrize("device", ["CPU"])  # (the conformance suite sorts 700 elements on every device)
+def test_long_sorts_use_a_network_and_match_pytorch(device):
+    """From SORT_NETWORK_MIN elements a sort orders (value, position) keys with a bitonic network: log^2 n
+    elementwise kernels, no n x n grid (a 65536-element sort took 20 s). Every 32-bit and narrower dtype against
+    PyTorch's stable sort (values bit for bit), both directions, a length that is no power of two, a batch along an
+    inner axis; 64-bit dtypes keep the ranks and still sort right."""
+    torch = pytest.importorskip("torch", reason="the reference for long sorts")
+    from lazy.tensor_nn import SORT_NETWORK_MIN
+
+    rng = np.random.default_rng(5)
+    n = SORT_NETWORK_MIN + 89
+    floats = rng.standard_normal(n).astype(np.float32)
+    floats[rng.integers(0, n, 40)] = np.float32(NAN)
+    floats[rng.integers(0, n, 40)] = floats[3]
+    floats[[1, 2, 3, 4]] = [-0.0, 0.0, INF, -INF]
+    cases = [floats, floats.astype(np.float16), rng.integers(-3, 3, n).astype(np.int8),
+             rng.integers(-2**31, 2**31 - 1, n).astype(np.int32), rng.integers(0, 2**32 - 1, n).astype(np.uint32),
+             rng.integers(0, 3, n).astype(np.uint8), rng.random(n) > 0.5, rng.integers(-9, 9, n).astype(np.int64),
+             rng.standard_normal(n)]  # fmt: skip
+    for a in cases:
+        for descending in (False, True):
+            values, indices = Tensor(a, device=device).sort(descending=descending)
+            want_values, want_indices = torch.sort(torch.from_numpy(a.astype(np.int64) if a.dtype == np.uint32 else a),
+                                                   descending=descending, stable=True)  # fmt: skip
+            np.testing.assert_array_equal(indices.numpy(), want_indices.numpy(), err_msg=f"{a.dtype} {descending}")
+            got = values.numpy()
+            np.testing.assert_array_equal(got.view(np.uint8), want_values.numpy().astype(a.dtype).view(np.uint8))
+    batch = rng.standard_normal((3, n, 2)).astype(np.float32)
+    np.testing.assert_array_equal(
+        Tensor(batch, device=device).argsort(1, descending=True).numpy(),
+        torch.sort(torch.from_numpy(batch), dim=1, descending=True, stable=True)[1].numpy(),
+    )
+    x = Tensor(floats, device=device).realize()
+    GlobalCounters.reset()
+    x.argsort().realize()
+    levels = (n - 1).bit_length()
+    assert GlobalCounters.kernel_count <= levels * (levels + 1) // 2 + 4, f"{GlobalCounters.kernel_count} kernels"
+    ops = GlobalCounters.global_ops
+    assert ops < 8 * n * levels * levels, f"{ops} operations: an n x n grid?"

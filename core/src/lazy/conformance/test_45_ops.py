@@ -439,3 +439,32 @@ def test_gathers_load_at_the_index(device_name, caps):
     np.add.at(want, picks, gw)
     assert ww.grad is not None, f"no gradient reached the gathered rows on {d}"
     np.testing.assert_allclose(ww.grad.numpy(), want, rtol=1e-6, atol=1e-6, err_msg=f"rows' gradient on {d}")
+
+
+def test_long_sorts_are_stable_and_order_nan_last(device_name, caps):
+    """A sort of 700 elements (a sorting network over (value, position) keys where the device has uint64, else
+    ranks): stable (ties keep their order, -0.0 ties with 0.0 and stays -0.0), NaN last ascending and first
+    descending, infinities in place; ints with many ties; a batch sorted along its middle axis; topk of the same."""
+    d = device_name
+    rng = np.random.default_rng(3)
+    n = 700
+    a = rng.standard_normal(n).astype(np.float32)
+    a[::9] = a[4]
+    a[[5, 19, 40]] = np.nan
+    a[[7, 11]] = [-0.0, 0.0]
+    a[[13, 17]] = [np.inf, -np.inf]
+    positions = np.arange(n)
+    ascending = np.argsort(a, kind="stable")  # numpy: NaN last, -0.0 == 0.0
+    descending = np.lexsort((positions, np.where(np.isnan(a), 0, -a), ~np.isnan(a)))
+    for flag, want in ((False, ascending), (True, descending)):
+        values, indices = Tensor(a, device=d).sort(descending=flag)
+        np.testing.assert_array_equal(indices.numpy(), want, err_msg=f"order (descending={flag}) on {d}")
+        got = values.numpy()
+        np.testing.assert_array_equal(got.view(np.uint32), a[want].view(np.uint32), err_msg=f"values on {d}")
+    ints = rng.integers(-4, 4, n).astype(np.int32)
+    np.testing.assert_array_equal(Tensor(ints, device=d).argsort().numpy(), np.argsort(ints, kind="stable"))
+    batch = rng.standard_normal((2, n, 3)).astype(np.float32)
+    np.testing.assert_array_equal(Tensor(batch, device=d).sort(1)[0].numpy(), np.sort(batch, 1))
+    top_values, top_indices = Tensor(a, device=d).topk(5)
+    np.testing.assert_array_equal(top_indices.numpy(), descending[:5], err_msg=f"topk on {d}")
+    assert np.isnan(top_values.numpy()[:3]).all(), f"topk puts NaN first on {d}"
