@@ -5,6 +5,8 @@ casts (accumulation dtypes) and shifts (max subtraction) that keep it exact and 
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from lazy import function as F
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
 # products are realized (log2 of it halvings per kernel), so a long axis costs a few kernels, not one expression per
 # output of every factor
 PROD_FUSED_FAN_IN = 4
-# running sums and products (`cumsum`, `cumprod`) of a longer axis go block by block (`_blocked_cumulative`)
+# running sums, products and maxima (`cumsum`, `cumprod`, `cummax`, `logcumsumexp`) of a longer axis go block by
+# block (`_blocked_scan`)
 CUMULATIVE_BLOCK = 64
 
 
@@ -323,7 +326,8 @@ class ReduceMixin(TensorBase):
         return x.pow(ord).sum(axis, keepdim).pow(1.0 / ord)
 
     def _cumulative(self, axis: int, reduce: str, identity: ConstType) -> Self:
-        """out[i] = reduce(x[0..i]) along `axis`: each output sees the whole axis, masked to its prefix."""
+        """out[i] = reduce(x[0..i]) along `axis` (reduce: "sum", "prod" or "max"): each output of a block of
+        `CUMULATIVE_BLOCK` sees the whole block, masked to its prefix; longer axes scan in blocks (`_blocked_scan`)."""
         axis = self._resolve_axis(axis)
         if self.ndim == 0 or 0 in self.shape:
             return self
@@ -332,27 +336,37 @@ class ReduceMixin(TensorBase):
         n = concrete(n, "a running sum, product or max (cumsum, cumprod, cummax)")
         # (not along an axis split over devices: its blocks would cut across the shards)
         sharded_here = getattr(x.lazydata, "axis", None) == x.ndim - 1
-        if n > CUMULATIVE_BLOCK and reduce in ("sum", "prod") and not sharded_here:
-            return x._blocked_cumulative(reduce, identity).transpose(-1, axis)
-        prefix = type(self)._tri(n, n, 1, self.device)  # (i, j): True where j > i, outside the prefix of i
-        windows = prefix.where(identity, x.unsqueeze(-2))  # (..., n_out, n_in)
-        return getattr(windows, reduce)(-1).transpose(-1, axis)
+        if n > CUMULATIVE_BLOCK and not sharded_here:
+            combine = {"sum": operator.add, "prod": operator.mul, "max": type(self).maximum}[reduce]
+            return x._blocked_scan(lambda b: b._prefix_reduce(reduce, identity), combine, identity).transpose(-1, axis)
+        return x._prefix_reduce(reduce, identity).transpose(-1, axis)
 
-    def _blocked_cumulative(self, reduce: str, identity: ConstType) -> Self:
-        """`_cumulative` along the last axis in blocks of `CUMULATIVE_BLOCK`: running values within each block, each
-        then combined with the running value through the blocks before it (the same scan over the block totals,
-        blocked again when they are many). n * block work and memory, not n * n: the running product of 70000
-        floats had realized partial products of 2 x 70000 x 17500 (OOM), the running sum summed 4.9e9 terms a row."""
+    def _prefix_reduce(self, reduce: str, identity: ConstType) -> Self:
+        """`reduce` over each prefix of the last axis: the axis masked to the prefix for every output (n x n)."""
+        n = self.shape[-1]
+        assert isinstance(n, int)
+        prefix = type(self)._tri(n, n, 1, self.device)  # (i, j): True where j > i, outside the prefix of i
+        windows = prefix.where(identity, self.unsqueeze(-2))  # (..., n_out, n_in)
+        return getattr(windows, reduce)(-1)
+
+    def _blocked_scan(self, scan: Callable[[Self], Self], combine: Callable[[Self, Self], Self],
+                      identity: ConstType) -> Self:  # fmt: skip
+        """A running reduction along the last axis in blocks of `CUMULATIVE_BLOCK`: `scan` (running values along the
+        last axis, n x n work) within each block, each then combined with the running value through the blocks
+        before it (the same scan over the block totals, blocked again when they are many). `identity` pads the last
+        block and starts the first. n * block work and memory, not n * n: the running product of 70000 floats had
+        realized partial products of 2 x 70000 x 17500 (OOM), the running sum summed 4.9e9 terms a row, a running
+        max of 65536 took 2.5 s."""
         n, block = self.shape[-1], CUMULATIVE_BLOCK
-        n = concrete(n, "a running sum or product (cumsum, cumprod)")
+        n = concrete(n, "a running sum, product or max")
         blocks = -(-n // block)
         lead = ((0, 0),) * (self.ndim - 1)
         padded = self.pad((*lead, (0, blocks * block - n)), value=identity)  # the identity changes no running value
-        inner = padded.reshape(*self.shape[:-1], blocks, block)._cumulative(-1, reduce, identity)  # (..., m, b)
-        totals = inner[..., -1]._cumulative(-1, reduce, identity)  # (..., m): through the end of each block
+        inner = scan(padded.reshape(*self.shape[:-1], blocks, block))  # (..., m, b)
+        totals = inner[..., -1]  # (..., m): through the end of each block
+        totals = totals._blocked_scan(scan, combine, identity) if blocks > block else scan(totals)
         before = totals.pad((*lead, (1, 0)), value=identity)[..., :blocks].unsqueeze(-1)  # (..., m, 1)
-        out = inner + before if reduce == "sum" else inner * before
-        return out.reshape(*self.shape[:-1], blocks * block)[..., :n]
+        return combine(before, inner).reshape(*self.shape[:-1], blocks * block)[..., :n]
 
     def cumsum(self, axis: int = 0, dtype: DType | str | None = None) -> Self:
         """Running sums along `axis`: in `dtype` when given (a DType or its name; the input is cast first, as
@@ -379,17 +393,18 @@ class ReduceMixin(TensorBase):
         values = self._cumulative(axis, "max", dtypes.min(self.dtype))
         n = self.shape[axis]
         n = concrete(n, "cummax")
-        x, best = self.detach().transpose(axis, -1), values.detach().transpose(axis, -1)  # (..., n)
-        # (..., j, i): x[j] reaches the running max of position i, for j <= i; the first such j wins
-        grid = (*x.shape, n)  # broadcast before any op: an expanded elementwise result would be realized
-        xj, best_i = x.unsqueeze(-1)._broadcast_to(grid), best.unsqueeze(-2)._broadcast_to(grid)
-        reached = xj == best_i
-        if dtypes.is_float(self.dtype):  # a NaN is the running max from where it appears (NaN == NaN is False)
-            reached = reached | (xj.isnan() & best_i.isnan())
-        reached = reached & type(self)._tri(n, n, 0, self.device)
-        score = type(self).arange(n, 0, -1, device=self.device).reshape(n, 1)
-        idx = (n - (reached.cast(dtypes.int32) * score)._max(-2)).cast(dtypes.int32)
-        return values, idx.transpose(-1, axis)
+        # the index is where the running max last changed: there it was reached for the first time (it only grows,
+        # and a NaN stays from where it appears); a running max of those positions, O(n) like the values
+        best = values.detach().transpose(axis, -1)  # (..., n)
+        lead = ((0, 0),) * (best.ndim - 1)
+        before = best.pad((*lead, (1, 0)), value=math.nan if dtypes.is_float(self.dtype) else 0)[..., :n]
+        kept = best == before
+        if dtypes.is_float(self.dtype):
+            kept = kept | (best.isnan() & before.isnan())
+        first = type(self).arange(n, device=self.device) == 0
+        changed = kept.logical_not() | first
+        positions = changed.where(type(self).arange(n, device=self.device), 0)
+        return values, positions._cumulative(-1, "max", 0).cast(dtypes.int32).transpose(-1, axis)
 
     def cummin(self, axis: int = 0) -> tuple[Self, Self]:
         """The running minimum along `axis` and the index where it was first reached."""
@@ -397,15 +412,30 @@ class ReduceMixin(TensorBase):
         return values._order_flip(), idx
 
     def logcumsumexp(self, axis: int = 0) -> Self:
-        """log(cumsum(exp(x))) without overflow: every prefix is shifted by its own running max."""
+        """log(cumsum(exp(x))) without overflow: every prefix is shifted by its own running max; in blocks of
+        `CUMULATIVE_BLOCK` along a longer axis, joined by log-add-exp (`_blocked_scan`)."""
         if self.ndim == 0:
             return self
         axis = self._resolve_axis(axis)
         x = self._float().transpose(axis, -1)  # (..., n)
         n = x.shape[-1]
         n = concrete(n, "logcumsumexp")
-        running = x.cummax(-1)[0].detach()  # (..., n)
+        if n > CUMULATIVE_BLOCK and getattr(x.lazydata, "axis", None) != x.ndim - 1:
+            return x._blocked_scan(type(self)._prefix_logsumexp, type(self)._logaddexp, -math.inf).transpose(-1, axis)
+        return x._prefix_logsumexp().transpose(-1, axis)
+
+    def _prefix_logsumexp(self) -> Self:
+        """logsumexp over each prefix of the last axis (n x n), each shifted by its running max."""
+        n = self.shape[-1]
+        assert isinstance(n, int)
+        running = self._prefix_reduce("max", -math.inf).detach()  # (..., n)
         running = running.isinf().where(0, running)
         outside = type(self)._tri(n, n, 1, self.device)  # (i, j): j > i
-        shifted = outside.where(-math.inf, x.unsqueeze(-2) - running.unsqueeze(-1))  # (..., i, j)
-        return (shifted.exp().sum(-1).log() + running).transpose(-1, axis)
+        shifted = outside.where(-math.inf, self.unsqueeze(-2) - running.unsqueeze(-1))  # (..., i, j)
+        return shifted.exp().sum(-1).log() + running
+
+    def _logaddexp(self, other: Self) -> Self:
+        """log(exp(self) + exp(other)), shifted by the larger (0 where that is infinite: -inf + -inf is -inf)."""
+        top = self.maximum(other).detach()
+        top = top.isinf().where(0, top)
+        return ((self - top).exp() + (other - top).exp()).log() + top
