@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_tensor_api import check
 
-from lazy import Context, Tensor, dtypes
+from lazy import Context, GlobalCounters, Tensor, dtypes
 
 RNG = np.random.default_rng(11)
 A = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
@@ -329,6 +329,37 @@ def test_gradient_of_gathered_rows_sums_tokens_not_a_one_hot():
     c = rng.standard_normal((500, 8)).astype(np.float32)
     (gw * Tensor(c)).sum().backward()
     np.testing.assert_allclose(v.grad.numpy(), c[ti], rtol=1e-6, atol=1e-6)
+
+
+def test_scatter_reduce_of_whole_rows_sums_rows_not_a_one_hot():
+    """scatter_reduce "sum"/"mean" with an index the same along every other axis (index_add; a graph network's
+    messages into their nodes) sums rows like the gather gradient (`_row_grad`): against PyTorch along both axes,
+    with and without self, and with no one-hot grid of target x source x width in its work."""
+    torch = pytest.importorskip("torch", reason="the reference for scatter_reduce")
+    rng = np.random.default_rng(4)
+    n, t, m = 500, 120, 32
+    ids = rng.integers(0, n, t)
+    ids[:10] = ids[10]  # a row many tokens land on
+    a = rng.standard_normal((n, m)).astype(np.float32)
+    src = rng.standard_normal((t + 2, m)).astype(np.float32)
+    for reduce in ("sum", "mean"):
+        for include_self in (True, False):
+            index = Tensor(ids.astype(np.int32)).reshape(t, 1).expand(t, m)
+            got = Tensor(a).scatter_reduce(0, index, Tensor(src), reduce, include_self=include_self)
+            GlobalCounters.reset()
+            got = got.numpy()
+            assert GlobalCounters.global_ops < n * t * m, f"{GlobalCounters.global_ops} operations: a one-hot grid?"
+            rows = torch.from_numpy(np.broadcast_to(ids[:, None], (t, m)).copy())
+            want = torch.from_numpy(a).scatter_reduce(
+                0, rows, torch.from_numpy(src[:t]), reduce, include_self=include_self
+            )
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5, err_msg=f"{reduce} {include_self}")
+    got = Tensor(a.T.copy()).scatter_reduce(1, Tensor(ids.astype(np.int32)).reshape(1, t).expand(m, t),
+                                            Tensor(src.T.copy()), "sum").numpy()  # fmt: skip
+    want = torch.from_numpy(a.T.copy()).scatter_reduce(
+        1, torch.from_numpy(np.broadcast_to(ids[None, :], (m, t)).copy()), torch.from_numpy(src.T[:, :t].copy()), "sum"
+    )
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_arange_with_an_index_tensor_is_a_gather_along_the_other_axis():

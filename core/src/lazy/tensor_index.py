@@ -746,6 +746,9 @@ class IndexingMixin(TensorBase):
             raise ArgumentError(
                 f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', not {reduce!r}"
             )
+        if reduce in ("sum", "mean"):
+            if (rows := self._scatter_rows(dim, index, src, reduce, include_self)) is not None:
+                return rows
         dim, hit, values = self._scatter_hits("scatter_reduce", dim, index, src)
         landed = hit.any(-1)
         keep = self if include_self else None
@@ -767,6 +770,36 @@ class IndexingMixin(TensorBase):
         if keep is not None:
             red = red.maximum(keep) if reduce == "amax" else red.minimum(keep)
         return landed.where(red, self)
+
+    def _scatter_rows(self, dim: int, index: Self, src: Self, reduce: str, include_self: bool) -> Self | None:
+        """scatter_reduce "sum" or "mean" of whole rows (an index the same along every other axis, covering them:
+        `index_add`, a graph network's messages summed into their nodes) as the gather gradient's rows
+        (`_row_grad`): O(T^2 M / chunks + n T + n M) where the one-hot is O(n T M). None where that does not apply
+        or pay (the caller's one-hot then checks the arguments)."""
+        if not (isinstance(src, TensorBase) and dtypes.is_float(self.dtype) and index.ndim == self.ndim == src.ndim):
+            return None
+        if not (all_int(self.shape) and all_int(index.shape) and all_int(src.shape)) or not dtypes.is_int(index.dtype):
+            return None
+        dim = self._resolve_axis(dim)
+        if any(i != s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != dim):
+            return None
+        if any(i > s for i, s in zip(index.shape, src.shape)) or index.device != self.device:
+            return None
+        if (ids := _axis_ids(index, dim)) is None:
+            return None
+        n = int(self.shape[dim])
+        index._check_index("scatter_reduce", 0, n, f"dimension {dim} with size {n} (shape {self.shape})")
+        values = src.to(self.device).cast(self.dtype).shrink(tuple((0, i) for i in index.shape))
+        if (total := _row_grad(values, ids, dim, n)) is None:
+            return None
+        count = (ids.reshape(1, -1) == type(self).arange(n, device=self.device).reshape(n, 1)).sum(1)  # (n,)
+        along = tuple(n if d == dim else 1 for d in range(self.ndim))
+        count = count.reshape(along)
+        landed = count > 0
+        out = total + self if include_self else total
+        if reduce == "mean":
+            out = out / (count + (1 if include_self else 0)).maximum(1).cast(self.dtype)
+        return landed.where(out.cast(self.dtype), self)
 
     def index_select(self, dim: PyInt, index: Self) -> Self:
         """The slices at positions `index` (1-d) along `dim`."""
