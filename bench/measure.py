@@ -105,7 +105,8 @@ class Unit:
 
 
 GFLOPS, GBS = Unit("GFLOP/s", 1e9, rate=True), Unit("GB/s", 1e9, rate=True)
-MS_PER_STEP, US_PER_STEP, US_PER_OP, SECONDS = (
+MS, MS_PER_STEP, US_PER_STEP, US_PER_OP, SECONDS = (
+    Unit("ms", 1e-3, False),
     Unit("ms/step", 1e-3, False),
     Unit("us/step", 1e-6, False),
     Unit("us/op", 1e-6, False),

@@ -32,6 +32,7 @@ import report
 from measure import (
     GBS,
     GFLOPS,
+    MS,
     MS_PER_STEP,
     SECONDS,
     US_PER_OP,
@@ -340,6 +341,29 @@ def lib_mlp(lib: TensorLib) -> Prepare:
     return lib_train_steps(lib, step, MLP_STEPS)
 
 
+def lib_embedding(lib: TensorLib, vocab: int, width: int, tokens: int) -> Prepare:
+    """A token embedding's lookup and the gradient of its table (a fresh gradient each repetition)."""
+    emb = lib.nn.Embedding(vocab, width)
+    lib.place(emb)
+    idx, g = lib.tensor(labels_in(vocab, tokens)), lib.tensor(rand(tokens, width))
+
+    def run() -> None:
+        emb.weight.grad = None
+        (emb(idx) * g).sum().backward()
+        lib.compute(emb.weight.grad)
+
+    return same(run)
+
+
+def lib_sort(lib: TensorLib, n: int) -> Prepare:
+    a = lib.tensor(rand(n))
+    return same(lambda: lib.compute(*a.sort()))
+
+
+def labels_in(count: int, n: int) -> np.ndarray:
+    return RNG.integers(0, count, n).astype(np.int32)
+
+
 def numpy_tiny() -> Prepare:
     x = np.arange(16, dtype=np.float32)
     return same(lambda: [x + 1 for _ in range(TINY_COUNT)])
@@ -410,10 +434,15 @@ def numpy_conv(shape: ConvShape) -> Prepare:
 
 
 # numpy and PyTorch run on the CPU before they return: their "sync" rows are the same code as the rows without
+def numpy_sort(n: int) -> Prepare:
+    a = rand(n)
+    return same(lambda: (np.sort(a, kind="stable"), np.argsort(a, kind="stable")))
+
+
 NUMPY_ROWS: dict[str, Callable[..., Prepare]] = {
     "tiny": numpy_tiny, "tiny_sync": numpy_tiny, "jit": numpy_chain, "jit_sync": numpy_chain,
     "elementwise": numpy_elementwise, "exp": numpy_exp_chain, "sum": numpy_sum, "softmax": numpy_softmax,
-    "matmul": numpy_matmul, "conv2d": numpy_conv,
+    "matmul": numpy_matmul, "conv2d": numpy_conv, "sort": numpy_sort,
 }  # fmt: skip
 
 
@@ -541,6 +570,20 @@ def torch_rows(torch: Any, device: str = "cpu") -> dict[str, Callable[..., Prepa
         a = t(rand(n))
         return timed(lambda: a.sum())
 
+    def embedding(vocab: int, width: int, tokens: int) -> Prepare:
+        emb = nn.Embedding(vocab, width).to(device)
+        idx, g = t(labels_in(vocab, tokens).astype(np.int64)), t(rand(tokens, width))
+
+        def run() -> None:
+            emb.weight.grad = None
+            (emb(idx) * g).sum().backward()
+
+        return timed(run)
+
+    def sort(n: int) -> Prepare:
+        a = t(rand(n))
+        return timed(lambda: torch.sort(a, stable=True))
+
     def softmax(n: int) -> Prepare:
         x = t(rand(n, n))
         return timed(lambda: torch.softmax(x, dim=-1))
@@ -583,7 +626,7 @@ def torch_rows(torch: Any, device: str = "cpu") -> dict[str, Callable[..., Prepa
     rows: dict[str, Callable[..., Prepare]] = {
         "tiny": tiny, "tiny_sync": tiny, "jit": chain, "jit_sync": chain, "elementwise": elementwise,
         "exp": exp_chain, "sum": total, "softmax": softmax, "matmul": matmul, "conv2d": conv,
-        "conv2d_backward": conv_backward, "cnn": cnn, "mlp": mlp,
+        "conv2d_backward": conv_backward, "cnn": cnn, "mlp": mlp, "embedding": embedding, "sort": sort,
     }  # fmt: skip
     if not on_gpu:  # the fresh-process rows run PyTorch on the CPU
         rows |= {key: functools.partial(fresh_cnn_step, "PyTorch", "CPU", how=how)
@@ -595,7 +638,7 @@ LIB_ROWS: dict[str, Callable[..., Prepare]] = {
     "tiny": lib_tiny, "tiny_sync": functools.partial(lib_tiny, sync_each=True), "jit": lib_jit_chain,
     "jit_sync": functools.partial(lib_jit_chain, sync_each=True), "elementwise": lib_elementwise, "exp": lib_exp_chain,
     "sum": lib_sum, "softmax": lib_softmax, "matmul": lib_matmul, "conv2d": lib_conv,
-    "conv2d_backward": lib_conv_backward, "cnn": lib_cnn, "mlp": lib_mlp,
+    "conv2d_backward": lib_conv_backward, "cnn": lib_cnn, "mlp": lib_mlp, "embedding": lib_embedding, "sort": lib_sort,
     **{key: functools.partial(lib_fresh_cnn_step, how=how) for key, how in FRESH_CNN_ROWS.items()},
 }  # fmt: skip
 
@@ -612,10 +655,12 @@ class Sizes:
     matmul: tuple[int, ...]
     conv: ConvShape
     cnn_batch: int
+    embedding: tuple[int, int, int]  # vocabulary, width, tokens
+    sort: int
 
 
-FULL = Sizes(16 << 20, 4096, (1024, 2048), ConvShape(16, 64, 64, 56), 512)
-QUICK = Sizes(1 << 20, 1024, (256, 512), ConvShape(2, 16, 16, 28), 8)
+FULL = Sizes(16 << 20, 4096, (1024, 2048), ConvShape(16, 64, 64, 56), 512, (50257, 768, 512), 65536)
+QUICK = Sizes(1 << 20, 1024, (256, 512), ConvShape(2, 16, 16, 28), 8, (5000, 64, 64), 4096)
 
 
 @dataclass(frozen=True)
@@ -639,6 +684,7 @@ class Workload:
 
 def workloads(sizes: Sizes) -> list[Workload]:
     n, m, conv, batch = sizes.vector, sizes.softmax, sizes.conv, sizes.cnn_batch
+    vocab, width, tokens = sizes.embedding
     vector = f"{n >> 20}M float32"
     conv_title = (f"conv2d batch {conv.batch}, {conv.channels_in}->{conv.channels_out} channels, "
                   f"{conv.size}x{conv.size}, 3x3, pad 1")  # fmt: skip
@@ -668,6 +714,14 @@ def workloads(sizes: Sizes) -> list[Workload]:
         *cold_start,
         # one warm-up call: it runs MLP_STEPS steps, so the jit has captured the step before the timed calls
         Workload("mlp", "jitted MLP train step (64x64 batch, SGD)", US_PER_STEP, MLP_STEPS),
+        Workload(
+            "embedding",
+            f"Embedding({vocab}, {width}), {tokens} tokens, forward + table gradient",
+            MS_PER_STEP,
+            1,
+            sizes.embedding,
+        ),  # fmt: skip
+        Workload("sort", f"sort of {sizes.sort} float32 (values and indices)", MS, 1, (sizes.sort,)),
     ]
 
 
