@@ -378,6 +378,13 @@ def test_arange_with_an_index_tensor_is_a_gather_along_the_other_axis():
         node = node.base if node.base is not node else node.srcs[0]
     assert node.srcs[0].shape == (3, 40, 30, 2), f"gathered from {node.srcs[0].shape}: the axes were merged"
     np.testing.assert_array_equal(out.numpy(), a[:, np.arange(40), j])
+    # an arange cast to a dtype that wraps its values is not a plain arange any more
+    x300 = np.arange(300 * 4, dtype=np.float32).reshape(300, 4)
+    j300 = np.arange(300) % 4
+    got = Tensor(x300)[Tensor.arange(300).cast(dtypes.uint8), Tensor(j300)].numpy()
+    np.testing.assert_array_equal(got, x300[np.arange(300).astype(np.uint8), j300])
+    np.testing.assert_array_equal(Tensor(x300)[Tensor.arange(300).cast(dtypes.int8)].numpy(),
+                                  x300[np.arange(300).astype(np.int8)])  # fmt: skip
     k = rng.integers(0, 40, 30)
     np.testing.assert_array_equal(Tensor(a)[:, Tensor(k), Tensor.arange(30, dtype=dtypes.int64)].numpy(),
                                   a[:, k, np.arange(30)])  # fmt: skip

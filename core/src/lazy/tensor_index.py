@@ -118,7 +118,10 @@ def _is_ramp(t: TensorBase) -> bool:
     lb = t.lazydata
     if not isinstance(lb, LazyBuffer) or lb.base is not lb or not dtypes.is_int(lb.dtype):
         return False
+    n = prod(t.shape)
     while lb.op is Ops.CAST and lb.srcs and dtypes.is_int(lb.srcs[0].dtype) and lb.srcs[0].base is lb.srcs[0]:
+        if isinstance(n, int) and n - 1 > dtypes.max(lb.dtype):  # a cast that wraps the ramp's values
+            return False
         lb = lb.srcs[0]
     return lb.op is Ops.RAMP and lb.shape == t.shape
 

@@ -434,9 +434,13 @@ class Lowerer:
         # the range checked in the index's own dtype, before a cast to the kernel's index dtype could wrap it
         dtype = index.dtype
         assert dtype is not None
-        inside = self.b.alu(Ops.CMPLT, index, self.b.const(size, dtype))
+        # (an axis longer than the dtype's largest value has no upper check: `size` would wrap in it, and every
+        # value is below it anyway; a uint8 index into 256 rows is always in range)
+        checks = [] if size > dtypes.max(dtype) else [self.b.alu(Ops.CMPLT, index, self.b.const(size, dtype))]
         if not dtypes.is_unsigned(dtype):
-            inside = self.b.alu(Ops.AND, self.b.alu(Ops.CMPLT, self.b.const(-1, dtype), index), inside)
+            checks.append(self.b.alu(Ops.CMPLT, self.b.const(-1, dtype), index))
+        inside = checks[0] if len(checks) == 1 else self.b.alu(Ops.AND, checks[1], checks[0]) if checks else \
+            self.b.const(True, dtypes.bool)  # fmt: skip
         if clamp:
             index = self.b.alu(Ops.WHERE, inside, index, self.b.const(0, dtype))
         at = index if index.dtype == self.index else self.b.add(UOps.CAST, self.index, (index,))

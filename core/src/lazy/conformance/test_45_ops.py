@@ -424,6 +424,17 @@ def test_gathers_load_at_the_index(device_name, caps):
     np.add.at(want, rows, 2.0)
     assert w.grad is not None, f"no gradient reached the gathered table on {d}"
     np.testing.assert_array_equal(w.grad.numpy(), want, err_msg=f"gather's gradient on {d}")
+    # an index dtype whose largest value is below the row count: every value is in range (the bound 256 would wrap
+    # to 0 in uint8, and a byte-level Embedding read zeros)
+    bytes_table = rng.standard_normal((256, 24)).astype(np.float32)
+    ids = np.frombuffer(b"hello, world", dtype=np.uint8)
+    got = Tensor(bytes_table, device=d)[Tensor(ids, device=d).cast(dtypes.int32)].numpy()
+    np.testing.assert_array_equal(got, bytes_table[ids], err_msg=f"x[idx] as int32 on {d}")
+    got = Tensor(bytes_table, device=d).gather(0, Tensor(ids, device=d).reshape(-1, 1).expand(len(ids), 24)).numpy()
+    np.testing.assert_array_equal(got, bytes_table[ids], err_msg=f"uint8 rows of 256 on {d}")
+    narrow = rng.integers(0, 128, 9).astype(np.int8)
+    got = Tensor(table[:, :2].copy(), device=d).gather(0, Tensor(narrow % 37, device=d).reshape(-1, 1).expand(9, 2))
+    np.testing.assert_array_equal(got.numpy(), table[(narrow % 37).astype(int), :2], err_msg=f"int8 rows on {d}")
     # whole rows (one index for a row's lanes: one vector load at the row, zeros past the table) and their
     # gradient, with a row picked twice (the tokens' gradients summed, then gathered per row)
     wide = rng.standard_normal((40, 64)).astype(np.float32)
