@@ -433,8 +433,8 @@ def test_gathers_load_at_the_index(device_name, caps):
     got = Tensor(bytes_table, device=d).gather(0, Tensor(ids, device=d).reshape(-1, 1).expand(len(ids), 24)).numpy()
     np.testing.assert_array_equal(got, bytes_table[ids], err_msg=f"uint8 rows of 256 on {d}")
     narrow = rng.integers(0, 128, 9).astype(np.int8)
-    got = Tensor(table[:, :2].copy(), device=d).gather(0, Tensor(narrow % 37, device=d).reshape(-1, 1).expand(9, 2))
-    np.testing.assert_array_equal(got.numpy(), table[(narrow % 37).astype(int), :2], err_msg=f"int8 rows on {d}")
+    rows8 = Tensor(table[:, :2].copy(), device=d).gather(0, Tensor(narrow % 37, device=d).reshape(-1, 1).expand(9, 2))
+    np.testing.assert_array_equal(rows8.numpy(), table[(narrow % 37).astype(int), :2], err_msg=f"int8 rows on {d}")
     # whole rows (one index for a row's lanes: one vector load at the row, zeros past the table) and their
     # gradient, with a row picked twice (the tokens' gradients summed, then gathered per row)
     wide = rng.standard_normal((40, 64)).astype(np.float32)
