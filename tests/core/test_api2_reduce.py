@@ -4,6 +4,8 @@ and PyTorch). PYTHON device."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -184,3 +186,30 @@ def test_running_sums_and_products_of_a_long_axis_go_by_blocks(op, n):
     (tout * torch.tensor(w, dtype=torch.float64)).sum().backward()
     np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [64, 65, 200])
+def test_logcumsumexp_edges_inf_half_and_empty(n):
+    """logcumsumexp past +inf: +inf from there on, and the gradient finite away from the inf element (a NaN from
+    exp(inf - inf) in a block's running total reached every element before it) and at it the outputs' count (the
+    limit; PyTorch gives NaN there); half inputs computed in float32 and rounded once; an empty axis stays empty.
+    max and cummax of a NaN send the gradient to the NaN (it matched no element: all NaN)."""
+    x = np.zeros(n, np.float32)
+    x[1] = np.inf
+    t = Tensor(x, requires_grad=True)
+    out = t.logcumsumexp(0)
+    out.sum().backward()
+    assert np.isinf(out.numpy()[1:]).all() and out.numpy()[0] == 0.0
+    assert t.grad is not None
+    np.testing.assert_array_equal(t.grad.numpy(), [1.0, n - 1] + [0.0] * (n - 2))
+    h = RNG.uniform(-3, 3, n).astype(np.float16)
+    want = np.logaddexp.accumulate(h.astype(np.float64)).astype(np.float16)
+    got = Tensor(h).logcumsumexp(0).numpy()
+    steps = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want))
+    assert steps.max() <= 1, f"{steps.max()} float16 steps off"
+    assert Tensor.ones(3, 0).logcumsumexp(1).shape == (3, 0) and Tensor.ones(0).logcumsumexp(0).shape == (0,)
+    for op, want_grad in ((lambda v: v.max(), [0, 0, 1, 0, 0]), (lambda v: v.cummax(0)[0].sum(), [1, 1, 3, 0, 0])):
+        v = Tensor([1.0, 3.0, math.nan, 2.0, 5.0], requires_grad=True)
+        op(v).backward()
+        assert v.grad is not None
+        np.testing.assert_array_equal(v.grad.numpy(), want_grad)

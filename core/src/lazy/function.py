@@ -553,8 +553,12 @@ class Max(_Reduce):
     op = Ops.RMAX
 
     def backward(self, grad_output: B, ret: B, x: B) -> B:
-        # the gradient is split between all elements equal to the max
-        hit = x.e(Ops.CMPNE, self._kept(ret).expand(x.shape)).e(Ops.CMPNE, x.const(True).cast(dtypes.bool))
+        # the gradient is split between all elements equal to the max; a NaN max (which max propagates) goes to the
+        # NaNs, as in PyTorch (NaN equals nothing: no element matched, and 0 * 1/0 made every gradient NaN)
+        best = self._kept(ret).expand(x.shape)
+        hit = x.e(Ops.CMPNE, best).e(Ops.CMPNE, x.const(True).cast(dtypes.bool))
+        if dtypes.is_float(x.dtype):
+            hit = hit.e(Ops.OR, x.e(Ops.CMPNE, x).e(Ops.AND, best.e(Ops.CMPNE, best)))
         # 1.0 / 0.0 by a select rather than a cast of the bool: it vectorizes (pooling backward kernels)
         hit_f = hit.e(Ops.WHERE, grad_output.const(1, x.shape), grad_output.const(0, x.shape))
         count = hit_f.r(Ops.SUM, self.axis).expand(x.shape)

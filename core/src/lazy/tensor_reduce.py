@@ -190,7 +190,8 @@ class ReduceMixin(TensorBase):
         x = self.cast(dtype) if dtype is not None else self._float()
         if x.dtype in NARROW_FLOATS:
             return x._in_float32(lambda y: y.softmax(axis))
-        e, total = x._exp_sum(axis, x._max(axis, keepdim=True), broadcast=True)
+        # (the max carries no gradient: the result does not depend on the shift, so its gradient there is 0)
+        e, total = x._exp_sum(axis, x._max(axis, keepdim=True).detach(), broadcast=True)
         return e.div(total)
 
     def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
@@ -199,7 +200,7 @@ class ReduceMixin(TensorBase):
         x = self.cast(dtype) if dtype is not None else self._float()
         if x.dtype in NARROW_FLOATS:
             return x._in_float32(lambda y: y.log_softmax(axis))
-        top = x._max(axis, keepdim=True)
+        top = x._max(axis, keepdim=True).detach()  # (no gradient through the shift, as in softmax)
         return x - top - x._exp_sum(axis, top, broadcast=True)[1].log()
 
     def softmin(self, axis: int = -1, dtype: DType | str | None = None) -> Self:
@@ -417,6 +418,10 @@ class ReduceMixin(TensorBase):
         if self.ndim == 0:
             return self
         axis = self._resolve_axis(axis)
+        if 0 in self.shape:
+            return self._float()
+        if self.dtype in NARROW_FLOATS:  # in float32, rounded once (each exp, sum and log in half: 3 ulp)
+            return self._in_float32(lambda x: x.logcumsumexp(axis))
         x = self._float().transpose(axis, -1)  # (..., n)
         n = x.shape[-1]
         n = concrete(n, "logcumsumexp")
@@ -425,17 +430,28 @@ class ReduceMixin(TensorBase):
         return x._prefix_logsumexp().transpose(-1, axis)
 
     def _prefix_logsumexp(self) -> Self:
-        """logsumexp over each prefix of the last axis (n x n), each shifted by its running max."""
+        """logsumexp over each prefix of the last axis (n x n), each shifted by its running max. A prefix holding
+        +inf is +inf, taken from the max (its gradient goes to the inf element, the limit of the others' 0): the
+        formula there is exp(inf - inf), and a NaN gradient into such a prefix of a block reached every element."""
         n = self.shape[-1]
         assert isinstance(n, int)
-        running = self._prefix_reduce("max", -math.inf).detach()  # (..., n)
-        running = running.isinf().where(0, running)
+        peak = self._prefix_reduce("max", -math.inf)  # (..., n)
+        running = peak.detach()
+        big = running == math.inf
+        shift = running.isinf().where(0, running)
         outside = type(self)._tri(n, n, 1, self.device)  # (i, j): j > i
-        shifted = outside.where(-math.inf, self.unsqueeze(-2) - running.unsqueeze(-1))  # (..., i, j)
-        return shifted.exp().sum(-1).log() + running
+        grid = (*self.shape, n)
+        x = big.unsqueeze(-1)._broadcast_to(grid).where(0, self.unsqueeze(-2)._broadcast_to(grid))
+        shifted = outside.where(-math.inf, x - shift.unsqueeze(-1))  # (..., i, j)
+        return big.where(peak, shifted.exp().sum(-1).log() + shift)
 
     def _logaddexp(self, other: Self) -> Self:
-        """log(exp(self) + exp(other)), shifted by the larger (0 where that is infinite: -inf + -inf is -inf)."""
-        top = self.maximum(other).detach()
-        top = top.isinf().where(0, top)
-        return ((self - top).exp() + (other - top).exp()).log() + top
+        """log(exp(self) + exp(other)), shifted by the larger (0 where that is -inf: -inf + -inf is -inf). Where
+        the larger is +inf the result is that max (the operands are masked before any exp, as in
+        `_prefix_logsumexp`)."""
+        peak = self.maximum(other)
+        top = peak.detach()
+        big = top == math.inf
+        shift = top.isinf().where(0, top)
+        a, b = big.where(0, self), big.where(0, other)
+        return big.where(peak, ((a - shift).exp() + (b - shift).exp()).log() + shift)
