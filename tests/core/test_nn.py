@@ -108,3 +108,29 @@ def test_layers_train_end_to_end():
             opt.step()
             losses.append(loss.item())
     assert losses[-1] < losses[0] * 0.7
+
+
+def test_random_creators_make_leaves_so_backward_stops_at_the_parameters():
+    """rand, randn, uniform, normal, randint, scaled/glorot/kaiming initializers (and so every layer's parameters)
+    return tensors without a recorded graph: backward fills the parameter's gradient and stops there. With the
+    graph of their making kept, each training step also differentiated the initializer (an Embedding table's
+    gradient scaled into a fresh 147 MB buffer per step, and every layer's weight gradient copied once more)."""
+    makers = [lambda: Tensor.rand(3, 4), lambda: Tensor.randn(3, 4), lambda: Tensor.uniform(3, 4, low=-2, high=2),
+              lambda: Tensor.normal(3, 4, std=0.1), lambda: Tensor.scaled_uniform(3, 4),
+              lambda: Tensor.glorot_uniform(3, 4), lambda: Tensor.kaiming_uniform(3, 4),
+              lambda: Tensor.kaiming_normal(3, 4), lambda: nn.Linear(4, 3).weight,
+              lambda: nn.Embedding(3, 4).weight]  # fmt: skip
+    for make in makers:
+        w = make()
+        assert w._ctx is None and w.requires_grad is not False
+        (w * Tensor.ones(3, 4)).sum().backward()
+        assert w.grad is not None
+        np.testing.assert_array_equal(w.grad.numpy(), np.ones((3, 4), np.float32))
+    assert Tensor.rand(2, requires_grad=True).requires_grad is True
+    assert Tensor.randint(3, 4, high=5)._ctx is None
+
+
+def test_repr_of_a_tensor_with_a_gradient():
+    w = Tensor.ones(3, 4, requires_grad=True)
+    (w * 2).sum().backward()
+    assert "with grad <LB" in repr(w)  # (it raised: a Tensor's truth value is ambiguous)

@@ -218,7 +218,8 @@ class Tensor(
         return int(self.numel()) * self.element_size()
 
     def __repr__(self) -> str:
-        return f"<Tensor {self.lazydata!r} on {self.device} with grad {self.grad.lazydata if self.grad else None!r}>"
+        grad = self.grad.lazydata if self.grad is not None else None  # (a Tensor has no truth value)
+        return f"<Tensor {self.lazydata!r} on {self.device} with grad {grad!r}>"
 
     def __hash__(self) -> int:
         return id(self)

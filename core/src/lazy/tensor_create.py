@@ -430,7 +430,9 @@ class CreationMixin(TensorBase):
         """Uniform in [0, 1), a float dtype (default: the default float). The mantissa of each element comes from
         the generator's words (one word per float32, half a word per half, two per double: tinygrad's numbers).
         `contiguous=True` realizes them in a buffer of their own (tinygrad's default); without it they fuse into the
-        kernel that uses them: the same numbers either way."""
+        kernel that uses them: the same numbers either way. Like every random creator here it returns a leaf (no
+        recorded graph): a parameter made by one is where backward stops, not a node whose making is differentiated
+        again at every step (the Embedding table's gradient was scaled into a fresh 147 MB buffer per step)."""
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
         if not dtypes.is_float(dt):
             raise ValueError(f"rand makes floats in [0, 1), not {dt}; use randint for integers, or cast the result")
@@ -438,7 +440,7 @@ class CreationMixin(TensorBase):
         n = prod(shape)
         bits = cls._random_bits(-(-n * dt.itemsize // 4), device)
         out = _bits_to_unit_float(bits, n, dt).reshape(shape)
-        return (out.contiguous() if contiguous else out).requires_grad_(requires_grad)
+        return (out.contiguous() if contiguous else out).detach().requires_grad_(requires_grad)
 
     @classmethod
     def randn(cls, *shape: Any, device: str | None = None, dtype: DType | str | None = None,
@@ -448,7 +450,7 @@ class CreationMixin(TensorBase):
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
         src = cls.rand((2, *shape), device=device, dtype=dtypes.float32)
         out = src[0].mul(2 * math.pi).cos().mul((1 - src[1]).log().mul(-2).sqrt())
-        return out.cast(dt).requires_grad_(requires_grad)
+        return out.cast(dt).detach().requires_grad_(requires_grad)
 
     @classmethod
     def uniform(cls, *shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
@@ -458,12 +460,14 @@ class CreationMixin(TensorBase):
             raise ValueError(f"uniform needs low < high, got low={low} high={high}")
         requires_grad = kwargs.pop("requires_grad", None)
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-        return (((high - low) * cls.rand(*shape, **kwargs)).cast(dt) + low).requires_grad_(requires_grad)
+        return (((high - low) * cls.rand(*shape, **kwargs)).cast(dt) + low).detach().requires_grad_(requires_grad)
 
     @classmethod
     def scaled_uniform(cls, *shape: Any, **kwargs: Any) -> Self:
         """Uniform in [-1, 1) times prod(shape) ** -0.5 (tinygrad's); keywords as `uniform`'s."""
-        return cls.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5)
+        requires_grad = kwargs.pop("requires_grad", None)
+        out = cls.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(prod(argfix(*shape)) ** -0.5)
+        return out.detach().requires_grad_(requires_grad)
 
     @classmethod
     def glorot_uniform(cls, *shape: Any, **kwargs: Any) -> Self:
@@ -495,7 +499,7 @@ class CreationMixin(TensorBase):
         if std < 0:
             raise ValueError(f"normal needs std >= 0, got {std}")
         requires_grad = kwargs.pop("requires_grad", None)
-        return (std * cls.randn(*shape, **kwargs) + mean).requires_grad_(requires_grad)
+        return (std * cls.randn(*shape, **kwargs) + mean).detach().requires_grad_(requires_grad)
 
     @classmethod
     def randint(cls, *shape: Any, low: int = 0, high: int = 10, dtype: DType | str = dtypes.int32,
@@ -512,7 +516,7 @@ class CreationMixin(TensorBase):
         # scale first and add low after the cast, so truncation never rounds a negative value toward zero; the
         # minimum keeps a float product that rounded up to high - low inside the range
         offset = ((high - low) * cls.rand(*shape, **kwargs)).cast(dt)
-        return (offset.minimum(high - low - 1) + low).cast(dt).requires_grad_(requires_grad)
+        return (offset.minimum(high - low - 1) + low).cast(dt).detach().requires_grad_(requires_grad)
 
     @classmethod
     def linspace(cls, start: int | float, stop: int | float, steps: int, dtype: DType | str | None = None,
