@@ -388,3 +388,32 @@ def test_long_sorts_use_a_network_and_match_pytorch(device):
     assert GlobalCounters.kernel_count <= levels * (levels + 1) // 2 + 4, f"{GlobalCounters.kernel_count} kernels"
     ops = GlobalCounters.global_ops
     assert ops < 8 * n * levels * levels, f"{ops} operations: an n x n grid?"
+
+
+def test_long_sort_gradients_gather_at_the_inverse_permutation():
+    """The gradient of sorted values (and of topk's) is the output gradient gathered at the inverse permutation,
+    itself sorted by the network: O(n log^2 n), where the gather's one-hot was O(n^2). Against PyTorch."""
+    torch = pytest.importorskip("torch", reason="the reference for sort gradients")
+    from lazy.tensor_nn import SORT_NETWORK_MIN
+
+    rng = np.random.default_rng(6)
+    n = 4 * SORT_NETWORK_MIN  # (long enough that a one-hot's n^2 stands out)
+    for shape, dim, directions in (((n,), 0, (False, True)), ((3, n), 1, (True,))):
+        a = rng.standard_normal(shape).astype(np.float32)
+        w = rng.standard_normal(shape).astype(np.float32)
+        for descending in directions:
+            x = Tensor(a, requires_grad=True)
+            loss = (x.sort(dim, descending=descending)[0] * Tensor(w)).sum()
+            loss.backward()
+            assert x.grad is not None
+            GlobalCounters.reset()
+            x.grad.realize()
+            assert GlobalCounters.global_ops < 2 * a.size * n, f"{GlobalCounters.global_ops} operations: a one-hot?"
+            tx = torch.from_numpy(a).requires_grad_()
+            (torch.sort(tx, dim=dim, descending=descending, stable=True)[0] * torch.from_numpy(w)).sum().backward()
+            np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+        x = Tensor(a, requires_grad=True)
+        x.topk(7, dim)[0].sum().backward()  # (through the shrink of the sorted values)
+        tx = torch.from_numpy(a).requires_grad_()
+        torch.topk(tx, 7, dim)[0].sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())

@@ -89,14 +89,18 @@ class _Gather(F.Function):
     """x[..., index, ...] along `axis` as one `Ops.GATHER` node (a load at the index's element); its gradient adds
     each output's gradient into the element it read (`_gather_grad`)."""
 
-    def forward(self, x: LazyBuffer, index: LazyBuffer, axis: int = 0) -> LazyBuffer:
-        self.axis = axis
+    def forward(self, x: LazyBuffer, index: LazyBuffer, axis: int = 0, permutation: bool = False) -> LazyBuffer:
+        self.axis, self.permutation = axis, permutation
         return x.gather(index, axis)
 
     def backward(self, grad_output: Any, ret: Any, x: Any, index: Any) -> tuple[Any, None]:
         traced = isinstance(grad_output, F.TracedBuffer)
         g, idx = (b.tensor if traced else F._constant(b) for b in (grad_output, index))
-        grad = _gather_grad(g, idx, self.axis, int(x.shape[self.axis]))
+        n = int(x.shape[self.axis])
+        if self.permutation and (inverse := _inverse_permutation(idx, n)) is not None:
+            grad = g._gather(self.axis, inverse)  # (element k came from position inverse[k])
+        else:
+            grad = _gather_grad(g, idx, self.axis, n)
         return (F.TracedBuffer(grad) if traced else grad.lazydata), None
 
 
@@ -110,6 +114,17 @@ def _gather_grad(g: TensorT, idx: TensorT, axis: int, n: int) -> TensorT:
         return rows
     hit = idx.unsqueeze(-1) == type(g).arange(n, device=g.device)  # (*index.shape, n)
     return hit.where(g.unsqueeze(-1), 0).sum(axis, keepdim=True).transpose(axis, -1).squeeze(-1)
+
+
+def _inverse_permutation(idx: TensorT, n: int) -> TensorT | None:
+    """The inverse of permutations of the last axis (n long), by the sorting network: sorting the positions by the
+    values they hold (O(n log^2 n), where the one-hot gradient was O(n^2)); None below the network's length or where
+    the device cannot run it."""
+    from lazy.tensor_nn import SORT_NETWORK_MIN, _sorting_network
+
+    if n < SORT_NETWORK_MIN or (keys := idx._sort_keys(False)) is None:
+        return None
+    return _sorting_network(keys, n)
 
 
 def _is_ramp(t: TensorBase) -> bool:
@@ -670,8 +685,9 @@ class IndexingMixin(TensorBase):
             index._check_index("gather", 0, n, f"dimension {dim} with size {n} (shape {self.shape})")
         return self._gather(dim, index)
 
-    def _gather(self, dim: int, index: Self) -> Self:
-        """gather without the index check, for callers that checked (or mean) the indices themselves."""
+    def _gather(self, dim: int, index: Self, permutation: bool = False) -> Self:
+        """gather without the index check, for callers that checked (or mean) the indices themselves. `permutation`:
+        the index is a permutation of the last axis (sort's), so the gradient is a gather at the inverse one."""
         if index.ndim != self.ndim:
             raise ShapeError(f"gather: index has {index.ndim} dimensions, self has {self.ndim} ({self.shape})")
         if not dtypes.is_int(index.dtype):
@@ -685,7 +701,8 @@ class IndexingMixin(TensorBase):
             # O(result x n)
             if not gatherable(x.lazydata):
                 x = x.contiguous()
-            return _Gather.apply(x, index.to(self.device), axis=dim)  # type: ignore[arg-type, return-value]
+            return _Gather.apply(x, index.to(self.device), axis=dim,  # type: ignore[arg-type, return-value]
+                                 permutation=permutation and dim == self.ndim - 1)  # fmt: skip
         # (..., 1 at dim, ..., n): the candidates along dim moved to a new last axis
         x = x.unsqueeze(-1).transpose(-1, dim)
         hit = index.unsqueeze(-1) == type(self).arange(concrete(n, "gather"), device=self.device)  # (*index.shape, n)

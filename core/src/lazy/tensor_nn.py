@@ -241,7 +241,8 @@ class NNOpsMixin(TensorBase):
             indices = _sorting_network(keys, n)
         else:
             indices = x.detach()._sort_by_ranks(n, descending)
-        values = x._gather(x.ndim - 1, indices)  # (a load per element: keeps -0.0, which a one-hot sum lost)
+        # (a load per element: keeps -0.0, which a one-hot sum lost; its gradient a gather at the inverse permutation)
+        values = x._gather(x.ndim - 1, indices, permutation=True)
         return values.transpose(dim, -1), indices.transpose(dim, -1)
 
     def _sort_by_ranks(self, n: int, descending: bool) -> Self:
