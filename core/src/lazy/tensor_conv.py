@@ -121,6 +121,10 @@ def _conv_weight_grad(g: Tensor, x: Tensor, w: Tensor, groups: PyInt, stride: tu
     return (win * gg).sum((1, *range(5, 5 + nd))).sum(0).reshape(w.shape)
 
 
+# (spatial axes, kernel sizes, strides, dilations) of a convolution
+_Geometry = tuple[PyInt, tuple[PyInt, ...], tuple[PyInt, ...], tuple[PyInt, ...]]
+
+
 class ConvMixin(TensorBase):
     """Convolution and pooling of `Tensor`."""
 
@@ -140,9 +144,7 @@ class ConvMixin(TensorBase):
     ) -> Self:
         """Convolution of (N, C_in, *spatial) with weight (C_out, C_in/groups, *kernel); 1-d, 2-d and 3-d alike
         (the kernel's rank decides). stride/dilation/padding: an int or one value per spatial axis."""
-        nd, kernel = self._conv_kernel("conv2d", weight, groups)
-        stride_ = self._spatial_arg("conv2d", "stride", stride, nd)
-        dilation_ = self._spatial_arg("conv2d", "dilation", dilation, nd)
+        nd, kernel, stride_, dilation_ = self._conv_geometry("conv2d", weight, groups, stride, dilation)
         cout, cin_g = weight.shape[:2]
         if self.ndim != nd + 2 or self.shape[1] != cin_g * groups:
             raise ShapeError(
@@ -195,6 +197,12 @@ class ConvMixin(TensorBase):
                 f"got {value!r}"
             )
         return ints
+
+    def _conv_geometry(self, op: str, weight: TensorBase, groups: Any, stride: Any, dilation: Any) -> _Geometry:
+        """(spatial axes, kernel sizes, strides, dilations) of a convolution or its transpose, every argument
+        checked (`_conv_kernel`, `_spatial_arg`) and named after `op` in an error."""
+        nd, kernel = self._conv_kernel(op, weight, groups)
+        return nd, kernel, self._spatial_arg(op, "stride", stride, nd), self._spatial_arg(op, "dilation", dilation, nd)
 
     @staticmethod
     def _conv_kernel(op: str, weight: TensorBase, groups: Any) -> tuple[PyInt, tuple[PyInt, ...]]:
@@ -255,9 +263,7 @@ class ConvMixin(TensorBase):
     ) -> Self:
         """The gradient of conv2d with respect to its input: (N, C_in, *spatial) with weight (C_in, C_out/groups,
         *kernel). Built as a conv2d over the input spread out by `stride` with the flipped, transposed kernel."""
-        nd, kernel = self._conv_kernel("conv_transpose2d", weight, groups)
-        stride_ = self._spatial_arg("conv_transpose2d", "stride", stride, nd)
-        dilation_ = self._spatial_arg("conv_transpose2d", "dilation", dilation, nd)
+        nd, kernel, stride_, dilation_ = self._conv_geometry("conv_transpose2d", weight, groups, stride, dilation)
         out_pad = self._spatial_arg("conv_transpose2d", "output_padding", output_padding, nd, minimum=0)
         if any(p >= max(s, d) for p, s, d in zip(out_pad, stride_, dilation_)):
             raise ValueError(
