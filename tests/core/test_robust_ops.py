@@ -390,6 +390,54 @@ def test_long_sorts_use_a_network_and_match_pytorch(device):
     assert ops < 8 * n * levels * levels, f"{ops} operations: an n x n grid?"
 
 
+@pytest.mark.parametrize("device", ["CPU"])  # (the conformance suite takes topk of 700 elements on every device)
+def test_topk_of_a_few_takes_them_one_by_one(device):
+    """topk of k well under the sorting network's stage count takes the k smallest (value, position) keys one round
+    at a time (k reductions over n, no sort: topk(10) of 50257 took 37 ms through the network's 136 stages): the same
+    values and indices as PyTorch's stable sort's first k, for every key dtype, both directions, NaN and ties, an
+    inner axis, k = 0; few kernels; and the gradient reaches the picked elements only."""
+    torch = pytest.importorskip("torch", reason="the reference for topk")
+    from lazy.tensor_nn import SORT_NETWORK_MIN, _network_stages, _selects
+
+    rng = np.random.default_rng(8)
+    n = SORT_NETWORK_MIN + 301
+    floats = rng.standard_normal(n).astype(np.float32)
+    floats[rng.integers(0, n, 30)] = np.float32(NAN)
+    floats[rng.integers(0, n, 60)] = floats[3]
+    floats[[1, 2, 4, 5]] = [-0.0, 0.0, INF, -INF]
+    cases = [floats, floats.astype(np.float16), rng.integers(-3, 3, n).astype(np.int8),
+             rng.integers(0, 2**32 - 1, n).astype(np.uint32), rng.random(n) > 0.5]  # fmt: skip
+    k_most = _network_stages(n) // 2
+    assert _selects(n, k_most) and not _selects(n, k_most + 1) and not _selects(SORT_NETWORK_MIN - 1, 1)
+    for a in cases:
+        reference = torch.from_numpy(a.astype(np.int64) if a.dtype == np.uint32 else a)
+        for largest in (True, False):
+            want_values, want_indices = torch.sort(reference, descending=largest, stable=True)
+            for k in (0, 1, 7, k_most):
+                values, indices = Tensor(a, device=device).topk(k, largest=largest)
+                assert values.shape == indices.shape == (k,) and indices.dtype == dtypes.int32
+                np.testing.assert_array_equal(indices.numpy(), want_indices[:k].numpy(), err_msg=f"{a.dtype} {k}")
+                got, want = values.numpy(), want_values[:k].numpy().astype(a.dtype)
+                np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=f"{a.dtype} {k}")
+    batch = rng.standard_normal((2, n, 3)).astype(np.float32)
+    values, indices = Tensor(batch, device=device).topk(5, 1, largest=False)
+    want_values, want_indices = torch.sort(torch.from_numpy(batch), dim=1, stable=True)
+    np.testing.assert_array_equal(indices.numpy(), want_indices[:, :5].numpy())
+    np.testing.assert_array_equal(values.numpy(), want_values[:, :5].numpy())
+    x = Tensor(floats, device=device).realize()
+    GlobalCounters.reset()
+    Tensor.realize(*x.topk(6))
+    assert GlobalCounters.kernel_count <= 3 * 6 + 4, f"{GlobalCounters.kernel_count} kernels"
+    assert GlobalCounters.global_ops < 32 * 6 * n, f"{GlobalCounters.global_ops} operations: a sort?"
+    w = rng.standard_normal((3, n)).astype(np.float32)
+    x = Tensor(w, device=device, requires_grad=True)
+    (x.topk(4, 1)[0] * Tensor([[1.0, 2.0, 3.0, 4.0]], device=device)).sum().backward()
+    tx = torch.from_numpy(w).requires_grad_()
+    (torch.topk(tx, 4, 1)[0] * torch.tensor([[1.0, 2.0, 3.0, 4.0]])).sum().backward()
+    assert x.grad is not None
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
 def test_long_sort_gradients_gather_at_the_inverse_permutation():
     """The gradient of sorted values (and of topk's) is the output gradient gathered at the inverse permutation,
     itself sorted by the network: O(n log^2 n), where the gather's one-hot was O(n^2). Against PyTorch."""

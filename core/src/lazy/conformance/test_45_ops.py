@@ -479,3 +479,7 @@ def test_long_sorts_are_stable_and_order_nan_last(device_name, caps):
     top_values, top_indices = Tensor(a, device=d).topk(5)
     np.testing.assert_array_equal(top_indices.numpy(), descending[:5], err_msg=f"topk on {d}")
     assert np.isnan(top_values.numpy()[:3]).all(), f"topk puts NaN first on {d}"
+    np.testing.assert_array_equal(Tensor(a, device=d).topk(9, largest=False)[1].numpy(), ascending[:9],
+                                  err_msg=f"topk of the smallest on {d}")  # fmt: skip
+    np.testing.assert_array_equal(Tensor(batch, device=d).topk(4, 1)[0].numpy(), -np.sort(-batch, 1)[:, :4],
+                                  err_msg=f"topk along a middle axis on {d}")  # fmt: skip
