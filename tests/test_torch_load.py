@@ -218,3 +218,25 @@ def test_unsigned_checkpoints_written_through_untyped_storages(tmp_path):
     torch.save({"w": torch.ones(3, dtype=torch.float8_e4m3fnuz)}, path)
     with pytest.raises(Exception, match="float8_e4m3fnuz tensors, a dtype lazy cannot load"):
         torch_load(path)
+
+
+def test_a_checkpoint_of_nested_dicts_and_lists_keeps_its_structure(tmp_path):
+    """A training checkpoint (`{"model": state_dict, "optimizer": ..., "epoch": 3}`) loads as torch.load gives it:
+    nested dicts, lists and tuples with Tensors where the tensors were, other values as they are (these tensors were
+    dropped, silently, when only the top level was read)."""
+    torch = pytest.importorskip("torch", reason="writes the checkpoint with torch.save")
+    w = torch.arange(6.0).reshape(2, 3)
+    path = tmp_path / "nested.pt"
+    torch.save({"model": {"w": w, "b": w[1]}, "layers": [w.T, (w * 2, 7)], "epoch": 3, "name": "run"}, path)
+    got = torch_load(path, device="PYTHON")
+    assert sorted(got) == ["epoch", "layers", "model", "name"] and got["epoch"] == 3 and got["name"] == "run"
+    np.testing.assert_array_equal(got["model"]["w"].numpy(), w.numpy())
+    np.testing.assert_array_equal(got["model"]["b"].numpy(), [3, 4, 5])
+    layers = got["layers"]
+    assert isinstance(layers, list) and isinstance(layers[1], tuple) and layers[1][1] == 7
+    np.testing.assert_array_equal(layers[0].numpy(), w.numpy().T)
+    np.testing.assert_array_equal(layers[1][0].numpy(), w.numpy() * 2)
+    single = tmp_path / "single.pt"
+    torch.save(w, single)
+    with pytest.raises(ValueError, match="holds a single tensor, not a dict of tensors"):
+        torch_load(single)

@@ -216,3 +216,13 @@ def test_setitem_of_a_sharded_tensor_says_what_to_do() -> None:
     x = Tensor(np.zeros((4, 4), np.float32)).shard(DEVICES[:2], axis=0)
     with pytest.raises(ArgumentError, match="where"):
         x[2] = 5.0
+
+
+@pytest.mark.parametrize("axis", [0, 1, None])
+def test_safe_save_of_a_sharded_tensor_writes_its_whole_value(tmp_path, axis: int | None) -> None:
+    from lazy.nn.state import safe_load, safe_save
+
+    a = np.arange(35, dtype=np.float32).reshape(5, 7)
+    path = tmp_path / "sharded.safetensors"
+    safe_save({"t": Tensor(a).shard(TWO, axis).realize()}, path)
+    np.testing.assert_array_equal(safe_load(path)["t"].to("CPU").numpy(), a)

@@ -613,6 +613,22 @@ class IndexingMixin(TensorBase):
                 f"memory (ints and plain slices of the leading axes), got {indices!r}; or write a copy on a "
                 "compute device and copy it back"
             )
+        self._copy_into(view, value)
+
+    def _assign_by_copy(self, value: Self) -> None:
+        """assign on a device that only copies (DISK): the value, computed on a compute device, copied into the
+        memory this tensor views (which must be one consecutive range). Nothing is made on the copy-only device: a
+        new buffer there would be the file's start."""
+        view = self.lazydata.buffer_view() if isinstance(self.lazydata, LazyBuffer) else None
+        if view is None:
+            raise ArgumentError(f"assign on {self.device}, a copy-only device: this tensor is not one consecutive "
+                                "range of the device's memory (a transposed or strided view); assign to a plain slice, "
+                                "or compute on a compute device and copy the result back")  # fmt: skip
+        self._copy_into(view, value)
+
+    def _copy_into(self, view: LazyBuffer, value: Self | ConstType) -> None:
+        """Copy `value` (broadcast to `view`'s shape) into `view`, a consecutive range of this copy-only device's
+        memory; the value is computed where it lives, or on the default device."""
         src = value if isinstance(value, type(self)) else type(self)(value, device=Device.DEFAULT, dtype=self.dtype)
         if _copy_only(src.device):  # computed on the default device, then copied
             src = src.to(Device.DEFAULT)

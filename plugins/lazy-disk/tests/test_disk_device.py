@@ -16,6 +16,7 @@ import pytest
 import lazy_disk
 from lazy.device import Buffer, DeviceError
 from lazy.dtype import dtypes
+from lazy.helpers import ArgumentError
 from lazy.engine.schedule import create_schedule
 from lazy.plugins import Device
 from lazy.tensor import Tensor
@@ -176,6 +177,24 @@ def test_copy_from_a_compute_device_and_back(file):
     t = Tensor(np.arange(12, dtype=np.int64), device="CPU").to(f"DISK:{file}").realize()
     assert np.array_equal(np.fromfile(file, dtype=np.int64), np.arange(12))
     assert np.array_equal(t.to("CPU").numpy(), np.arange(12))
+
+
+def test_assign_writes_where_the_view_is_and_nowhere_else(file):
+    """assign into a slice of a file's tensor writes those bytes (it used to copy the value into a new DISK buffer,
+    which is the file's start, and then fail); a whole-tensor assign writes it all; a strided view is refused,
+    leaving the file as it was."""
+    np.arange(12, dtype=np.float32).tofile(file)
+    t = Tensor.empty(3, 4, dtype=dtypes.float32, device=f"DISK:{file}")
+    t[1].assign(Tensor([-1.0, -2.0, -3.0, -4.0], device="CPU"))
+    t[2, 1:3].assign(Tensor([7, 8], device="CPU"))  # (an int value, cast)
+    want = np.arange(12, dtype=np.float32)
+    want[4:8], want[9:11] = [-1, -2, -3, -4], [7, 8]
+    assert np.array_equal(np.fromfile(file, dtype=np.float32), want)
+    with pytest.raises(ArgumentError, match="not one consecutive range"):
+        t.T.assign(Tensor.zeros(4, 3))
+    assert np.array_equal(np.fromfile(file, dtype=np.float32), want)
+    t.assign(Tensor.full((3, 4), 2.0))
+    assert np.array_equal(np.fromfile(file, dtype=np.float32), np.full(12, 2.0, np.float32))
 
 
 def test_kernels_are_refused_by_name(file):

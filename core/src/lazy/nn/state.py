@@ -15,7 +15,8 @@ import struct
 import sys
 import uuid
 import zipfile
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 from lazy.device import Buffer
 from lazy.dtype import DType, dtypes, to_np_dtype
@@ -226,7 +227,10 @@ def safe_load(path: str | os.PathLike[str]) -> dict[str, Tensor]:
 
 
 def _plain_buffer(tensor: Tensor) -> Buffer:
-    """The realized buffer holding exactly `tensor`'s elements in order (a kernel only for a non-plain view)."""
+    """The realized buffer holding exactly `tensor`'s elements in order (a kernel only for a non-plain view); a
+    sharded tensor's whole value, gathered on its first device."""
+    if isinstance(tensor.device, tuple):
+        tensor = tensor.to(tensor.device[0])
     lb = tensor.lazydata
     plain = lb.buffer_view() or lb.contiguous()
     Tensor(plain, device=tensor.device).realize()
@@ -543,10 +547,13 @@ def _read_record(archive: zipfile.ZipFile, path: pathlib.Path, name: str, what: 
         raise ValueError(f"torch_load: {path}: cannot read record {name} ({what}): {e}") from None
 
 
-def torch_load(path: str | os.PathLike[str], device: str | None = None) -> dict[str, Tensor]:
-    """Tensors of a PyTorch checkpoint (`torch.save` of a state dict, zip format), without importing torch.
-    A malformed checkpoint raises ValueError naming the tensor and what is wrong, before any tensor is made from it
-    (a pickle that refers to anything a state dict does not need raises `pickle.UnpicklingError`)."""
+def torch_load(path: str | os.PathLike[str], device: str | None = None) -> dict[str, Any]:
+    """The dict a PyTorch checkpoint holds (`torch.save` of a state dict, zip format), its tensors as Tensors, read
+    without importing torch. Nested dicts, lists and tuples keep their structure, and values that are not tensors
+    (an epoch count, a name) come through as they are, as with `torch.load` (`{"model": state_dict, "epoch": 3}`);
+    the top level's keys are strings. A malformed checkpoint raises ValueError naming the tensor (by its path:
+    `model.layer.weight`) and what is wrong, before any tensor is made from it (a pickle that refers to anything a
+    checkpoint of tensors does not need raises `pickle.UnpicklingError`)."""
     path = pathlib.Path(path)
     if not zipfile.is_zipfile(path):
         raise ValueError(f"torch_load: {path} is not a zip-format PyTorch checkpoint (torch.save since 1.6); re-save "
@@ -567,15 +574,42 @@ def torch_load(path: str | os.PathLike[str], device: str | None = None) -> dict[
         except Exception as e:  # a truncated or mangled pickle, a call with the wrong arguments, a bad memo, ...
             raise ValueError(f"torch_load: {path}: {pkl} is not a valid pickle ({type(e).__name__}: {e})") from None
         if not isinstance(state, dict):
-            raise ValueError(f"torch_load: {path} holds a {type(state).__name__}, not a state dict")
+            held = "a single tensor" if isinstance(state, _TorchTensor) else f"a {type(state).__name__}"
+            raise ValueError(f"torch_load: {path} holds {held}, not a dict of tensors (torch.save(model.state_dict(), "
+                             "path) writes one)")  # fmt: skip
         byteorder = "little"
         if f"{root}byteorder" in set(archive.namelist()):  # absent before torch 1.12, which wrote little-endian only
             byteorder = _read_record(archive, path, f"{root}byteorder", "the byte order").decode(errors="replace")
         if byteorder not in ("little", "big"):
             raise ValueError(f"torch_load: {path} has byte order {byteorder!r}, not 'little' or 'big'")
-        layouts = {str(k): _torch_layout(path, str(k), v) for k, v in state.items() if isinstance(v, _TorchTensor)}
+        state = {str(k): v for k, v in state.items()}
+        layouts = {key: _torch_layout(path, key, v) for key, v in _torch_leaves(state, "")}
         arrays = _torch_arrays(archive, path, root, layouts, byteorder == "big")
-    return {key: _torch_tensor(arr, layouts[key].storage.dtype, device) for key, arr in arrays.items()}
+    made = {key: _torch_tensor(arr, layouts[key].storage.dtype, device) for key, arr in arrays.items()}
+    return cast("dict[str, Any]", _torch_rebuilt(state, "", made))
+
+
+def _torch_leaves(value: Any, name: str) -> Iterator[tuple[str, _TorchTensor]]:
+    """The tensors in a checkpoint's (nested) dicts, lists and tuples, each with its path (`model.layers.0.weight`)."""
+    if isinstance(value, _TorchTensor):
+        yield name, value
+    elif isinstance(value, (dict, list, tuple)):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            yield from _torch_leaves(item, f"{name}.{key}" if name else str(key))
+
+
+def _torch_rebuilt(value: Any, name: str, made: dict[str, Tensor]) -> Any:
+    """`value` with each tensor replaced by the Tensor made for its path (`_torch_leaves`'s order and names)."""
+    if isinstance(value, _TorchTensor):
+        return made[name]
+    if isinstance(value, dict):
+        return type(value)((key, _torch_rebuilt(item, f"{name}.{key}" if name else str(key), made))
+                           for key, item in value.items())  # fmt: skip
+    if isinstance(value, (list, tuple)):
+        items = [_torch_rebuilt(item, f"{name}.{i}" if name else str(i), made) for i, item in enumerate(value)]
+        return items if isinstance(value, list) else tuple(items)
+    return value
 
 
 def _torch_arrays(archive: zipfile.ZipFile, path: pathlib.Path, root: str, layouts: dict[str, _TorchLayout],
