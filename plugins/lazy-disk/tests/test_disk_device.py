@@ -16,8 +16,8 @@ import pytest
 import lazy_disk
 from lazy.device import Buffer, DeviceError
 from lazy.dtype import dtypes
-from lazy.helpers import ArgumentError
 from lazy.engine.schedule import create_schedule
+from lazy.helpers import ArgumentError
 from lazy.plugins import Device
 from lazy.tensor import Tensor
 from lazy_disk.device import DiskAllocator, DiskDevice, open_disk
