@@ -121,3 +121,9 @@ def test_memory_of_a_reset_device_is_refused_by_name_and_never_handed_to_the_reo
     gc.collect()
     for size in (6, 7):  # the same size as the old buffers, and another
         np.testing.assert_array_equal((Tensor(np.ones(size, np.float32), device=device) * 5).numpy(), [5.0] * size)
+
+
+def test_a_matmul_across_devices_is_refused_by_its_own_name():
+    """`cpu @ python` names the matmul (it named the multiply inside it) and both devices."""
+    with pytest.raises(ValueError, match=r"matmul: tensors are on different devices \(CPU and PYTHON\)"):
+        Tensor.ones(2, 2, device="CPU") @ Tensor.ones(2, 2, device="PYTHON")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lazy import Tensor, TinyJit, Variable
-from lazy.helpers import ArgumentError
+from lazy.helpers import ArgumentError, ShapeError
 
 
 @pytest.mark.parametrize("device", ["PYTHON", "CPU"])
@@ -93,3 +93,41 @@ def test_setitem_through_views_that_compose_back_to_the_buffer():
         view[0] = 7.0
         np.testing.assert_array_equal(b.numpy(), [[7, 7, 7], [0, 0, 0]])
         np.testing.assert_array_equal(view.numpy(), [[7, 7, 7], [0, 0, 0]])
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_a_write_through_a_slice_of_a_value_with_no_memory_of_its_own_reaches_it(device):
+    """A slice of a constant (`Tensor.zeros(6)[1:3]`), of a tensor whose node identical expressions share, or of a
+    value after a setitem: the indexed tensor gets memory of its own and the write lands there (the view alone took
+    the value before, silently); another tensor of the same constant keeps its value; views of views write through."""
+    x, other = Tensor.zeros(6, device=device), Tensor.zeros(6, device=device)
+    x[1:3].assign(Tensor([5.0, 5.0], device=device))
+    np.testing.assert_array_equal(x.numpy(), [0, 5, 5, 0, 0, 0])
+    np.testing.assert_array_equal(other.numpy(), np.zeros(6))
+    grid = Tensor.full((2, 3), 2.0, device=device)
+    row = grid[1]
+    row += 1  # (__iadd__ is an assign)
+    row[1:].assign(Tensor([7.0, 8.0], device=device))  # a view of a view
+    np.testing.assert_array_equal(grid.numpy(), [[2, 2, 2], [3, 7, 8]])
+    a = np.arange(6, dtype=np.float32)
+    y = Tensor(a, device=device) * 2
+    y[0] = 100  # y's node is now a where() that setitem built twice (shared)
+    y[3:5].assign(Tensor([-1.0, -1.0], device=device))
+    np.testing.assert_array_equal(y.numpy(), [100, 2, 4, -1, -1, 10])
+    same = Tensor(a, device=device).realize()
+    twin = same * 3
+    also = same * 3  # one node for both
+    twin[:2].assign(Tensor([0.0, 0.0], device=device))
+    np.testing.assert_array_equal(twin.numpy(), [0, 0, 6, 9, 12, 15])
+    np.testing.assert_array_equal(also.numpy(), a * 3)
+
+
+def test_assign_broadcasts_a_scalar_or_a_row_and_refuses_other_shapes():
+    """As PyTorch's copy_: a value that broadcasts to the tensor's shape is written everywhere it repeats."""
+    y = Tensor.zeros(2, 3).contiguous().realize()
+    y.assign(5.0)
+    np.testing.assert_array_equal(y.numpy(), np.full((2, 3), 5.0))
+    y.assign(Tensor([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(y.numpy(), [[1, 2, 3], [1, 2, 3]])
+    with pytest.raises(ShapeError, match=r"shape \(2,\) does not match \(2, 3\)"):
+        y.assign(Tensor([1.0, 2.0]))

@@ -221,3 +221,49 @@ def test_a_returned_number_is_refused(device):
     jitted(Tensor([1.0]), 1)
     with pytest.raises(JitError, match="returned a int"):
         jitted(Tensor([1.0]), 2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_state_not_realized_before_the_jit_keeps_every_replays_write(device):
+    """State a jitted function updates without returning it (`w.assign(w + x)`), never realized before: the eager
+    call leaves it a value with no memory, which the capture realizes outside the recorded kernels, so that every
+    replay adds to it (the replays' writes were lost: 2 updates of 5). BatchNorm's running statistics and batch count
+    under a jitted training step match the eager step's."""
+    w = Tensor.zeros(3, device=device)
+
+    @TinyJit
+    def f(x: Tensor) -> Tensor:
+        w.assign(w + x)
+        return (x * 2).realize()
+
+    for i in range(5):
+        f(Tensor([1.0, 2.0, float(i)], device=device))
+    np.testing.assert_array_equal(w.numpy(), [5, 10, 10])
+
+    from lazy import nn
+    from lazy.nn import optim
+
+    batches = np.random.default_rng(0).standard_normal((6, 16, 8)).astype(np.float32)
+
+    def train(use_jit: bool) -> tuple[int, np.ndarray, np.ndarray]:
+        Tensor.manual_seed(0)
+        lin, bn = nn.Linear(8, 16), nn.BatchNorm(16)
+        opt = optim.SGD([lin.weight, lin.bias], lr=0.05)
+
+        def step(x: Tensor) -> Tensor:
+            with Tensor.train():
+                opt.zero_grad()
+                loss = bn(lin(x)).square().mean().backward()
+                opt.step()
+                return loss.realize()
+
+        run = TinyJit(step) if use_jit else step
+        for batch in batches:
+            run(Tensor(batch, device=device))
+        return bn.num_batches_tracked.item(), bn.running_mean.numpy(), bn.running_var.numpy()
+
+    with Context(DEVICE=device):
+        (count, mean, var), (want_count, want_mean, want_var) = train(True), train(False)
+    assert count == want_count == len(batches)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(var, want_var, rtol=1e-5, atol=1e-6)

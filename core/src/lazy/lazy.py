@@ -513,7 +513,13 @@ class LazyBuffer:
             return self
         if self.is_unrealized_unmasked_const() and not isinstance(self.const_value(), Node):
             return LazyBuffer.const_like(self.const_value(), self.dtype, device, self.shape)
-        src = self.buffer_view() or self.contiguous()  # a plain slice is copied straight out of the source's memory
+        src = self.buffer_view()  # a plain slice is copied straight out of the source's memory
+        if src is None and self is not self.base and self.base.op not in GroupOp.Computed and \
+                get_device(self.device).kernel_refusal is not None:  # fmt: skip
+            # a transpose or a column of memory on a device that runs no kernels (DISK): the whole buffer is copied
+            # and the view taken on `device`
+            return self.base.copy_to_device(device, peer)._view(self.st)
+        src = src or self.contiguous()
         arg = PEER_READ if peer else None
         return create_lazybuffer(device, ShapeTracker.from_shape(self.shape), self.dtype, Ops.COPY, arg, (src,))
 

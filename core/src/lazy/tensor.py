@@ -22,7 +22,7 @@ from lazy.dtype import (
     to_dtype,
 )
 from lazy.dtype import _to_np_dtype as _dtype_to_np
-from lazy.engine.realize import realize
+from lazy.engine.realize import capturing, realize
 from lazy.engine.schedule import ScheduleItem, create_schedule
 from lazy.helpers import ArgumentError, ShapeError, broadcast_shape, prod
 from lazy.lazy import LazyBuffer, storable_view
@@ -284,11 +284,18 @@ class Tensor(
         return self
 
     def assign(self, x: TensorLike) -> Tensor:
-        """Write `x` into this tensor's memory (keeps the same buffer: what optimizers and `jit` rely on)."""
+        """Write `x` into this tensor's memory (keeps the same buffer: what optimizers and `jit` rely on); `x` is
+        broadcast to this tensor's shape and cast to its dtype, as PyTorch's `copy_`."""
         if not isinstance(x, Tensor):
             x = Tensor(x, device=self.device, dtype=self.dtype)
         if x.shape != self.shape:
-            raise ShapeError(f"assign: shape {x.shape} does not match {self.shape}")
+            try:  # a value that broadcasts to this shape (a scalar, a row), as PyTorch's copy_
+                fits = broadcast_shape("assign", x.shape, self.shape) == self.shape
+            except ValueError:
+                fits = False
+            if not fits:
+                raise ShapeError(f"assign: shape {x.shape} does not match {self.shape} (nor broadcasts to it)")
+            x = x._broadcast_to(self.shape)
         if isinstance(self.device, str) and Device[self.device].kernel_refusal is not None:
             self._assign_by_copy(x)
             return self
@@ -314,6 +321,26 @@ class Tensor(
             or target.op is Ops.CONST
             or (lb is target and target.shared)
         ):
+            if lb is not target and (viewed := self._view_parent()) is not None:
+                # a view (`x[1:3]`) of a value with no memory of its own (a constant, or one node that identical
+                # expressions share): the indexed tensor gets memory of its own, and the write goes there
+                parent, index = viewed
+                parent._own_memory()
+                self.lazydata = parent[index].lazydata
+                return self.assign(x)
+            if capturing and lb is target and target.realized is None and target.op is not Ops.CONST \
+                    and not target.shared:  # fmt: skip
+                # a jit is capturing: a tensor that became the value would leave a replay nothing to write (its state
+                # would stay the capture's: BatchNorm's running mean, not realized before the jit). Its current value
+                # is realized in place, outside the capture (a replay must not recompute it; `x` reads that node),
+                # and the write goes there, captured, as for a tensor realized before the jit
+                held = capturing[:]
+                capturing.clear()
+                try:
+                    Tensor(target).realize()
+                finally:
+                    capturing.extend(held)
+                return self.assign(x)
             # no memory of its own yet, or memory other tensors hold too (two identical expressions made one node):
             # the tensor becomes the value, in memory it does not share with `x` (`_unshared`)
             self.lazydata = _unshared(x)
@@ -328,6 +355,31 @@ class Tensor(
             raise ArgumentError(f"assign: cannot write through this view of a {target.shape} buffer (it pads or "
                                 "repeats elements); assign to the whole tensor, or use __setitem__")  # fmt: skip
         return self
+
+    def _view_parent(self) -> tuple[Tensor, Any] | None:
+        """The tensor this one is a basic-indexing view of, and the index (`_viewed`), while it is alive."""
+        viewed = getattr(self, "_viewed", None)
+        if viewed is None or (parent := viewed[0]()) is None:
+            return None
+        return parent, viewed[1]
+
+    def _own_memory(self) -> None:
+        """Have this tensor's value in memory that only it holds (a copy, realized now), or, for a view made by
+        indexing, in its indexed tensor's, which it then views; so that a write through it is seen by every tensor
+        that views it."""
+        if (viewed := self._view_parent()) is not None:
+            parent, index = viewed
+            parent._own_memory()
+            self.lazydata = parent[index].lazydata
+            return
+        lb = self.lazydata
+        if not isinstance(lb, LazyBuffer):
+            return
+        base = lb.base
+        if lb is base and base.realized is not None and base.st.contiguous and not base.shared:
+            return
+        self.lazydata = lb.clone()
+        self.realize()
 
     def detach(self) -> Tensor:
         """The same data with no gradient history and requires_grad=False (nothing is copied)."""

@@ -4,6 +4,7 @@ signatures. Declarations only: at run time the class is empty and every method i
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
@@ -39,12 +40,15 @@ class TensorBase:
         "default: ops are recorded, and `backward` fills `.grad` of float tensors).",
         "grad": "The gradient `backward` accumulated for this tensor, or None.",
         "_ctx": "The Function that made this tensor, when it was recorded for autograd.",
+        "_viewed": "For a view made by basic indexing (`x[1:3]`): a weak reference to the indexed tensor and the "
+        "index, so that a write through the view reaches it (`Tensor.assign`). Unset on other tensors.",
         "__weakref__": None,
     }
     lazydata: LazyBuffer
     requires_grad: PyBool | None
     grad: Self | None
     _ctx: F.Function | None
+    _viewed: tuple[weakref.ReferenceType[Any], Any]
 
     if TYPE_CHECKING:  # declarations for mypy: the implementations are Tensor's (lazy.tensor) and the mixins'
         training: ClassVar[PyBool]

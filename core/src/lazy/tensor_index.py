@@ -12,6 +12,7 @@ against the variables' bound values."""
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Generic
 
 from lazy import function as F
@@ -514,6 +515,8 @@ class IndexingMixin(TensorBase):
         plan = self._index_plan(indices, op)
         x = self._index_plain(plan)
         if not plan.tensors:
+            if x is not self and isinstance(x.lazydata, LazyBuffer):
+                x._viewed = (weakref.ref(self), indices)
             return x
         if len(plan.tensors) == 1 and (picked := x._gather_along(*plan.tensors[0])) is not None:
             return picked

@@ -67,6 +67,9 @@ class NNOpsMixin(TensorBase):
         once; `dtype` sets the result's dtype."""
         if self.ndim == 0 or w.ndim == 0:
             raise ShapeError(f"matmul: both arguments need at least 1 dimension, got {self.shape} and {w.shape}")
+        if isinstance(w, TensorBase) and w.device != self.device:
+            raise ValueError(f"matmul: tensors are on different devices ({self.device} and {w.device}); use .to() "
+                             "first")  # fmt: skip
         k_x, k_w = self.shape[-1], w.shape[-min(w.ndim, 2)]
         if k_x != k_w:
             raise ShapeError(f"matmul: shapes {self.shape} and {w.shape} are not aligned ({k_x} != {k_w})")

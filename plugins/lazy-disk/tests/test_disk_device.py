@@ -197,6 +197,19 @@ def test_assign_writes_where_the_view_is_and_nowhere_else(file):
     assert np.array_equal(np.fromfile(file, dtype=np.float32), np.full(12, 2.0, np.float32))
 
 
+def test_views_that_are_not_one_range_are_read_through_a_copy_of_the_buffer(file):
+    """A transpose, a column or a padded view of a file's tensor: the file's buffer is copied and the view taken on
+    the destination (it failed, telling the user to call the .to() they had called)."""
+    values = np.arange(12, dtype=np.float32)
+    values.tofile(file)
+    t = Tensor.empty(3, 4, dtype=dtypes.float32, device=f"DISK:{file}")
+    grid = values.reshape(3, 4)
+    assert np.array_equal(t.T.to("CPU").numpy(), grid.T)
+    assert np.array_equal(t[:, 1].to("CPU").numpy(), grid[:, 1])
+    assert np.array_equal(t[::2, ::-1].to("CPU").numpy(), grid[::2, ::-1])
+    assert np.array_equal(t.pad(((1, 0), None)).to("CPU").numpy(), np.pad(grid, ((1, 0), (0, 0))))
+
+
 def test_kernels_are_refused_by_name(file):
     file.write_bytes(b"\0" * 16)
     with pytest.raises(DeviceError, match="copy-only device"):

@@ -41,7 +41,9 @@ class BatchNorm:
         self.num_features = sz
         self.weight: Tensor | None = Tensor.ones(sz) if affine else None
         self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
-        self.num_batches_tracked = Tensor.zeros((), dtype=dtypes.int64, requires_grad=False)  # as PyTorch and tinygrad
+        # (as PyTorch and tinygrad; a clone: a node of its own, which a jit captures the count's update into, where a
+        # constant's `+ 1` folds to another constant that no replay would write)
+        self.num_batches_tracked = Tensor.zeros((), dtype=dtypes.int64, requires_grad=False).clone()
         if track_running_stats:
             self.running_mean = Tensor.zeros(sz, requires_grad=False)
             self.running_var = Tensor.ones(sz, requires_grad=False)
