@@ -213,3 +213,31 @@ def test_logcumsumexp_edges_inf_half_and_empty(n):
         op(v).backward()
         assert v.grad is not None
         np.testing.assert_array_equal(v.grad.numpy(), want_grad)
+
+
+@pytest.mark.parametrize("n", [65, 130, 300])
+def test_blocked_scans_route_gradients_around_minus_inf_and_nan(n):
+    """Past one block: a -inf that starts a block (or follows only -inf in it) gets logcumsumexp's gradient 0, not
+    NaN (its block's sum of exps is 0, and a log's gradient there was 0 * inf); a NaN takes every later running
+    max's (and min's) gradient, and the elements after it none (the blocks' maximum sent it to both sides). Against
+    PyTorch in float64."""
+    import torch
+
+    x = RNG.standard_normal(n).astype(np.float32)
+    x[64], x[3:9], x[n - 40 :] = -np.inf, -np.inf, -np.inf
+    w = RNG.standard_normal(n).astype(np.float32)
+    t = Tensor(x, requires_grad=True)
+    (t.logcumsumexp(0) * Tensor(w)).sum().backward()
+    tx = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    (tx.logcumsumexp(0) * torch.tensor(w, dtype=torch.float64)).sum().backward()
+    assert t.grad is not None
+    np.testing.assert_allclose(t.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    y = np.arange(n, dtype=np.float32)
+    y[10] = np.nan
+    for op in ("cummax", "cummin"):
+        t = Tensor(y, requires_grad=True)
+        getattr(t, op)(0)[0].sum().backward()
+        ty = torch.tensor(y, requires_grad=True)
+        getattr(ty, op)(0)[0].sum().backward()
+        assert t.grad is not None
+        np.testing.assert_array_equal(t.grad.numpy(), ty.grad.numpy(), err_msg=op)

@@ -333,3 +333,19 @@ def test_qr(shape):
     np.testing.assert_array_equal(np.tril(r, -1), 0)
     with pytest.raises(ShapeError, match="expects a matrix"):
         Tensor([1.0, 2.0]).qr()
+
+
+def test_randperm_refuses_a_dtype_that_would_wrap_and_is_a_leaf():
+    from lazy.tensor_create import ValueRangeError
+
+    assert sorted(Tensor.randperm(128, dtype=dtypes.int8).numpy().tolist()) == list(range(128))
+    with pytest.raises(ValueRangeError, match=r"randperm\(200\).*cannot hold 199"):
+        Tensor.randperm(200, dtype=dtypes.int8)
+    p = Tensor.randperm(6, dtype=dtypes.float32, requires_grad=True)
+    assert p._ctx is None and p.requires_grad
+
+
+def test_lerp_of_shapes_that_do_not_broadcast_names_lerp():
+    np.testing.assert_allclose(Tensor.ones(3, 2).lerp(Tensor([1.0, 3.0]), 0.5).numpy(), [[1, 2]] * 3)
+    with pytest.raises(ShapeError, match=r"lerp: self \(3, 600\), end \(2,\) and weight \(\) cannot be broadcast"):
+        Tensor.ones(3, 600).lerp(Tensor([1.0, 2.0]), 0.5)

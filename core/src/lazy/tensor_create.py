@@ -537,8 +537,12 @@ class CreationMixin(TensorBase):
     @classmethod
     def randperm(cls, n: int, device: str | None = None, dtype: DType | str = dtypes.int32,
                  requires_grad: bool | None = None) -> Self:  # fmt: skip
-        """A random permutation of 0..n-1 (the order that sorts n uniform draws)."""
-        return cls.rand(n, device=device).argsort().cast(dtype).requires_grad_(requires_grad)
+        """A random permutation of 0..n-1 (the order that sorts n uniform draws); a leaf, as the other random
+        creators. A dtype that cannot hold n - 1 is refused (its values would wrap)."""
+        dt = to_dtype(dtype)
+        if dtypes.is_int(dt) and n > 0 and n - 1 > dtypes.max(dt):
+            raise ValueRangeError(f"randperm({n}): {dt} cannot hold {n - 1}; pick a wider dtype")
+        return cls.rand(n, device=device).argsort().cast(dt).detach().requires_grad_(requires_grad)
 
     def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Self:
         """`num_samples` indices per row drawn with probability proportional to the (non-negative) weights in self."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from lazy import function as F
 from lazy.dtype import ConstType, DType, dtypes, least_upper_float, to_np_dtype
-from lazy.helpers import ArgumentError
+from lazy.helpers import ArgumentError, ShapeError, broadcast_shape
 from lazy.tensor_base import PyBool, PyFloat, TensorBase
 
 if TYPE_CHECKING:
@@ -161,6 +161,12 @@ class MathMixin(TensorBase):
 
     def lerp(self, end: Self, weight: Self | ConstType) -> Self:
         """self + (end - self) * weight: linear interpolation from self (weight 0) to `end` (weight 1)."""
+        shapes = [self.shape, *(getattr(v, "shape", ()) for v in (end, weight))]
+        try:
+            broadcast_shape("lerp", *shapes)
+        except ValueError:
+            raise ShapeError(f"lerp: self {shapes[0]}, end {shapes[1]} and weight {shapes[2]} cannot be broadcast "
+                             "together") from None  # fmt: skip
         return self + (end - self) * weight
 
     def isnan(self) -> Self:

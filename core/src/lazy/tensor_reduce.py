@@ -21,7 +21,7 @@ from lazy.dtype import (
 )
 from lazy.helpers import prod
 from lazy.symbolic import Node, concrete
-from lazy.tensor_base import Axis, PyFloat, TensorBase
+from lazy.tensor_base import Axis, PyFloat, TensorBase, TensorT
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -338,7 +338,7 @@ class ReduceMixin(TensorBase):
         # (not along an axis split over devices: its blocks would cut across the shards)
         sharded_here = getattr(x.lazydata, "axis", None) == x.ndim - 1
         if n > CUMULATIVE_BLOCK and not sharded_here:
-            combine = {"sum": operator.add, "prod": operator.mul, "max": type(self).maximum}[reduce]
+            combine = {"sum": operator.add, "prod": operator.mul, "max": _nan_first_maximum}[reduce]
             return x._blocked_scan(lambda b: b._prefix_reduce(reduce, identity), combine, identity).transpose(-1, axis)
         return x._prefix_reduce(reduce, identity).transpose(-1, axis)
 
@@ -443,7 +443,9 @@ class ReduceMixin(TensorBase):
         grid = (*self.shape, n)
         x = big.unsqueeze(-1)._broadcast_to(grid).where(0, self.unsqueeze(-2)._broadcast_to(grid))
         shifted = outside.where(-math.inf, x - shift.unsqueeze(-1))  # (..., i, j)
-        return big.where(peak, shifted.exp().sum(-1).log() + shift)
+        # a prefix of -inf only is -inf, the max too: its sum of exps is 0, whose log's gradient (0 * inf) was NaN
+        # wherever the prefix met a gradient, even a 0 one (a block's first -inf, joined to a finite running value)
+        return _log_sum_shifted(peak, running, shifted.exp().sum(-1), shift)
 
     def _logaddexp(self, other: Self) -> Self:
         """log(exp(self) + exp(other)), shifted by the larger (0 where that is -inf: -inf + -inf is -inf). Where
@@ -454,4 +456,20 @@ class ReduceMixin(TensorBase):
         big = top == math.inf
         shift = top.isinf().where(0, top)
         a, b = big.where(0, self), big.where(0, other)
-        return big.where(peak, ((a - shift).exp() + (b - shift).exp()).log() + shift)
+        return _log_sum_shifted(peak, top, (a - shift).exp() + (b - shift).exp(), shift)
+
+
+def _log_sum_shifted(peak: TensorT, top: TensorT, total: TensorT, shift: TensorT) -> TensorT:
+    """log(total) + shift, a log-sum-exp shifted by `shift`; where the max (`top`, detached) is +inf or -inf, the
+    max itself (`peak`): +inf wins, and -inf's sum of exps is 0, whose log must not be differentiated (the where's
+    untaken side still gets 0 * inf = NaN), so the sum is 1 there."""
+    edge = top.isinf()
+    return edge.where(peak, edge.where(1.0, total).log() + shift)
+
+
+def _nan_first_maximum(before: TensorT, inner: TensorT) -> TensorT:
+    """maximum(before, inner) whose gradient goes to the NaN where there is one (a running max's NaN stays, and
+    takes every later output's gradient, as a max reduction's does), not to both sides, as `maximum`'s does."""
+    if not dtypes.is_float(before.dtype):
+        return before.maximum(inner)
+    return before.isnan().where(before, inner.isnan().where(inner, before.maximum(inner)))
