@@ -349,3 +349,30 @@ def test_lerp_of_shapes_that_do_not_broadcast_names_lerp():
     np.testing.assert_allclose(Tensor.ones(3, 2).lerp(Tensor([1.0, 3.0]), 0.5).numpy(), [[1, 2]] * 3)
     with pytest.raises(ShapeError, match=r"lerp: self \(3, 600\), end \(2,\) and weight \(\) cannot be broadcast"):
         Tensor.ones(3, 600).lerp(Tensor([1.0, 2.0]), 0.5)
+
+
+def test_true_division_by_a_python_int_outside_the_tensors_dtype_is_exact():
+    """uint8 / 256 is a float division: the 256 must not become a uint8 constant first (it wrapped to 0: inf)."""
+    u = Tensor(np.array([0, 5, 200], np.uint8))
+    np.testing.assert_array_equal((u / 256).numpy(), np.array([0, 5, 200], np.float32) / 256)
+    np.testing.assert_array_equal((u / -1).numpy(), [-0.0, -5.0, -200.0])
+    np.testing.assert_allclose((256 / Tensor(np.array([5, 200], np.uint8))).numpy(), [51.2, 1.28], rtol=1e-7)
+    np.testing.assert_allclose((Tensor(np.array([4, -8], np.int32)) / 2**32).numpy(), [2**-30, -(2**-29)], rtol=0)
+
+
+def test_half_activations_and_asinh_gradient_at_their_edges():
+    """float16 hardswish of 12000 is 12000 (x * 6 overflowed first), float16 gelu's negative tail is the value
+    PyTorch gives (its tanh rounded to -1 in half: -0), and asinh's gradient at a subnormal is 1 (the untaken
+    log branch's 0 * inf was NaN)."""
+    torch = pytest.importorskip("torch", reason="the reference for half activations")
+    big = np.array([12000.0, 60000.0, -4.0, 0.5], np.float16)
+    want = torch.nn.functional.hardswish(torch.tensor(big)).numpy()
+    np.testing.assert_allclose(Tensor(big).hardswish().numpy(), want, rtol=2e-3)  # (half rounding)
+    tail = np.array([-4.0, -4.3, -3.7, 0.25], np.float16)
+    want = torch.nn.functional.gelu(torch.tensor(tail), approximate="tanh").numpy()
+    np.testing.assert_array_equal(Tensor(tail).gelu().numpy(), want)
+    tiny = np.array([1e-40, -1e-39, 1e-45, 0.0, 1e-3], np.float32)
+    x = Tensor(tiny, requires_grad=True)
+    x.asinh().sum().backward()
+    assert x.grad is not None
+    np.testing.assert_allclose(x.grad.numpy(), 1 / np.sqrt(tiny.astype(np.float64) ** 2 + 1), rtol=1e-6)

@@ -461,7 +461,8 @@ def _bf16_bits(values: Any) -> np.ndarray:
     with np.errstate(over="ignore"):
         floats = np.ascontiguousarray(values, np.float32)
     bits = floats.view(np.uint32)
-    rounded = np.where(np.isnan(floats), bits, bits + 0x7FFF + ((bits >> 16) & 1))  # (a NaN would carry out)
+    # a NaN unrounded (it would carry out), its quiet bit set (a payload only in the low half would truncate to inf)
+    rounded = np.where(np.isnan(floats), bits | 0x400000, bits + 0x7FFF + ((bits >> 16) & 1))
     return (rounded >> 16).astype(np.uint16)
 
 

@@ -387,6 +387,8 @@ def truncate(value: Any, dtype: DType) -> Any:
         bits = struct.unpack("I", struct.pack("f", truncate(value, dtypes.float32)))[0]
         if not math.isnan(value):
             bits += 0x7FFF + ((bits >> 16) & 1)  # round to nearest even
+        else:
+            bits |= 0x400000  # a NaN stays one: its quiet bit set (a payload only in the low half would be inf)
         return struct.unpack("f", struct.pack("I", (bits >> 16 << 16) & 0xFFFFFFFF))[0]
     if dtype in FP8_FORMATS:
         return fp8_to_float(float_to_fp8(float(value), dtype), dtype)

@@ -27,6 +27,10 @@ class DivisionMixin(TensorBase):
         "floor" rounds the quotient and keeps integer dtypes, as PyTorch's; `reverse=True` gives y / self."""
         if rounding_mode not in (None, "trunc", "floor"):
             raise ArgumentError(f'div: rounding_mode must be None, "trunc" or "floor", got {rounding_mode!r}')
+        if rounding_mode is None and isinstance(y, int) and not dtypes.is_float(self.dtype):
+            # a true division is a float op: a Python int divides (or is divided by) the float of an integer tensor,
+            # never first made a constant of the tensor's dtype (uint8 / 256 wrapped 256 to 0 and gave inf)
+            return self._float().div(float(y), reverse)
         x, y2 = self._broadcasted(y, reverse, "div")
         if rounding_mode == "trunc":
             return x.idiv(y2) if dtypes.is_int(x.dtype) else (x / y2).trunc()

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lazy import function as F
-from lazy.dtype import ConstType, DType, dtypes, least_upper_float, to_np_dtype
+from lazy.dtype import NARROW_FLOATS, ConstType, DType, dtypes, least_upper_float, to_np_dtype
 from lazy.helpers import ArgumentError, ShapeError, broadcast_shape
 from lazy.tensor_base import PyBool, PyFloat, TensorBase
 
@@ -128,9 +128,10 @@ class MathMixin(TensorBase):
         x = self._float()
         a = x.abs()
         big = a > 1 / _sqrt_eps(x.dtype)
-        small = big.where(1.0, a)
+        small, large = big.where(1.0, a), big.where(a, 1.0)  # each branch's operand finite where it is not taken
+        # (1/x, the log's gradient, is inf for a subnormal x: the untaken branch's 0 gradient became NaN)
         return x._near_zero(
-            1.0, x.sign() * big.where(a.log() + math.log(2), (small + (small.square() + 1).sqrt()).log())
+            1.0, x.sign() * big.where(large.log() + math.log(2), (small + (small.square() + 1).sqrt()).log())
         )
 
     def acosh(self) -> Self:
@@ -205,7 +206,11 @@ class MathMixin(TensorBase):
         return small.where(series, 2.0 * ((2.0 * x).sigmoid()) - 1.0)
 
     def gelu(self, approximate: str = "tanh") -> Self:
-        """GELU; approximate="tanh" (tinygrad's default) or "none" (exact, with erf, PyTorch's default)."""
+        """GELU; approximate="tanh" (tinygrad's default) or "none" (exact, with erf, PyTorch's default). Half types
+        compute in float32 and round once, as PyTorch's (in float16 the tanh rounds to -1 on the negative tail, and
+        the result to -0)."""
+        if self.dtype in NARROW_FLOATS and approximate in ("none", "tanh"):
+            return self._in_float32(lambda x: x.gelu(approximate))
         if approximate == "none":
             return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
         if approximate != "tanh":
@@ -258,8 +263,8 @@ class MathMixin(TensorBase):
         return self.relu().minimum(6)  # (not relu(x) - relu(x - 6): inf - inf, and rounding for large x)
 
     def hardswish(self) -> Self:
-        """x * relu6(x + 3) / 6."""
-        return self * (self + 3).relu6() * (1 / 6)
+        """x * relu6(x + 3) / 6 (the relu6 scaled first: x * 6 overflowed float16 from 10923 on)."""
+        return self * ((self + 3).relu6() * (1 / 6))
 
     def hardsigmoid(self, alpha: PyFloat = 1 / 6, beta: PyFloat = 0.5) -> Self:
         """min(max(alpha * x + beta, 0), 1); the defaults are PyTorch's (1/6, 0.5)."""

@@ -68,6 +68,20 @@ def test_cast(device_name, caps):
         close(t.cast(dtypes.float16).numpy(), np.array([1.7, -2.2, 3.9], np.float16), rtol=1e-3)
 
 
+def test_bfloat16_casts_round_to_nearest_even_and_keep_nan(device_name, caps):
+    """float32 -> bfloat16 rounds ties to even, saturates nothing (a large value stays finite until it rounds to
+    inf), and keeps every NaN a NaN, also one whose payload is only in the low 16 bits (truncating it gives inf)."""
+    if not caps.supports(dtypes.bfloat16):
+        pytest.skip(f"{device_name} declares no bfloat16")
+    bits = np.array([0x3F808000, 0x3F818000, 0x3F80C000, 0x7F7FFFFF, 0x7F800001, 0xFF801234, 0x7F800000],
+                    dtype=np.uint32)  # fmt: skip
+    got = Tensor(bits, device=device_name).bitcast(dtypes.float32).cast(dtypes.bfloat16).bitcast(dtypes.uint16)
+    top = got.numpy().astype(np.uint32)
+    np.testing.assert_array_equal(top[:4], [0x3F80, 0x3F82, 0x3F81, 0x7F80], err_msg=f"rounding on {device_name}")
+    assert all((v & 0x7F80) == 0x7F80 and (v & 0x7F) != 0 for v in top[4:6]), f"NaN lost on {device_name}: {top}"
+    assert top[4] >> 15 == 0 and top[5] >> 15 == 1 and top[6] == 0x7F80, f"signs or inf on {device_name}: {top}"
+
+
 def test_comparisons_and_where(device_name):
     x, y = Tensor(A, device=device_name), Tensor(B, device=device_name)
     np.testing.assert_array_equal((x < y).numpy(), A < B)

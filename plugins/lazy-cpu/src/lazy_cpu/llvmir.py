@@ -211,13 +211,14 @@ class _IRWriter:
         return self.op(f"bitcast {i32} {chosen} to {f32}")
 
     def float_to_bf16(self, x: str, count: int) -> str:
-        """Round to nearest even, NaN kept (what `lazy.ops.truncate` does)."""
+        """Round to nearest even, NaN kept a NaN (its quiet bit set), as `lazy.ops.truncate` does."""
         i32, c = ll_type(dtypes.int32.vec(count)), lambda v: self.const(v, dtypes.int32.vec(count))
         bits = self.op(f"bitcast {ll_type(dtypes.float32.vec(count))} {x} to {i32}")
         odd = self.op(f"and {i32} {self.op(f'lshr {i32} {bits}, {c(16)}')}, {c(1)}")
         rounded = self.op(f"add {i32} {bits}, {self.op(f'add {i32} {odd}, {c(0x7FFF)}')}")
         nan = self.op(f"fcmp uno {ll_type(dtypes.float32.vec(count))} {x}, {x}")
-        chosen = self.op(f"select {ll_type(dtypes.bool.vec(count))} {nan}, {i32} {bits}, {i32} {rounded}")
+        quiet = self.op(f"or {i32} {bits}, {c(0x400000)}")  # a NaN stays one (a low-half payload would truncate to inf)
+        chosen = self.op(f"select {ll_type(dtypes.bool.vec(count))} {nan}, {i32} {quiet}, {i32} {rounded}")
         top = self.op(f"lshr {i32} {chosen}, {c(16)}")
         return self.op(f"trunc {i32} {top} to {ll_type(dtypes.bfloat16.vec(count))}")
 

@@ -193,7 +193,8 @@ BF16_HELPERS = [
     "static inline float lazy_bf2f(unsigned short x) { unsigned int u = (unsigned int)x << 16; float f; "
     "__builtin_memcpy(&f, &u, 4); return f; }",
     "static inline unsigned short lazy_f2bf(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4); "
-    "if ((u & 0x7fffffffu) <= 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16); }",
+    "if ((u & 0x7fffffffu) <= 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u); else u |= 0x400000u; "
+    "return (unsigned short)(u >> 16); }",
 ]
 
 

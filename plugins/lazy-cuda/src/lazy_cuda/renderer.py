@@ -88,9 +88,11 @@ HALF_PRELUDE = (
 )
 BF16_PRELUDE = (
     "__device__ __forceinline__ float lazy_bf2f(unsigned short x) { return __uint_as_float(((unsigned)x) << 16); }",
-    # round to nearest even on the bits, NaN left unrounded: exactly the reference's (lazy.ops.truncate)
+    # round to nearest even on the bits, a NaN kept a NaN (quiet bit set: a payload only in the low half would
+    # truncate to inf): exactly the reference's (lazy.ops.truncate)
     "__device__ __forceinline__ unsigned short lazy_f2bf(float f) { unsigned u = __float_as_uint(f); "
-    "if ((u & 0x7fffffffu) <= 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16); }",
+    "if ((u & 0x7fffffffu) <= 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u); else u |= 0x400000u; "
+    "return (unsigned short)(u >> 16); }",
 )
 BITCAST_PRELUDE = (
     "template <class D, class S> __device__ __forceinline__ D lazy_bitcast(S x) { "

@@ -55,7 +55,8 @@ class DeviceLimits:
 BF16_HELPERS = (
     "inline float lazy_bf2f(ushort x) { return as_float(((uint)x) << 16); }",
     "inline ushort lazy_f2bf(float f) { uint u = as_uint(f); "
-    "if ((u & 0x7fffffffu) <= 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u); return (ushort)(u >> 16); }",
+    "if ((u & 0x7fffffffu) <= 0x7f800000u) u += 0x7fffu + ((u >> 16) & 1u); else u |= 0x400000u; "
+    "return (ushort)(u >> 16); }",
 )
 
 
