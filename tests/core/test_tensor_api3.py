@@ -376,3 +376,12 @@ def test_half_activations_and_asinh_gradient_at_their_edges():
     x.asinh().sum().backward()
     assert x.grad is not None
     np.testing.assert_allclose(x.grad.numpy(), 1 / np.sqrt(tiny.astype(np.float64) ** 2 + 1), rtol=1e-6)
+
+
+def test_negative_integer_powers_leave_the_float_range_only_where_the_result_does():
+    """x ** -3 of 1e13 is a subnormal (x^3 overflowed, and 1 / inf gave 0); of a tiny x it is inf only where the
+    true value is; elsewhere still one rounding of the exact x^|n| (3 ** -2 is 1/9 rounded)."""
+    x = np.array([1e13, -8.3e12, 2e19, 1e-13, 3.0, -0.0, np.inf, -np.inf], np.float32)
+    for n in (-2, -3):
+        want = (x.astype(np.float64) ** n).astype(np.float32)
+        np.testing.assert_array_equal(Tensor(x).pow(n).numpy(), want, err_msg=f"x ** {n}")

@@ -501,7 +501,8 @@ def _equals(a: B, value: float) -> B:
 
 
 def _integer_power(x: LazyBuffer, n: int) -> LazyBuffer:
-    """x^n by repeated squaring (a reciprocal for n < 0): exact where the products are, and C's pow at the edges."""
+    """x^n by repeated squaring (a reciprocal for n < 0): exact where the products are, and C's pow at the edges
+    (where x^|n| leaves the float range, the power of the reciprocal)."""
     result: LazyBuffer | None = None
     square, k = x, abs(n)
     while k:
@@ -512,7 +513,13 @@ def _integer_power(x: LazyBuffer, n: int) -> LazyBuffer:
             square = square.e(Ops.MUL, square)
     if result is None:
         return x.const(1)
-    return result.e(Ops.RECIP) if n < 0 else result
+    if n >= -1:
+        return result.e(Ops.RECIP) if n < 0 else result
+    # 1 / x^|n| (one rounding where x^|n| is exact), but (1/x)^|n| where x^|n| overflowed or underflowed to 0 while
+    # the result need not (x ** -3 of 1e13 is a subnormal, not 1 / inf = 0)
+    magnitude = result.e(Ops.MAX, result.e(Ops.NEG))
+    edge = _equals(magnitude, math.inf).e(Ops.OR, _equals(result, 0.0))
+    return edge.e(Ops.WHERE, _integer_power(x.e(Ops.RECIP), -n), result.e(Ops.RECIP))
 
 
 def _recorded(fn: type[Function], x: B, *srcs: B) -> B:
