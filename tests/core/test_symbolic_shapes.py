@@ -50,3 +50,15 @@ def test_jit_replays_with_a_changing_symbolic_dimension():
         out = f(t.shrink(((0, v), (0, 4))))
         np.testing.assert_allclose(first_rows(out, n), (A[:n] * 3).sum(1))
     assert f.cnt == 4 and f.jit_cache, "the later calls replayed the captured kernels"
+
+
+@pytest.mark.parametrize("n", [1, 3, 8])
+def test_stacking_elementwise_results_over_a_symbolic_axis(n):
+    """`Tensor.stack(x, x * 2)` of `x = a[:, :i]`: the new axis is padded over a view of a slice, which composes into
+    one view by setting the stride-0 axis aside (it needed an index modulo `i`, which the lowerer refused)."""
+    data = np.arange(72, dtype=np.float32).reshape(9, 8)
+    x = Tensor(data).realize()[:, : Variable("i", 1, 8).bind(n)]
+    part = data[:, :n]
+    assert Tensor.stack(x, x * 2).sum().item() == np.stack([part, part * 2]).sum()
+    assert Tensor.stack(x * 3, x, dim=1).sum(1).sum().item() == (part * 4).sum()
+    assert (x + 1).reshape(1, 9, x.shape[1]).expand(4, 9, x.shape[1]).sum().item() == 4 * (part + 1).sum()

@@ -323,9 +323,22 @@ def _merge_window(old: View, new: View) -> View | None:
     """`new` over `old` as one view when `new` is a window of `old`'s contiguous layout (a pad, or a shrink that
     starts at 0): same axes, the contiguous strides of `old.shape`, and an offset that the mask's starts account
     for. `_merge_views` cannot compose symbolic sizes (it would take an index modulo a variable); a window composes
-    without unravelling."""
+    without unravelling. Axes of `new` with stride 0 (an expand, or an inserted axis padded: `Tensor.stack`) are
+    set aside, the others merged, and those put back."""
     if len(new.shape) != len(old.shape):
-        return None
+        keep = [axis for axis, st in enumerate(new.strides) if not (isinstance(st, int) and st == 0)]
+        if len(keep) != len(old.shape) or len(keep) == len(new.shape):
+            return None
+        inner = View.create(tuple(new.shape[a] for a in keep), tuple(new.strides[a] for a in keep), new.offset,
+                            tuple(new.mask[a] for a in keep) if new.mask is not None else None)  # fmt: skip
+        if (part := _merge_window(old, inner)) is None:
+            return None
+        strides: list[sint] = [0] * len(new.shape)
+        mask = list(new.mask) if new.mask is not None else [(0, size) for size in new.shape]
+        for k, axis in enumerate(keep):
+            strides[axis] = part.strides[k]
+            mask[axis] = part.mask[k] if part.mask is not None else (0, new.shape[axis])
+        return View.create(new.shape, tuple(strides), part.offset, tuple(mask))
     contiguous = strides_for_shape(old.shape)
     if any(size != 1 and st != want for size, st, want in zip(new.shape, new.strides, contiguous)):
         return None
