@@ -334,11 +334,11 @@ def _merge_window(old: View, new: View) -> View | None:
         if (part := _merge_window(old, inner)) is None:
             return None
         strides: list[sint] = [0] * len(new.shape)
-        mask = list(new.mask) if new.mask is not None else [(0, size) for size in new.shape]
+        bounds: list[tuple[sint, sint]] = list(new.mask or [(0, size) for size in new.shape])
         for k, axis in enumerate(keep):
             strides[axis] = part.strides[k]
-            mask[axis] = part.mask[k] if part.mask is not None else (0, new.shape[axis])
-        return View.create(new.shape, tuple(strides), part.offset, tuple(mask))
+            bounds[axis] = part.mask[k] if part.mask is not None else (0, new.shape[axis])
+        return View.create(new.shape, tuple(strides), part.offset, tuple(bounds))
     contiguous = strides_for_shape(old.shape)
     if any(size != 1 and st != want for size, st, want in zip(new.shape, new.strides, contiguous)):
         return None
