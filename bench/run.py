@@ -360,6 +360,11 @@ def lib_sort(lib: TensorLib, n: int) -> Prepare:
     return same(lambda: lib.compute(*a.sort()))
 
 
+def lib_topk(lib: TensorLib, n: int, k: int) -> Prepare:
+    a = lib.tensor(rand(n))
+    return same(lambda: lib.compute(*a.topk(k)))
+
+
 def labels_in(count: int, n: int) -> np.ndarray:
     return RNG.integers(0, count, n).astype(np.int32)
 
@@ -439,10 +444,21 @@ def numpy_sort(n: int) -> Prepare:
     return same(lambda: (np.sort(a, kind="stable"), np.argsort(a, kind="stable")))
 
 
+def numpy_topk(n: int, k: int) -> Prepare:
+    a = rand(n)
+
+    def run() -> tuple[np.ndarray, np.ndarray]:  # numpy has no topk: a partition, then the k in order
+        part = np.argpartition(a, n - k)[n - k :]
+        order = part[np.argsort(-a[part], kind="stable")]
+        return a[order], order
+
+    return same(run)
+
+
 NUMPY_ROWS: dict[str, Callable[..., Prepare]] = {
     "tiny": numpy_tiny, "tiny_sync": numpy_tiny, "jit": numpy_chain, "jit_sync": numpy_chain,
     "elementwise": numpy_elementwise, "exp": numpy_exp_chain, "sum": numpy_sum, "softmax": numpy_softmax,
-    "matmul": numpy_matmul, "conv2d": numpy_conv, "sort": numpy_sort,
+    "matmul": numpy_matmul, "conv2d": numpy_conv, "sort": numpy_sort, "topk": numpy_topk,
 }  # fmt: skip
 
 
@@ -584,6 +600,10 @@ def torch_rows(torch: Any, device: str = "cpu") -> dict[str, Callable[..., Prepa
         a = t(rand(n))
         return timed(lambda: torch.sort(a, stable=True))
 
+    def topk(n: int, k: int) -> Prepare:
+        a = t(rand(n))
+        return timed(lambda: torch.topk(a, k))
+
     def softmax(n: int) -> Prepare:
         x = t(rand(n, n))
         return timed(lambda: torch.softmax(x, dim=-1))
@@ -627,6 +647,7 @@ def torch_rows(torch: Any, device: str = "cpu") -> dict[str, Callable[..., Prepa
         "tiny": tiny, "tiny_sync": tiny, "jit": chain, "jit_sync": chain, "elementwise": elementwise,
         "exp": exp_chain, "sum": total, "softmax": softmax, "matmul": matmul, "conv2d": conv,
         "conv2d_backward": conv_backward, "cnn": cnn, "mlp": mlp, "embedding": embedding, "sort": sort,
+        "topk": topk,
     }  # fmt: skip
     if not on_gpu:  # the fresh-process rows run PyTorch on the CPU
         rows |= {key: functools.partial(fresh_cnn_step, "PyTorch", "CPU", how=how)
@@ -639,6 +660,7 @@ LIB_ROWS: dict[str, Callable[..., Prepare]] = {
     "jit_sync": functools.partial(lib_jit_chain, sync_each=True), "elementwise": lib_elementwise, "exp": lib_exp_chain,
     "sum": lib_sum, "softmax": lib_softmax, "matmul": lib_matmul, "conv2d": lib_conv,
     "conv2d_backward": lib_conv_backward, "cnn": lib_cnn, "mlp": lib_mlp, "embedding": lib_embedding, "sort": lib_sort,
+    "topk": lib_topk,
     **{key: functools.partial(lib_fresh_cnn_step, how=how) for key, how in FRESH_CNN_ROWS.items()},
 }  # fmt: skip
 
@@ -657,10 +679,11 @@ class Sizes:
     cnn_batch: int
     embedding: tuple[int, int, int]  # vocabulary, width, tokens
     sort: int
+    topk: tuple[int, int]  # elements, k (a language model's sampling: the top 10 of GPT-2's 50257 logits)
 
 
-FULL = Sizes(16 << 20, 4096, (1024, 2048), ConvShape(16, 64, 64, 56), 512, (50257, 768, 512), 65536)
-QUICK = Sizes(1 << 20, 1024, (256, 512), ConvShape(2, 16, 16, 28), 8, (5000, 64, 64), 4096)
+FULL = Sizes(16 << 20, 4096, (1024, 2048), ConvShape(16, 64, 64, 56), 512, (50257, 768, 512), 65536, (50257, 10))
+QUICK = Sizes(1 << 20, 1024, (256, 512), ConvShape(2, 16, 16, 28), 8, (5000, 64, 64), 4096, (5000, 10))
 
 
 @dataclass(frozen=True)
@@ -722,6 +745,7 @@ def workloads(sizes: Sizes) -> list[Workload]:
             sizes.embedding,
         ),  # fmt: skip
         Workload("sort", f"sort of {sizes.sort} float32 (values and indices)", MS, 1, (sizes.sort,)),
+        Workload("topk", f"topk({sizes.topk[1]}) of {sizes.topk[0]} float32 (values and indices)", MS, 1, sizes.topk),
     ]
 
 

@@ -575,7 +575,8 @@ def _select_first(keys: TensorT, k: int) -> TensorT:
     for _ in range(k):
         below = flipped.e(Ops.CMPLT, rounds[-1].expand(shape)) if rounds else None
         candidates = flipped if below is None else below.e(Ops.WHERE, flipped, none)
-        rounds.append(candidates.r(Ops.RMAX, axis))
+        # one kernel a round: no two-stage split of a long row (its partials cost more kernels than a max saves)
+        rounds.append(candidates._reduce_node(Ops.RMAX, axis, (*lead, 1)))
     # the rounds' (..., 1) results joined in groups, so that no kernel reads more than SELECT_JOIN of them
     while len(rounds) > 1:
         joined = []
