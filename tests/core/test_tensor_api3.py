@@ -11,7 +11,7 @@ import pytest
 from test_tensor_api import check
 
 from lazy import Context, Tensor, dtypes, nn
-from lazy.helpers import ShapeError
+from lazy.helpers import ArgumentError, ShapeError
 
 RNG = np.random.default_rng(5)
 
@@ -385,3 +385,16 @@ def test_negative_integer_powers_leave_the_float_range_only_where_the_result_doe
     for n in (-2, -3):
         want = (x.astype(np.float64) ** n).astype(np.float32)
         np.testing.assert_array_equal(Tensor(x).pow(n).numpy(), want, err_msg=f"x ** {n}")
+
+
+def test_constant_shifts_by_the_whole_width_or_more_match_pytorch():
+    """x << 32 of an int32 is 0 and x >> 32 its sign (-1 or 0), as PyTorch's (the C shift left x unchanged, LLVM's
+    gave garbage); a negative constant count is refused with the fix."""
+    torch = pytest.importorskip("torch", reason="the reference for shifts")
+    for dtype in (np.int8, np.uint8, np.int32, np.int64):
+        a = np.array([5, 100 if dtype == np.uint8 else -3, 0], dtype)
+        for k in (1, 7, 8, 31, 32, 33, 63, 64, 70):
+            np.testing.assert_array_equal((Tensor(a) << k).numpy(), (torch.from_numpy(a) << k).numpy())
+            np.testing.assert_array_equal((Tensor(a) >> k).numpy(), (torch.from_numpy(a) >> k).numpy())
+    with pytest.raises(ArgumentError, match=r"negative shift count \(-2\).*shift the other way by 2"):
+        Tensor([1, 2]) << -2

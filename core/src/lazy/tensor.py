@@ -874,9 +874,31 @@ class Tensor(
         return self._bitwise(y, Ops.XOR, reverse)
 
     def lshift(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
-        """self << y for integer tensors; `reverse=True` gives y << self."""
+        """self << y for integer tensors; `reverse=True` gives y << self. A constant count of at least the bit width
+        shifts every bit out (0), as PyTorch's; a negative constant count is refused. (A tensor of counts shifts as
+        the device's shift instruction does: a count outside [0, width) is undefined, as in C.)"""
+        if (out := self._constant_shift(y, reverse, left=True)) is not None:
+            return out
         return self._bitwise(y, Ops.SHL, reverse)
 
     def rshift(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
-        """self >> y for integer tensors; `reverse=True` gives y >> self."""
+        """self >> y for integer tensors; `reverse=True` gives y >> self. A constant count of at least the bit width
+        leaves the sign (-1 for a negative signed value, else 0), as PyTorch's; a negative constant count is refused
+        (see `lshift` for a tensor of counts)."""
+        if (out := self._constant_shift(y, reverse, left=False)) is not None:
+            return out
         return self._bitwise(y, Ops.SHR, reverse)
+
+    def _constant_shift(self, y: TensorLike, reverse: PyBool, left: PyBool) -> Tensor | None:
+        """The shift of this integer tensor by a Python int count that no shift instruction defines (the whole width
+        or more), or None for the ordinary shift; a negative count raises."""
+        if reverse or isinstance(y, bool) or not isinstance(y, int) or not dtypes.is_int(self.dtype):
+            return None
+        name = "lshift" if left else "rshift"
+        if y < 0:
+            raise ArgumentError(f"{name}: a negative shift count ({y}) is undefined; shift the other way by {-y}")
+        if y < 8 * self.dtype.itemsize:
+            return None
+        if left or dtypes.is_unsigned(self.dtype):
+            return self.zeros_like()
+        return (self < 0).where(-1, 0).cast(self.dtype)
