@@ -298,3 +298,34 @@ def test_cross_entropy_with_a_masked_class_is_finite():
     torch.nn.functional.cross_entropy(tx, torch.tensor([0, 1, 2])).backward()
     lx.cross_entropy(Tensor([0, 1, 2])).backward()
     np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_losses_at_their_edges_have_pytorchs_finite_gradients():
+    """BCE of a saturated sigmoid (probabilities exactly 0 and 1) and smooth L1 with beta 0 (l1): PyTorch's values
+    and gradients, where the untaken branches' infinite slopes made them NaN."""
+    import torch
+
+    logits = np.array([20.0, -20.0, 0.5, -0.3], np.float32)
+    target = np.array([1.0, 0.0, 1.0, 0.0], np.float32)
+    x = Tensor(logits, requires_grad=True)
+    loss = x.sigmoid().binary_crossentropy(Tensor(target))
+    loss.backward()
+    tx = torch.tensor(logits, requires_grad=True)
+    want = torch.nn.functional.binary_cross_entropy(tx.sigmoid(), torch.tensor(target))
+    want.backward()
+    np.testing.assert_allclose(loss.item(), want.item(), rtol=1e-6)
+    assert x.grad is not None
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-12)
+    p = Tensor([0.0, 1.0, 0.3])  # probabilities at the clamp: PyTorch's 100 per saturated wrong term
+    np.testing.assert_allclose(p.binary_crossentropy(Tensor([1.0, 0.0, 1.0]), "none").numpy(), [100, 100, 1.2039728])
+    d = np.array([0.5, -2.0, 3.0], np.float32)
+    y = Tensor(d, requires_grad=True)
+    y.smooth_l1_loss(Tensor.zeros(3), beta=0.0, reduction="sum").backward()
+    assert y.grad is not None
+    np.testing.assert_array_equal(y.grad.numpy(), np.sign(d))
+
+
+def test_an_optimizer_takes_its_parameters_from_a_generator():
+    w, b = Tensor.ones(3, requires_grad=True), Tensor.zeros(2, requires_grad=True)
+    for make in (nn.optim.SGD, nn.optim.Adam, nn.optim.LAMB):
+        assert len(make((p for p in (w, b)), lr=0.1).params) == 2

@@ -502,8 +502,18 @@ class NNOpsMixin(TensorBase):
         return loss._do_reduction(reduction)
 
     def binary_crossentropy(self, Y: Self, reduction: str = "mean") -> Self:
-        """BCE of probabilities against targets; logs are clamped at -100 like PyTorch's."""
-        return (-(Y * self.log().maximum(-100) + (1 - Y) * (1 - self).log().maximum(-100)))._do_reduction(reduction)
+        """BCE of probabilities against targets; logs are clamped at -100 like PyTorch's, and so is their gradient: a
+        probability of exactly 0 or 1 (a saturated sigmoid) gets PyTorch's finite gradient, not NaN (the clamp's
+        flat side still multiplied 0 by the log's infinite slope)."""
+        return (-(Y * self._clamped_log() + (1 - Y) * (1 - self)._clamped_log()))._do_reduction(reduction)
+
+    def _clamped_log(self) -> Self:
+        """max(log(x), -100), whose gradient is 0 below the smallest normal float (at 0, where the clamp holds, the
+        log's slope 1/x is infinite) and 1/x above it (finite there)."""
+        exponent_bits, _ = dtypes.finfo(self.dtype)
+        normal = 2.0 ** (2 - 2 ** (exponent_bits - 1))  # the smallest normal value (2^-126 for float32)
+        below = self.detach().log().maximum(-100)
+        return (self < normal).where(below, self.maximum(normal).log())
 
     def binary_crossentropy_logits(self, Y: Self, reduction: str = "mean",
                                    pos_weight: Self | None = None) -> Self:  # fmt: skip
@@ -524,6 +534,8 @@ class NNOpsMixin(TensorBase):
         """0.5 * d^2 / beta where |d| < beta, else |d| - 0.5 * beta, for d = self - Y, reduced by `reduction` (PyTorch's
         smooth_l1_loss)."""
         diff = (self - Y).abs()
+        if beta == 0:  # l1 (PyTorch's): the quadratic side is never taken, and its 1 / beta made the gradient NaN
+            return diff._do_reduction(reduction)
         return (diff < beta).where(0.5 * diff.square() / beta, diff - 0.5 * beta)._do_reduction(reduction)
 
     def normalize(self, p: PyFloat = 2.0, dim: PyInt = 1, eps: PyFloat = 1e-12) -> Self:

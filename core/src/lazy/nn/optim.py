@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from lazy.dtype import dtypes
 from lazy.helpers import dedup
 from lazy.tensor import Tensor
 
 
 class Optimizer:
-    def __init__(self, params: list[Tensor], lr: float):
+    def __init__(self, params: Iterable[Tensor], lr: float):
+        params = list(params)  # (a generator, `model.parameters()`-style, is read once)
         for p in params:
             if p.requires_grad is None:
                 p.requires_grad = True
