@@ -69,7 +69,7 @@ def test_small_kernels_keep_int32_indices(renderer):
 
 @pytest.mark.parametrize("renderer", RENDERERS.values(), ids=RENDERERS.keys())
 def test_a_reduction_over_more_than_2_31_elements_counts_in_int64(renderer):
-    spec = get_program(ast_of(Tensor.ones(1, N, dtype=dtypes.int64).sum()), renderer)
+    spec = get_program(ast_of(Tensor.empty(1, N, dtype=dtypes.int64).sum()), renderer)  # (a constant's sum folds)
     assert index_dtypes(spec) == {dtypes.int64}
     ranges = [u for u in spec.uops or [] if u.op is UOps.RANGE]
     assert [u.src[1].arg for u in ranges] == [N]  # the loop end is N itself, not N wrapped to a negative int32
@@ -117,9 +117,13 @@ def test_a_partial_sum_that_does_not_fit_makes_the_kernel_int64():
 
 
 def test_an_index_beyond_int64_is_refused_with_a_message():
-    k = Kernel(ast_of(Tensor.ones(1, 2**63 + 1, dtype=dtypes.int64).sum()), LOOP_CAPS)
+    k = Kernel(ast_of(Tensor.empty(2**63 + 1, dtype=dtypes.int8) + 1), LOOP_CAPS)
     with pytest.raises(IndexOverflow, match=r"cannot be indexed: .* does not fit int64; smaller sizes"):
         lower_kernel(k)
+    # a reduction that long is refused where it is built (it would never finish); a constant's sum is its product
+    with pytest.raises(ValueError, match=r"would count past int64 and never finish"):
+        Tensor.empty(1, 2**63 + 1, dtype=dtypes.int64).sum()
+    assert Tensor.ones(2**40, 2**30).sum().item() == 2.0**70
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -127,9 +131,9 @@ def test_an_index_beyond_int64_is_refused_with_a_message():
 
 
 def test_c_source_of_a_large_reduction_uses_long_long_and_of_a_small_one_int():
-    big = get_program(ast_of(Tensor.ones(1, N, dtype=dtypes.int64).sum()), LoopC()).src
+    big = get_program(ast_of(Tensor.empty(1, N, dtype=dtypes.int64).sum()), LoopC()).src
     assert f"for (long long ridx0 = 0ll; ridx0 < {N}ll; ridx0++)" in big
-    small = get_program(ast_of(Tensor.ones(1000, dtype=dtypes.int64).sum()), LoopC()).src
+    small = get_program(ast_of(Tensor.empty(1000, dtype=dtypes.int64).sum()), LoopC()).src
     assert "for (int ridx0 = 0; ridx0 <" in small and "long long ridx" not in small
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from lazy.device import Buffer, get_device
 from lazy.dtype import ConstType, DType, dtypes
 from lazy.helpers import all_int, dedup, prod
-from lazy.ops import REDUCE_ALU, GroupOp, Ops, identity_element
+from lazy.ops import REDUCE_ALU, GroupOp, Ops, identity_element, truncate
 from lazy.rewrite import rewrite
 from lazy.shape import ShapeTracker
 from lazy.symbolic import Node, Variable, sint
@@ -596,6 +596,15 @@ class LazyBuffer:
                 return self.const(value, out_shape)
             if op is Ops.SUM and _is_zero(value):
                 return self.const(0, out_shape)  # a sum of zeros (padded or not): a gradient of an unused branch
+            if op is Ops.SUM and not isinstance(value, Node) and all(v.mask is None for v in self.st.views) and \
+                    (dtypes.is_int(self.dtype) or dtypes.is_float(self.dtype)) and all_int(self.shape):  # fmt: skip
+                # a sum of a repeated constant is its product with the count, rounded once (ints wrap as a kernel's
+                # sum would): `Tensor.ones(2**40, 2**30).sum()` looped 2^70 times
+                count = prod(self.shape[a] for a in axis)
+                return self.const(truncate(value * count, self.dtype), out_shape)
+        if all_int(self.shape) and self.size >= 2**63:
+            raise ValueError(f"a reduction over {self.shape} ({self.size} elements) would count past int64 and never "
+                             "finish; reduce fewer elements")  # fmt: skip
         if (split := self._split_reduce(op, axis, new_shape, out_shape)) is not None:
             return split
         out = self._reduce_node(op, axis, new_shape)

@@ -356,6 +356,16 @@ class Tensor(
                                 "repeats elements); assign to the whole tensor, or use __setitem__")  # fmt: skip
         return self
 
+    def _operand(self, y: Any, op: str, name: str) -> Tensor:
+        """`y` as a tensor operand of `op` (named `name` in messages): a Tensor as it is; a list, tuple, numpy array
+        or number made a tensor on this tensor's device (as the binary ops take them); anything else refused."""
+        if isinstance(y, Tensor):
+            return y
+        _check_operand(y, f"{op}: {name}")
+        if isinstance(y, Node):
+            raise TypeError(f"{op}: {name} must be a Tensor, not the symbolic {y}")
+        return Tensor(y, device=self.device if isinstance(self.device, str) else None)
+
     def _view_parent(self) -> tuple[Tensor, Any] | None:
         """The tensor this one is a basic-indexing view of, and the index (`_viewed`), while it is alive."""
         viewed = getattr(self, "_viewed", None)
@@ -441,6 +451,10 @@ class Tensor(
             if self.shape != () and prod(self.shape) != 1:
                 raise ValueError(f"backward() without a gradient needs a scalar output, not shape {self.shape}")
             gradient = Tensor(1.0, device=self.device, dtype=self.dtype, requires_grad=False).reshape(self.shape)
+        if not isinstance(gradient, Tensor):  # a list, an array, a number: as a tensor of the output's dtype
+            gradient = Tensor(gradient, device=self.device, dtype=self.dtype, requires_grad=False)
+        if gradient.dtype != self.dtype:  # (an int gradient of a float output, as PyTorch's casts it)
+            gradient = gradient.cast(self.dtype)
         if gradient.shape != self.shape:
             raise ShapeError(f"backward: gradient shape {gradient.shape} does not match output shape {self.shape}")
         record = create_graph and not Tensor.no_grad
@@ -491,6 +505,9 @@ class Tensor(
         a Jacobian row or a Hessian-vector product is again `gradient` (as in tinygrad). Targets must have had
         `requires_grad` True or None when the graph was built (ops on tensors with requires_grad=False are not
         recorded)."""
+        if bad := [t for t in targets if not isinstance(t, Tensor)]:
+            raise TypeError(f"gradient: the targets must be Tensors, got {type(bad[0]).__name__} {bad[0]!r:.40}; pass "
+                            "the output's gradient by keyword (gradient=...)")  # fmt: skip
         grads = self._backprop(gradient, create_graph)
         return [grads[id(t)][1] if id(t) in grads else t.zeros_like() for t in targets]
 

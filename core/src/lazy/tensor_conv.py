@@ -144,6 +144,7 @@ class ConvMixin(TensorBase):
     ) -> Self:
         """Convolution of (N, C_in, *spatial) with weight (C_out, C_in/groups, *kernel); 1-d, 2-d and 3-d alike
         (the kernel's rank decides). stride/dilation/padding: an int or one value per spatial axis."""
+        weight = self._operand(weight, "conv2d", "the weight")
         nd, kernel, stride_, dilation_ = self._conv_geometry("conv2d", weight, groups, stride, dilation)
         cout, cin_g = weight.shape[:2]
         if self.ndim != nd + 2 or self.shape[1] != cin_g * groups:

@@ -22,6 +22,8 @@ def check_devices(devices: Any) -> tuple[str, ...]:
     if not devices:
         raise ArgumentError("shard: the device list is empty; name at least one device, e.g. ('CPU:0', 'CPU:1')")
     names = tuple(Device.canonicalize(d) for d in devices)
+    for name in names:
+        Device[name]  # an unknown or unusable device is refused now, by name, not at the first kernel on it
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise ArgumentError(f"shard: {', '.join(twice)} is listed more than once in {tuple(devices)} (CPU and CPU:0 "

@@ -658,6 +658,7 @@ class IndexingMixin(TensorBase):
         """The elements where `mask` (broadcast to this shape) is True, as a 1-d tensor. Without `size` the mask is
         read on the host (the length depends on it); with `size` the result has that length, cut or filled with
         `fill_value`, and nothing leaves the device (so it can run inside `jit`)."""
+        mask = self._operand(mask, "masked_select", "the mask")
         if mask.dtype != dtypes.bool:
             raise ArgumentError(f"masked_select: the mask must be a bool tensor, not {mask.dtype}")
         if size is not None and size < 0:
@@ -694,6 +695,7 @@ class IndexingMixin(TensorBase):
     def gather(self, dim: int, index: Self) -> Self:
         """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim`; other dims of index may be smaller. An
         index outside [0, size) gives 0 (an IndexError with LAZY_CHECK_INDEX=1)."""
+        index = self._operand(index, "gather", "the index")
         dim = self._resolve_axis(dim)
         if self.ndim == 0:  # a 0-d tensor is its only element (PyTorch's rule)
             if index.ndim != 0:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from lazy import function as F
 from lazy.dtype import ConstType, dtypes, least_upper_dtype
 from lazy.helpers import ArgumentError, ShapeError, argfix, prod
-from lazy.symbolic import concrete, sint
+from lazy.symbolic import Node, concrete, sint
 from lazy.tensor_base import PyFloat, PyInt, TensorBase
 from lazy.tensor_create import _check_sizes
 
@@ -252,6 +252,7 @@ class MovementMixin(TensorBase):
     def cat(self, *others: Self, dim: int = 0) -> Self:
         """self and `others` joined along the existing axis `dim` (shapes equal elsewhere; the dtype is their common
         one). Called on the first tensor, `a.cat(b, c, dim=1)`, where PyTorch takes a list."""
+        others = tuple(self._operand(t, "cat", "each tensor") for t in others)
         if any(t.ndim == 0 for t in (self, *others)):
             raise ShapeError("cat: a 0-d tensor has no axis to join along; use stack, or reshape it to (1,) first")
         dim = self._resolve_axis(dim)
@@ -402,7 +403,7 @@ class MovementMixin(TensorBase):
 
     def masked_fill(self, mask: Self, value: Self | ConstType) -> Self:
         """`value` where `mask` is True, self elsewhere (broadcast)."""
-        return mask.where(value, self)
+        return self._operand(mask, "masked_fill", "the mask").where(value, self)
 
     # -- diagonals, windows, padding to a shape --------------------------------------------------------------------
 
@@ -442,6 +443,10 @@ class MovementMixin(TensorBase):
         target = argfix(shape, *args)
         if len(target) != self.ndim:
             raise ShapeError(f"pad_to: {target} does not match the {self.ndim} axes of {self.shape}")
+        if any(t is not None and not isinstance(t, Node) and not isinstance(s, Node) and t < s
+               for s, t in zip(self.shape, target)):  # fmt: skip
+            raise ShapeError(f"pad_to: {tuple(target)} is smaller than {self.shape} on some axis; padding only grows "
+                             "a tensor (shrink_to makes it smaller)")  # fmt: skip
         return self.pad(tuple((0, 0) if t is None else (0, t - s) for s, t in zip(self.shape, target)), value=value)
 
     def shrink_to(self, shape: Any, *args: Any) -> Self:

@@ -65,6 +65,7 @@ class NNOpsMixin(TensorBase):
         """The matrix product with PyTorch's matmul rules (1-d operands, broadcast batch axes): a broadcast multiply and
         a sum over the shared axis. Float products are computed in the accumulation dtype (float32 for half) and rounded
         once; `dtype` sets the result's dtype."""
+        w = self._operand(w, "matmul", "the other operand")
         if self.ndim == 0 or w.ndim == 0:
             raise ShapeError(f"matmul: both arguments need at least 1 dimension, got {self.shape} and {w.shape}")
         if isinstance(w, TensorBase) and w.device != self.device:
@@ -201,6 +202,8 @@ class NNOpsMixin(TensorBase):
     ) -> Self:
         """softmax(q @ k^T / sqrt(E) + mask) @ v for q (..., L, E), k (..., S, E), v (..., S, Ev). `attn_mask`: bool
         (True = attend) or an additive float mask; is_causal masks out keys after each query (no attn_mask then)."""
+        key, value = self._operand(key, "scaled_dot_product_attention", "key"), \
+            self._operand(value, "scaled_dot_product_attention", "value")  # fmt: skip
         if enable_gqa:  # grouped-query attention: each key/value head serves a group of query heads
             heads, kv_heads = self.shape[-3], key.shape[-3]
             assert isinstance(heads, int) and isinstance(kv_heads, int)
@@ -432,6 +435,7 @@ class NNOpsMixin(TensorBase):
         count for nothing (the mean divides by the labels that count). The default, -1, ignores nothing (tinygrad's
         rule): a label of -1 picks no class but still counts in the mean and in the smoothing term; pass
         ignore_index=-100 (PyTorch's default) or another value for labels to skip."""
+        Y = self._operand(Y, "sparse_categorical_crossentropy", "the labels")
         if not 0.0 <= label_smoothing <= 1.0:
             raise ArgumentError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         log_probs = self.log_softmax()
@@ -457,6 +461,7 @@ class NNOpsMixin(TensorBase):
     def cross_entropy(self, Y: Self, reduction: str = "mean", label_smoothing: PyFloat = 0.0) -> Self:
         """Cross entropy of logits with classes on axis 1 (PyTorch's layout: (N, C) or (N, C, d1, ...)) against
         class indices (N, d1, ...) or class probabilities shaped like the logits."""
+        Y = self._operand(Y, "cross_entropy", "the target")
         if not 0.0 <= label_smoothing <= 1.0:
             raise ArgumentError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
         axis = 1 if self.ndim > 1 else 0
@@ -483,6 +488,7 @@ class NNOpsMixin(TensorBase):
                  reduction: str = "mean") -> Self:  # fmt: skip
         """Negative log likelihood of log-probabilities (N, C, ...) at class indices Y (N, ...); `weight` per class;
         the mean is weighted (divided by the weights of the labels that count), as PyTorch's."""
+        Y = self._operand(Y, "nll_loss", "the target")
         axis = 1 if self.ndim > 1 else 0
         n_classes = self.shape[axis]
         if Y.shape != self.shape[:axis] + self.shape[axis + 1 :]:

@@ -19,7 +19,7 @@ from lazy.dtype import (
     sum_acc_dtype,
     to_dtype,
 )
-from lazy.helpers import prod
+from lazy.helpers import ArgumentError, prod
 from lazy.symbolic import Node, concrete
 from lazy.tensor_base import Axis, PyFloat, TensorBase, TensorT
 
@@ -49,7 +49,10 @@ class ReduceMixin(TensorBase):
         if axis is None:
             return tuple(range(self.ndim))
         axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)  # (`_resolve_axis` names a bad one)
-        return tuple(sorted({self._resolve_axis(a) for a in axes}))
+        resolved = [self._resolve_axis(a) for a in axes]
+        if len(set(resolved)) != len(resolved):
+            raise ArgumentError(f"axis {tuple(axes)} names a dimension twice (of {self.ndim}); name each once")
+        return tuple(sorted(resolved))
 
     def sum(self, axis: Axis = None, keepdim: bool = False, acc_dtype: DType | None = None,
             dtype: DType | str | None = None) -> Self:  # fmt: skip

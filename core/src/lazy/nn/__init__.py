@@ -16,12 +16,20 @@ class Linear:
     """y = x @ W.T + b, initialised like PyTorch (uniform in +-1/sqrt(in_features))."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        _check_sizes("Linear", in_features=in_features, out_features=out_features)
         bound = 1 / math.sqrt(in_features)
         self.weight = Tensor.uniform(out_features, in_features, low=-bound, high=bound)
         self.bias = Tensor.uniform(out_features, low=-bound, high=bound) if bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
         return x.linear(self.weight.transpose(), self.bias)
+
+
+def _check_sizes(layer: str, **sizes: Any) -> None:
+    """A layer's feature or channel counts: ints of at least 1 (a 0 divided its initialisation bound by zero)."""
+    for name, size in sizes.items():
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ShapeError(f"{layer}: {name} must be an int >= 1, got {size!r}")
 
 
 def _affine(x: Tensor, weight: Tensor | None, bias: Tensor | None, shape: tuple[int, ...]) -> Tensor:
@@ -102,10 +110,13 @@ class RMSNorm:
     """x / sqrt(mean(x^2) + eps) over the last axis, times a learned scale."""
 
     def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
-        self.eps = eps
+        self.eps, self.dim = eps, dim
         self.weight: Tensor | None = Tensor.ones(dim) if elementwise_affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim < 1 or x.shape[-1] != self.dim:
+            raise ShapeError(f"RMSNorm: expects a last axis of {self.dim}, got shape {x.shape}")
+
         def normalize(x: Tensor) -> Tensor:
             y = x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
             return y * self.weight if self.weight is not None else y
@@ -119,11 +130,14 @@ class GroupNorm:
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
         if num_channels % num_groups:
             raise ValueError(f"GroupNorm: {num_channels} channels do not split into {num_groups} groups")
-        self.num_groups, self.eps = num_groups, eps
+        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
         self.weight: Tensor | None = Tensor.ones(num_channels) if affine else None
         self.bias: Tensor | None = Tensor.zeros(num_channels) if affine else None
 
     def __call__(self, x: Tensor) -> Tensor:  # (N, C, *spatial) -> same
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise ShapeError(f"{type(self).__name__}: expects (N, {self.num_channels}, ...) with the channels on axis "
+                             f"1, got shape {x.shape}")  # fmt: skip
         return x._in_float32(self._normalize)
 
     def _normalize(self, x: Tensor) -> Tensor:
@@ -149,6 +163,7 @@ class Embedding:
 
     def __call__(self, idx: Tensor) -> Tensor:
         """A row of zeros for an index outside [0, vocab_size) (an IndexError with LAZY_CHECK_INDEX=1)."""
+        idx = self.weight._operand(idx, "Embedding", "the indices")
         if not dtypes.is_int(idx.dtype):
             raise ArgumentError(f"Embedding: indices must have an integer dtype, not {idx.dtype}")
         idx._check_index("Embedding", 0, self.vocab_size, f"a vocabulary of {self.vocab_size}")
@@ -187,6 +202,7 @@ class Conv2d:
         bias: bool = True,
     ):
         name = type(self).__name__
+        _check_sizes(name, in_channels=in_channels, out_channels=out_channels)
         self.kernel_size = Tensor._spatial_arg(name, "kernel_size", kernel_size, self.dims)
         # bad padding (an unknown string, "same" with a stride) is refused here, not at the first call
         strides = Tensor._spatial_arg(name, "stride", stride, self.dims)

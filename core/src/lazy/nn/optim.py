@@ -11,7 +11,15 @@ from lazy.tensor import Tensor
 
 class Optimizer:
     def __init__(self, params: Iterable[Tensor], lr: float):
+        if isinstance(params, dict):
+            raise TypeError(f"{type(self).__name__}: got a dict (a state dict?); pass its tensors, e.g. "
+                            "get_parameters(model) or list(state_dict.values())")  # fmt: skip
         params = list(params)  # (a generator, `model.parameters()`-style, is read once)
+        if bad := [p for p in params if not isinstance(p, Tensor)]:
+            raise TypeError(f"{type(self).__name__}: parameters must be Tensors, got {type(bad[0]).__name__} "
+                            f"{bad[0]!r:.40}")  # fmt: skip
+        if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not lr >= 0:
+            raise ValueError(f"{type(self).__name__}: the learning rate must be a number >= 0, got {lr!r}")
         for p in params:
             if p.requires_grad is None:
                 p.requires_grad = True
