@@ -71,3 +71,25 @@ def test_layer_and_optimizer_arguments_are_checked_when_made():
     with pytest.raises(ValueError, match="the learning rate must be a number >= 0, got -1"):
         optim.SGD([w], lr=-1)
     assert Tensor.ones(2, 3, dtype=dtypes.int32).sum((0, 1)).item() == 6
+
+
+def test_batchnorm_with_momentum_none_keeps_a_cumulative_average_and_sgd_checks_nesterov():
+    """momentum=None is PyTorch's cumulative average of the batches' statistics (it failed at the first call)."""
+    torch = pytest.importorskip("torch", reason="the reference for BatchNorm's running statistics")
+    batches = [np.random.default_rng(i).standard_normal((4, 3, 2, 2)).astype(np.float32) for i in range(3)]
+    bn, want = nn.BatchNorm(3, momentum=None), torch.nn.BatchNorm2d(3, momentum=None)
+    with Tensor.train():
+        for batch in batches:
+            bn(Tensor(batch)).realize()
+            want(torch.from_numpy(batch))
+    np.testing.assert_allclose(bn.running_mean.numpy(), want.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bn.running_var.numpy(), want.running_var.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="nesterov=True needs a momentum above 0"):
+        optim.SGD([Tensor.ones(2, requires_grad=True)], lr=0.1, nesterov=True)
+    with pytest.raises(ArgumentError, match="unfold: step must be at least 1, got 0"):
+        Tensor.ones(5).unfold(0, 2, 0)
+
+
+def test_a_transposed_convolution_padded_past_its_output_names_the_output_size():
+    with pytest.raises(ShapeError, match=r"conv_transpose2d: the output would be \(-3, 4\)"):
+        Tensor.ones(1, 1, 1, 4).conv_transpose2d(Tensor.ones(1, 1, 3, 3), padding=(3, 1))

@@ -278,6 +278,12 @@ class ConvMixin(TensorBase):
                 f"conv_transpose2d: input {self.shape} does not match weight {weight.shape} with groups={groups} "
                 f"(expects {cin} channels, a multiple of groups, and {nd} spatial axes)"
             )
+        sizes = [(n - 1) * s - b - a + d * (k - 1) + op + 1 for n, s, (b, a), k, d, op
+                 in zip(self.shape[2:], stride_, pads, kernel, dilation_, out_pad)]  # fmt: skip
+        if any(isinstance(size, int) and size < 1 for size in sizes):
+            raise ShapeError(f"conv_transpose2d: the output would be {tuple(sizes)} for input {self.shape} with "
+                             f"padding {padding}: padding removes more than the transposed convolution makes; pad "
+                             "less")  # fmt: skip
         # weight (G, C_in/G, C_out/G, *k) -> (C_out, C_in/G, *k), taps reversed
         w = weight.reshape(groups, cin // groups, cout_g, *kernel).transpose(1, 2)
         w = w.reshape(groups * cout_g, cin // groups, *kernel).flip(tuple(range(2, 2 + nd)))

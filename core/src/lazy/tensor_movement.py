@@ -462,7 +462,9 @@ class MovementMixin(TensorBase):
             raise ShapeError("unfold: a 0-d tensor has no dimension to take windows along; reshape it to (1,) first")
         d = self._resolve_axis(dim)
         n = self.shape[d]
-        if size < 0 or step <= 0 or not isinstance(n, int) or size > n:
+        if step <= 0:
+            raise ArgumentError(f"unfold: step must be at least 1, got {step}")
+        if size < 0 or not isinstance(n, int) or size > n:
             raise ShapeError(f"unfold: size={size}, step={step} do not fit dimension {dim} of {self.shape}")
         order = tuple(i for i in range(self.ndim) if i != d) + (d,)
         win = self.permute(order)._windows((size,), (step,), (1,))  # (..., n_windows, size)

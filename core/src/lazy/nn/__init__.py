@@ -44,7 +44,7 @@ class BatchNorm:
     running ones with `momentum`), running statistics in evaluation. `BatchNorm2d`/`BatchNorm1d` are aliases."""
 
     def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True,
-                 momentum: float = 0.1):  # fmt: skip
+                 momentum: float | None = 0.1):  # fmt: skip
         self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
         self.num_features = sz
         self.weight: Tensor | None = Tensor.ones(sz) if affine else None
@@ -72,8 +72,11 @@ class BatchNorm:
             if training and self.track_running_stats:
                 n = int(x.numel()) // int(x.shape[1])
                 unbiased = var.detach() * (n / max(n - 1, 1))
-                self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
-                self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * unbiased)
+                # momentum None: the cumulative average over the batches so far (PyTorch's), 1 / (batches incl. this)
+                factor: Tensor | float = self.momentum if self.momentum is not None else \
+                    1 / (self.num_batches_tracked + 1).cast(self.running_mean.dtype)  # fmt: skip
+                self.running_mean.assign((1 - factor) * self.running_mean + factor * mean.detach())
+                self.running_var.assign((1 - factor) * self.running_var + factor * unbiased)
                 self.num_batches_tracked.assign(self.num_batches_tracked + 1)
         else:
             mean, var = self.running_mean, self.running_var

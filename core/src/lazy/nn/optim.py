@@ -62,6 +62,8 @@ class SGD(Optimizer):
     def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0,
                  nesterov: bool = False):  # fmt: skip
         super().__init__(params, lr)
+        if nesterov and not momentum:
+            raise ValueError("SGD: nesterov=True needs a momentum above 0 (it looks ahead along the momentum)")
         self.momentum, self.wd, self.nesterov = momentum, weight_decay, nesterov
         self.b = self._state_like_params() if momentum else []
 
