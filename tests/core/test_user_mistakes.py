@@ -93,3 +93,18 @@ def test_batchnorm_with_momentum_none_keeps_a_cumulative_average_and_sgd_checks_
 def test_a_transposed_convolution_padded_past_its_output_names_the_output_size():
     with pytest.raises(ShapeError, match=r"conv_transpose2d: the output would be \(-3, 4\)"):
         Tensor.ones(1, 1, 1, 4).conv_transpose2d(Tensor.ones(1, 1, 3, 3), padding=(3, 1))
+
+
+def test_integer_arguments_of_other_types_are_named_and_einsum_names_its_ellipsis():
+    a = Tensor.ones(5)
+    for call, message in (
+        (lambda: a.topk(1.5), "topk: k must be an int, got float 1.5"),
+        (lambda: Tensor.randperm(()), r"randperm: n must be an int, got tuple \(\)"),
+        (lambda: Tensor.ones(2, 2).diagonal("x"), "diagonal: offset must be an int, got str 'x'"),
+        (lambda: a.multinomial("x"), "multinomial: num_samples must be an int"),
+    ):
+        with pytest.raises(ArgumentError, match=message):
+            call()
+    assert a.topk(np.int64(2))[0].shape == (2,)  # numpy's ints are ints
+    with pytest.raises(ShapeError, match=r"einsum: an axis of '\.\.\.' \(1 from the end\) has sizes 3 and 2"):
+        Tensor.einsum("...i,...i->...", Tensor.ones(3, 4), Tensor.ones(2, 4))

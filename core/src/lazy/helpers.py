@@ -249,6 +249,15 @@ def argsort(xs: Sequence[Any]) -> list[int]:
     return sorted(range(len(xs)), key=xs.__getitem__)
 
 
+def check_int(op: str, name: str, value: Any) -> int:
+    """`value` when it is an int (numpy's too, not bool), else an ArgumentError naming `op`'s argument `name`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        if type(value).__name__ in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+            return int(value)
+        raise ArgumentError(f"{op}: {name} must be an int, got {type(value).__name__} {value!r:.40}")
+    return value
+
+
 def argfix(*x: Any) -> tuple[Any, ...]:
     """Accept both `f(1, 2)` and `f((1, 2))`."""
     if x and x[0].__class__ in (tuple, list):

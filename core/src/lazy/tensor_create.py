@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from lazy.device import close_callbacks
 from lazy.dtype import ConstType, DType, dtypes, is_numpy, loaded_numpy, to_dtype
-from lazy.helpers import ArgumentError, ShapeError, argfix, prod
+from lazy.helpers import ArgumentError, ShapeError, argfix, check_int, prod
 from lazy.lazy import LazyBuffer
 from lazy.multi import MultiLazyBuffer
 from lazy.ops import THREEFRY_PARITY, THREEFRY_ROTATIONS, Ops
@@ -539,13 +539,14 @@ class CreationMixin(TensorBase):
                  requires_grad: bool | None = None) -> Self:  # fmt: skip
         """A random permutation of 0..n-1 (the order that sorts n uniform draws); a leaf, as the other random
         creators. A dtype that cannot hold n - 1 is refused (its values would wrap)."""
-        dt = to_dtype(dtype)
+        dt, n = to_dtype(dtype), check_int("randperm", "n", n)
         if dtypes.is_int(dt) and n > 0 and n - 1 > dtypes.max(dt):
             raise ValueRangeError(f"randperm({n}): {dt} cannot hold {n - 1}; pick a wider dtype")
         return cls.rand(n, device=device).argsort().cast(dt).detach().requires_grad_(requires_grad)
 
     def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Self:
         """`num_samples` indices per row drawn with probability proportional to the (non-negative) weights in self."""
+        num_samples = check_int("multinomial", "num_samples", num_samples)
         if not 1 <= self.ndim <= 2 or num_samples < 1:
             raise ArgumentError(
                 f"multinomial needs 1 or 2 dimensions and num_samples >= 1, got {self.shape}, {num_samples}"

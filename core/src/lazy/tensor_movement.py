@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from lazy import function as F
 from lazy.dtype import ConstType, dtypes, least_upper_dtype
-from lazy.helpers import ArgumentError, ShapeError, argfix, prod
+from lazy.helpers import ArgumentError, ShapeError, argfix, check_int, prod
 from lazy.symbolic import Node, concrete, sint
 from lazy.tensor_base import PyFloat, PyInt, TensorBase
 from lazy.tensor_create import _check_sizes
@@ -409,6 +409,7 @@ class MovementMixin(TensorBase):
 
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Self:
         """The diagonal of axes dim1 and dim2 (above it for offset > 0, below for < 0), as a new last axis."""
+        offset = check_int("diagonal", "offset", offset)
         a, b = self._resolve_axis(dim1), self._resolve_axis(dim2)
         if a == b:
             raise ShapeError(f"diagonal: dim1 and dim2 are the same axis ({a}) of {self.shape}")

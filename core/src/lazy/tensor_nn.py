@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lazy.dtype import NARROW_FLOATS, DType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
-from lazy.helpers import TRAINING, ArgumentError, ShapeError, all_int, broadcast_shape
+from lazy.helpers import TRAINING, ArgumentError, ShapeError, all_int, broadcast_shape, check_int
 from lazy.lazy import LazyBuffer
 from lazy.ops import Ops
 from lazy.symbolic import concrete, sint
@@ -144,7 +144,8 @@ class NNOpsMixin(TensorBase):
                     term = term[:first] + term[first + 1 : second] + term[second + 1 :] + c
             for c, n in zip(term, t.shape):
                 if c in sizes and sizes[c] != n and n != 1 and sizes[c] != 1:
-                    raise ShapeError(f"einsum: letter {c!r} has sizes {sizes[c]} and {n} in {formula}")
+                    what = f"an axis of '...' ({n_ell - free.index(c)} from the end)" if c in free else f"letter {c!r}"
+                    raise ShapeError(f"einsum: {what} has sizes {sizes[c]} and {n} in {formula}")
                 if c not in sizes or sizes[c] == 1:
                     sizes[c] = n
             aligned.append((term, t))
@@ -312,6 +313,7 @@ class NNOpsMixin(TensorBase):
         dim = self._resolve_axis(dim)
         n = self.shape[dim] if self.ndim else 1
         n = concrete(n, "topk")
+        k = check_int("topk", "k", k)
         if not 0 <= k <= n:
             raise ValueError(f"topk: k={k} is out of range for a dimension of size {n}")
         if self.ndim and _selects(n, k) and (keys := self.transpose(dim, -1).detach()._sort_keys(largest)) is not None:
@@ -401,8 +403,8 @@ class NNOpsMixin(TensorBase):
     def dropout(self, p: PyFloat = 0.5) -> Self:
         """Zero each element with probability p and scale the rest by 1 / (1 - p), in training mode only (see
         `_training_mode`); the same draws as tinygrad's after the same `manual_seed`."""
-        if not 0 <= p <= 1:
-            raise ValueError(f"dropout: p={p} is not a probability in [0, 1]")
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+            raise ValueError(f"dropout: p={p!r} is not a probability in [0, 1]")
         if not type(self)._training_mode() or p == 0:
             return self
         if p == 1:
