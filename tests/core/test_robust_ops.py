@@ -349,6 +349,16 @@ def test_window_arguments_that_work_still_do():
     assert nn.Conv2d(4, 2, (1, 3), groups=2)(Tensor(IMAGE)).shape == (1, 2, 5, 3)
 
 
+def special_floats(rng: np.random.Generator, n: int, nans: int, ties: int) -> np.ndarray:
+    """n normal float32s with `nans` NaNs and `ties` copies of one value at random places, -0.0, 0.0, inf and -inf
+    at positions 1-4 (the value tied is the one at position 5)."""
+    floats = rng.standard_normal(n).astype(np.float32)
+    floats[rng.integers(0, n, nans)] = np.float32(NAN)
+    floats[rng.integers(0, n, ties)] = floats[5]
+    floats[[1, 2, 3, 4]] = [-0.0, 0.0, INF, -INF]
+    return floats
+
+
 @pytest.mark.parametrize("device", ["CPU"])  # (the conformance suite sorts 700 elements on every device)
 def test_long_sorts_use_a_network_and_match_pytorch(device):
     """From SORT_NETWORK_MIN elements a sort orders (value, position) keys with a bitonic network: log^2 n
@@ -360,10 +370,7 @@ def test_long_sorts_use_a_network_and_match_pytorch(device):
 
     rng = np.random.default_rng(5)
     n = SORT_NETWORK_MIN + 89
-    floats = rng.standard_normal(n).astype(np.float32)
-    floats[rng.integers(0, n, 40)] = np.float32(NAN)
-    floats[rng.integers(0, n, 40)] = floats[3]
-    floats[[1, 2, 3, 4]] = [-0.0, 0.0, INF, -INF]
+    floats = special_floats(rng, n, nans=40, ties=40)
     cases = [floats, floats.astype(np.float16), rng.integers(-3, 3, n).astype(np.int8),
              rng.integers(-2**31, 2**31 - 1, n).astype(np.int32), rng.integers(0, 2**32 - 1, n).astype(np.uint32),
              rng.integers(0, 3, n).astype(np.uint8), rng.random(n) > 0.5, rng.integers(-9, 9, n).astype(np.int64),
@@ -401,10 +408,7 @@ def test_topk_of_a_few_takes_them_one_by_one(device):
 
     rng = np.random.default_rng(8)
     n = SORT_NETWORK_MIN + 301
-    floats = rng.standard_normal(n).astype(np.float32)
-    floats[rng.integers(0, n, 30)] = np.float32(NAN)
-    floats[rng.integers(0, n, 60)] = floats[3]
-    floats[[1, 2, 4, 5]] = [-0.0, 0.0, INF, -INF]
+    floats = special_floats(rng, n, nans=30, ties=60)
     cases = [floats, floats.astype(np.float16), rng.integers(-3, 3, n).astype(np.int8),
              rng.integers(0, 2**32 - 1, n).astype(np.uint32), rng.random(n) > 0.5]  # fmt: skip
     k_most = _network_stages(n) // 2
