@@ -108,3 +108,10 @@ def test_integer_arguments_of_other_types_are_named_and_einsum_names_its_ellipsi
     assert a.topk(np.int64(2))[0].shape == (2,)  # numpy's ints are ints
     with pytest.raises(ShapeError, match=r"einsum: an axis of '\.\.\.' \(1 from the end\) has sizes 3 and 2"):
         Tensor.einsum("...i,...i->...", Tensor.ones(3, 4), Tensor.ones(2, 4))
+
+
+def test_lists_of_numpy_arrays_make_tensors_and_ragged_lists_are_named():
+    t = Tensor([np.ones(2, np.float32), np.zeros(2, np.float32)])  # (a list of arrays, as PyTorch takes)
+    assert t.shape == (2, 2) and t.tolist() == [[1.0, 1.0], [0.0, 0.0]]
+    with pytest.raises(ValueError, match="the nested lists are not rectangular"):
+        Tensor([[1.0, 2.0], [3.0]])

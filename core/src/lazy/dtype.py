@@ -160,8 +160,9 @@ class dtypes:
             return dtypes.default_int
         if isinstance(x, float):
             return dtypes.default_float
-        if type(x).__module__ == "numpy" and hasattr(x, "item"):  # a numpy scalar in a list: the Python value it holds
-            return dtypes.from_py(x.item())
+        if type(x).__module__ == "numpy" and hasattr(x, "tolist"):
+            # a numpy scalar or array in a list: the Python values it holds (`Tensor([np.ones(2), np.ones(2)])`)
+            return dtypes.from_py(x.tolist())
         raise TypeError(f"cannot make a tensor element from {type(x).__name__} {x!r}; use bool, int or float")
 
     @staticmethod

@@ -39,9 +39,17 @@ def _list_to_np(data: list | tuple, dtype: DType) -> np.ndarray:
     import numpy as np
 
     target = to_np_dtype(dtype)
-    if not dtypes.is_int(dtype):
-        return np.array(data, dtype=target)
-    natural = np.array(data)
+    try:
+        if not dtypes.is_int(dtype):
+            return np.array(data, dtype=target)
+        natural = np.array(data)
+    except ValueError as e:
+        if "inhomogeneous" not in str(e) and "sequence" not in str(e):
+            raise
+        raise ValueError(
+            "Tensor: the nested lists are not rectangular (some rows are longer than others); pad them "
+            f"to one length first ({e})"
+        ) from None
     if natural.dtype.kind == "f" and np.isfinite(natural).all() and (np.abs(natural) < 2.0**63).all():
         natural = np.trunc(natural).astype(np.int64)
     if natural.dtype.kind in "biu":
