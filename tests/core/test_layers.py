@@ -37,6 +37,7 @@ LEVELS = [
         "lazy.tensor_reduce",
         "lazy.tensor_operators",
         "lazy.tensor_devices",
+        "lazy.tensor_assign",
     ],
     ["lazy.nn", "lazy.distributed", "lazy.onnx"],
     ["lazy.conformance"],

@@ -22,14 +22,15 @@ from lazy.dtype import (
     to_dtype,
 )
 from lazy.dtype import _to_np_dtype as _dtype_to_np
-from lazy.engine.realize import capturing, realize
+from lazy.engine.realize import realize
 from lazy.engine.schedule import ScheduleItem, create_schedule
 from lazy.helpers import ArgumentError, ShapeError, broadcast_shape, prod
-from lazy.lazy import LazyBuffer, storable_view
+from lazy.lazy import LazyBuffer
 from lazy.multi import MultiLazyBuffer
 from lazy.ops import Ops
 from lazy.plugins import Device
 from lazy.symbolic import Node, sint
+from lazy.tensor_assign import AssignMixin
 from lazy.tensor_base import Axis, PyBool, PyInt
 from lazy.tensor_conv import ConvMixin
 from lazy.tensor_create import CreationMixin
@@ -76,32 +77,8 @@ def _shards_of(tensors: tuple[Tensor, ...]) -> list[LazyBuffer]:
     return out
 
 
-def _refs_two_frames_down(x: object) -> int:
-    return _refs_here(x)
-
-
-def _refs_here(x: object) -> int:
-    return sys.getrefcount(x)
-
-
-# the references `_unshared` counts on a temporary passed to `Tensor.assign` (its local, `_unshared`'s, the count's
-# argument): measured as `lazy.lazy._OWN_REFS` is, not assumed; one more means someone else holds it
-_ASSIGN_REFS = _refs_two_frames_down(object())
-
-
-def _unshared(x: Tensor) -> LazyBuffer:
-    """`x`'s value for a tensor that becomes it by assign: a copy when `x` is in memory already (a later write through
-    the tensor must not change `x`), else `x`'s node, marked shared when anything but the assign's caller holds `x`
-    (a realized value then gets a copy at the first in-place write)."""
-    value = x.lazydata
-    if value.base.realized is not None:
-        return value.clone()
-    if sys.getrefcount(x) > _ASSIGN_REFS:
-        value.base.shared = True
-    return value
-
-
 class Tensor(
+    AssignMixin,
     MovementMixin,
     CreationMixin,
     HostDataMixin,
@@ -275,87 +252,6 @@ class Tensor(
         realize(_shards_of((self,) + others))
         return self
 
-    def replace(self, x: Tensor) -> Tensor:
-        """Make self refer to `x`'s data (same shape required; nothing is copied or run) and return self; self's
-        gradient history is kept."""
-        if x.shape != self.shape:
-            raise ShapeError(f"replace: shape {x.shape} does not match {self.shape}")
-        self.lazydata = x.lazydata
-        return self
-
-    def assign(self, x: TensorLike) -> Tensor:
-        """Write `x` into this tensor's memory (keeps the same buffer: what optimizers and `jit` rely on); `x` is
-        broadcast to this tensor's shape and cast to its dtype, as PyTorch's `copy_`."""
-        if not isinstance(x, Tensor):
-            x = Tensor(x, device=self.device, dtype=self.dtype)
-        if x.shape != self.shape:
-            try:  # a value that broadcasts to this shape (a scalar, a row), as PyTorch's copy_
-                fits = broadcast_shape("assign", x.shape, self.shape) == self.shape
-            except ValueError:
-                fits = False
-            if not fits:
-                raise ShapeError(f"assign: shape {x.shape} does not match {self.shape} (nor broadcasts to it)")
-            x = x._broadcast_to(self.shape)
-        if isinstance(self.device, str) and Device[self.device].kernel_refusal is not None:
-            self._assign_by_copy(x)
-            return self
-        if x.device != self.device:
-            x = x.to(self.device)
-        x = x.cast(self.dtype) if x.dtype != self.dtype else x
-        if isinstance(self.lazydata, MultiLazyBuffer):
-            self.lazydata = self.lazydata.assign(x.lazydata)
-            return self
-        lb, target = self.lazydata, self.lazydata.base
-        if target.realized is None and (
-            target.op is Ops.ASSIGN or (lb is not target and target.op is not Ops.CONST and not target.shared)
-        ):
-            # a buffer with a write pending (the tensor or the one it views), or a view of a value not yet computed:
-            # that first, then this write in place. Else this one went to memory of its own: a second pending
-            # `W.assign` moved W off the buffer a jit captured, and a view's write never reached the viewed tensor.
-            # (Not a value two identical expressions share: its other holders would see the write.)
-            Tensor(target).realize() if lb is not target else self.realize()
-            lb, target = self.lazydata, self.lazydata.base
-        if (
-            target.realized is None
-            or not target.st.contiguous
-            or target.op is Ops.CONST
-            or (lb is target and target.shared)
-        ):
-            if lb is not target and (viewed := self._view_parent()) is not None:
-                # a view (`x[1:3]`) of a value with no memory of its own (a constant, or one node that identical
-                # expressions share): the indexed tensor gets memory of its own, and the write goes there
-                parent, index = viewed
-                parent._own_memory()
-                self.lazydata = parent[index].lazydata
-                return self.assign(x)
-            if capturing and lb is target and target.realized is None and target.op is not Ops.CONST \
-                    and not target.shared:  # fmt: skip
-                # a jit is capturing: a tensor that became the value would leave a replay nothing to write (its state
-                # would stay the capture's: BatchNorm's running mean, not realized before the jit). Its current value
-                # is realized in place, outside the capture (a replay must not recompute it; `x` reads that node),
-                # and the write goes there, captured, as for a tensor realized before the jit
-                held = capturing[:]
-                capturing.clear()
-                try:
-                    Tensor(target).realize()
-                finally:
-                    capturing.extend(held)
-                return self.assign(x)
-            # no memory of its own yet, or memory other tensors hold too (two identical expressions made one node):
-            # the tensor becomes the value, in memory it does not share with `x` (`_unshared`)
-            self.lazydata = _unshared(x)
-        elif lb is target:
-            self.lazydata = target.assign(x.lazydata)
-        elif storable_view(st := lb.st.simplify()):  # a view of a buffer (a KV cache's slice, a strided slice,
-            # whose padding nothing reads): write those elements in place now, not lazily: the tensors holding the
-            # whole buffer read its memory and would not see a pending write
-            self.lazydata = target.assign(x.lazydata, st)._view(st)
-            self.realize()
-        else:
-            raise ArgumentError(f"assign: cannot write through this view of a {target.shape} buffer (it pads or "
-                                "repeats elements); assign to the whole tensor, or use __setitem__")  # fmt: skip
-        return self
-
     def _operand(self, y: Any, op: str, name: str) -> Tensor:
         """`y` as a tensor operand of `op` (named `name` in messages): a Tensor as it is; a list, tuple, numpy array
         or number made a tensor on this tensor's device (as the binary ops take them); anything else refused."""
@@ -365,31 +261,6 @@ class Tensor(
         if isinstance(y, Node):
             raise TypeError(f"{op}: {name} must be a Tensor, not the symbolic {y}")
         return Tensor(y, device=self.device if isinstance(self.device, str) else None)
-
-    def _view_parent(self) -> tuple[Tensor, Any] | None:
-        """The tensor this one is a basic-indexing view of, and the index (`_viewed`), while it is alive."""
-        viewed = getattr(self, "_viewed", None)
-        if viewed is None or (parent := viewed[0]()) is None:
-            return None
-        return parent, viewed[1]
-
-    def _own_memory(self) -> None:
-        """Have this tensor's value in memory that only it holds (a copy, realized now), or, for a view made by
-        indexing, in its indexed tensor's, which it then views; so that a write through it is seen by every tensor
-        that views it."""
-        if (viewed := self._view_parent()) is not None:
-            parent, index = viewed
-            parent._own_memory()
-            self.lazydata = parent[index].lazydata
-            return
-        lb = self.lazydata
-        if not isinstance(lb, LazyBuffer):
-            return
-        base = lb.base
-        if lb is base and base.realized is not None and base.st.contiguous and not base.shared:
-            return
-        self.lazydata = lb.clone()
-        self.realize()
 
     def detach(self) -> Tensor:
         """The same data with no gradient history and requires_grad=False (nothing is copied)."""
