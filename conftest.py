@@ -8,7 +8,11 @@ of its own, and the run's summary prints every file that has something in it.
 A test that runs past pytest-timeout's limit fails with the stacks of every thread, but what hung may go on: a kernel
 spinning on a device's queue thread cannot be interrupted, and every later test of that worker would wait behind it
 (in CI: each failing after the full limit, until the job's own time ran out). So a worker whose test timed out ends
-once that test is reported, and pytest-xdist goes on with a fresh one."""
+once that test is reported, and pytest-xdist goes on with a fresh one.
+
+A test that needs devices names them, as its `device`, `src` or `dest` parameter or with `@pytest.mark.devices(...)`:
+where one of them is not usable on this machine (its plugin's probe says why: no driver, a driver whose compiler does
+not know the processor), the test is skipped with that reason instead of failing at the device's open."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ CRASH_DIR = "LAZY_TEST_CRASH_DIR"  # set by the controller, read by its workers 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own faulthandler plugin, which points the handler at stderr
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "devices(*names): skipped, saying why, unless every named device is usable")
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is None:
         if config.pluginmanager.hasplugin("xdist") and CRASH_DIR not in os.environ:
@@ -37,6 +42,27 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _LOG = pytest.StashKey[object]()
+DEVICE_PARAMS = ("device", "src", "dest")  # test parameters that name a device the test opens
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    names = [name for marker in item.iter_markers("devices") for name in marker.args]
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    names += [value for key, value in params.items() if key in DEVICE_PARAMS and isinstance(value, str)]
+    if not names:
+        return
+    from lazy.device import DeviceError
+    from lazy.plugins import Device
+
+    for name in names:
+        try:
+            usable, reason = Device.probe(name)
+        except DeviceError:
+            continue  # (not a device this machine has a plugin for: the test itself says what it expects)
+        if not usable:
+            pytest.skip(f"{name} is not usable here: {reason}")
+
+
 _timed_out = [False]  # a test of this process ran past pytest-timeout's limit
 
 

@@ -109,6 +109,7 @@ CL_CASES = {"17x33x7": matmul(17, 33, 7), "64x64x64": matmul(64, 64, 64), "1x102
             "batched_transposed": matmul(33, 16, 24, batch=2, transposed=True), "conv2d_pad1": conv2d}  # fmt: skip
 
 
+@pytest.mark.devices("CL")
 @pytest.mark.parametrize("name", CL_CASES)
 def test_local_tiles_on_cl(name: str) -> None:
     out, want, k = CL_CASES[name]("CL")
@@ -121,6 +122,7 @@ def matmul_ast(n: int, device: str = "PYTHON") -> LazyOp:
     return si.ast
 
 
+@pytest.mark.devices("CL")
 def test_cl_source_declares_local_tiles_and_barriers() -> None:
     ast = matmul_ast(64, "CL")
     renderer = Device["CL"].renderer

@@ -34,6 +34,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.devices("CL")
 def test_sharded_over_two_pocl_devices_matches_one_device() -> None:
     env = {**os.environ, "POCL_DEVICES": "pthread pthread"}
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=240, env=env)

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 TWO_DEVICES = """
 import numpy as np
 from lazy.tensor import Tensor
@@ -28,6 +30,9 @@ np.testing.assert_array_equal(a[3:10].to("CL:1").numpy(), data[3:10])  # a view 
 np.testing.assert_array_equal(Tensor(data[:0], device="CL:1").to("CL").numpy(), data[:0])
 print("ok")
 """
+
+
+pytestmark = pytest.mark.devices("CL")
 
 
 def run_with_pocl_devices(value: str, script: str) -> subprocess.CompletedProcess[str]:

@@ -22,7 +22,7 @@ from lazy.device import (
     ProgramSpec,
 )
 from lazy.helpers import DEBUG
-from lazy_opencl import NO_PLATFORM_FIX
+from lazy_opencl import NO_PLATFORM_FIX, cannot_compile
 from lazy_opencl.queues import CLComputeQueue, CLCopyQueue, CLSignal, wait_event
 from lazy_opencl.renderer import DeviceLimits, OpenCLRenderer
 
@@ -38,6 +38,25 @@ def all_devices() -> list[Any]:
         raise DeviceError(f"CL: no OpenCL platform found ({e}): {NO_PLATFORM_FIX}") from None
     devices = [d for p in platforms for d in p.get_devices()]
     return sorted(devices, key=lambda d: 0 if d.type & (cl.device_type.GPU | cl.device_type.ACCELERATOR) else 1)
+
+
+CANARY = "__kernel void canary(__global float* out) { out[get_global_id(0)] = 1.0f; }"
+
+
+def build_failure(cl_device: Any) -> str | None:
+    """None when `cl_device` builds a one-line kernel, else its build log (the probe's compile check)."""
+    program = cl._cl._Program(cl.Context([cl_device]), CANARY)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program.build(b"", [cl_device])
+    except cl.Error as e:
+        try:
+            log = program.get_build_info(cl_device, cl.program_build_info.LOG)
+        except cl.Error:
+            log = ""
+        return str(log).strip() or str(e)  # (the build log: the exception's text repeats it, with an address)
+    return None
 
 
 # LLVM's names of the x86 CPUs with AVX-512, as PoCL ends its device's HSTR with the one it compiles kernels for
@@ -308,4 +327,6 @@ def open_cl(name: str = "CL") -> CLDevice:
     if ordinal >= len(devices):
         found = ", ".join(f"CL:{i} ({d.name.strip()})" for i, d in enumerate(devices))
         raise DeviceError(f"{name}: this machine has {len(devices)} OpenCL device(s): {found}. {MORE_DEVICES_HINT}")
+    if (why := cannot_compile(ordinal)) is not None:  # (CL itself: the probe said so before it was opened)
+        raise DeviceError(why)
     return CLDevice(name, devices[ordinal])
