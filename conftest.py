@@ -10,9 +10,10 @@ spinning on a device's queue thread cannot be interrupted, and every later test 
 (in CI: each failing after the full limit, until the job's own time ran out). So a worker whose test timed out ends
 once that test is reported, and pytest-xdist goes on with a fresh one.
 
-A test that needs devices names them, as its `device`, `src` or `dest` parameter or with `@pytest.mark.devices(...)`:
-where one of them is not usable on this machine (its plugin's probe says why: no driver, a driver whose compiler does
-not know the processor), the test is skipped with that reason instead of failing at the device's open."""
+A test that opens an optional device says so with `@pytest.mark.devices(...)` (on the test, or on one parameter:
+`pytest.param("CL", marks=pytest.mark.devices("CL"))`): where one of them is not usable on this machine (its plugin's
+probe says why: no driver, a driver whose compiler does not know the processor), the test is skipped with that reason
+instead of failing at the device's open."""
 
 from __future__ import annotations
 
@@ -42,13 +43,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _LOG = pytest.StashKey[object]()
-DEVICE_PARAMS = ("device", "src", "dest")  # test parameters that name a device the test opens
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     names = [name for marker in item.iter_markers("devices") for name in marker.args]
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    names += [value for key, value in params.items() if key in DEVICE_PARAMS and isinstance(value, str)]
     if not names:
         return
     from lazy.device import DeviceError

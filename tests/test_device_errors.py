@@ -92,7 +92,7 @@ def test_a_reopened_device_runs_kernels_and_continues_the_random_stream():
     np.testing.assert_array_equal(Tensor.rand(4, device="CPU").numpy(), first)
 
 
-@pytest.mark.parametrize("device", ["CPU", "CL"])
+@pytest.mark.parametrize("device", ["CPU", pytest.param("CL", marks=pytest.mark.devices("CL"))])
 def test_memory_of_a_reset_device_is_refused_by_name_and_never_handed_to_the_reopened_one(device):
     """After Device.reset, buffers of the old instance freed later went to the reopened device's allocator cache: on
     OpenCL a later allocation of that size got memory of the old context (INVALID_CONTEXT on every use). They are

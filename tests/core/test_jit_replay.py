@@ -85,7 +85,14 @@ def test_a_buffer_view_of_an_input(device):
     check_replays(lambda a: (a.bitcast(dtypes.int16) + 1).realize(), (2, 3), device=device)
 
 
-@pytest.mark.parametrize("src,dest", [("PYTHON", "CPU"), ("CPU", "PYTHON"), ("CPU", "CL"), ("CL", "CPU")])
+@pytest.mark.parametrize(
+    "src,dest",
+    [
+        ("PYTHON", "CPU"),
+        ("CPU", "PYTHON"),
+        *(pytest.param(*pair, marks=pytest.mark.devices("CL")) for pair in (("CPU", "CL"), ("CL", "CPU"))),
+    ],
+)
 def test_copies_between_devices(src, dest):
     check_replays(lambda a: a.to(dest).realize(), (2, 5), device=src)
     check_replays(lambda a: (a.to(dest) * 2).realize(), (2, 5), device=src)

@@ -35,7 +35,10 @@ def assert_permutations(indices: np.ndarray, n: int) -> None:
 # -- sorting with NaN, on every kind of device ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "CPU", "CL"])
+CL = pytest.param("CL", marks=pytest.mark.devices("CL"))  # (skipped, saying why, where CL cannot run)
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "CPU", CL])
 def test_sort_puts_nan_last_ascending_and_first_descending(device):
     x = Tensor([3.0, NAN, 1.0], device=device)
     values, indices = x.sort()
@@ -46,7 +49,7 @@ def test_sort_puts_nan_last_ascending_and_first_descending(device):
     np.testing.assert_array_equal(indices.numpy(), [1, 0, 2])
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "CPU", "CL"])
+@pytest.mark.parametrize("device", ["PYTHON", "CPU", CL])
 def test_sort_special_values_gives_a_stable_permutation(device):
     x = Tensor(SPECIAL, device=device)
     values, indices = x.sort()
@@ -58,7 +61,7 @@ def test_sort_special_values_gives_a_stable_permutation(device):
     np.testing.assert_array_equal(x.argsort().numpy(), [3, 0, 1, 4, 5, 2, 6, 7])
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "CPU", "CL"])
+@pytest.mark.parametrize("device", ["PYTHON", "CPU", CL])
 def test_topk_with_nan_takes_it_as_the_largest(device):
     x = Tensor(SPECIAL, device=device)
     values, indices = x.topk(3)
@@ -106,7 +109,7 @@ def test_sort_of_integers_and_bools_unchanged():
 # -- extrema with NaN -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "CPU", "CL"])
+@pytest.mark.parametrize("device", ["PYTHON", "CPU", CL])
 def test_max_min_propagate_nan_and_arg_functions_point_at_it(device):
     for data, at in (([3.0, NAN, 1.0], 1), ([NAN, 3.0, NAN], 0), ([1.0, 3.0, NAN], 2)):
         x = Tensor(data, device=device)

@@ -670,10 +670,12 @@ class Lowerer:
             return self.b.add(UOps.CAST, node.dtype, (srcs[0],))
         if node.op is Ops.BITCAST:
             return self.b.add(UOps.BITCAST, node.dtype, (srcs[0],))
-        if node.op in POLYNOMIAL_OPS and node.op not in self.k.caps.native_math:
+        if node.op in POLYNOMIAL_OPS:
+            native = node.op in self.k.caps.native_math
             natural = _natural_exponent(node)  # exp(y) reaches a kernel as EXP2(y * log2(e))
             y = self.values.get((id(natural), lane)) if natural is not None else None
-            return lower_transcendental(self.b, node.op, srcs[0], natural=y)
+            if not native or y is not None:  # (a native exp2 still takes exp's own reduction: `transcendental.exp`)
+                return lower_transcendental(self.b, node.op, srcs[0], natural=y, native_exp2=native)
         if node.op is Ops.THREEFRY:
             return lower_threefry(self.b, srcs, node.arg)
         if node.op in GroupOp.ALU:

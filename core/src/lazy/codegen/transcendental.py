@@ -199,10 +199,12 @@ class VectorMath:
         return acc
 
 
-def lower_transcendental(builder: UOpBuilder, op: Ops, x: UOp, natural: UOp | None = None) -> UOp:
+def lower_transcendental(builder: UOpBuilder, op: Ops, x: UOp, natural: UOp | None = None,
+                         native_exp2: bool = False) -> UOp:  # fmt: skip
     """`op` (one of `POLYNOMIAL_OPS`) of `x` as polynomial code appended to `builder`. `x` is a float scalar or
     vector; float16, bfloat16 and fp8 compute in float32 and round once, as their Tensor math does. `natural`: for an
-    EXP2 of `y * log2(e)` (how `exp` reaches a kernel), y itself, so that the reduction can start from y (`exp`)."""
+    EXP2 of `y * log2(e)` (how `exp` reaches a kernel), y itself, so that the reduction can start from y (`exp`);
+    with `native_exp2` (a renderer whose EXP2 is native) only that reduction is code, 2^r the native EXP2."""
     assert x.dtype is not None and op in POLYNOMIAL_OPS
     dtype, count = x.dtype.scalar(), x.dtype.count
     if not dtypes.is_float(dtype):
@@ -210,7 +212,7 @@ def lower_transcendental(builder: UOpBuilder, op: Ops, x: UOp, natural: UOp | No
     math = VectorMath(builder, count)
     fmt = FORMATS.get(dtype, FLOAT32)
     if natural is not None and op is Ops.EXP2:
-        return math.cast(exp(math, fmt, math.cast(natural, fmt.dtype)), dtype)
+        return math.cast(exp(math, fmt, math.cast(natural, fmt.dtype), native_exp2), dtype)
     value = math.cast(x, fmt.dtype)
     out = {Ops.EXP2: exp2, Ops.LOG2: log2, Ops.SIN: sin}[op](math, fmt, value)
     return math.cast(out, dtype)
@@ -233,7 +235,7 @@ def exp2(math: VectorMath, fmt: FloatFormat, x: UOp) -> UOp:
     return scale_by_power(math, fmt, math.horner(r, fmt.exp2), shifted)
 
 
-def exp(math: VectorMath, fmt: FloatFormat, y: UOp) -> UOp:
+def exp(math: VectorMath, fmt: FloatFormat, y: UOp, native_exp2: bool = False) -> UOp:
     """e^y = 2^n * 2^r with n = round(y log2(e)) and r = (y - n ln2) log2(e), where y - n ln2 is exact (Cody-Waite:
     n times ln2's short high part is exact, then its low part). exp2 of the rounded product y log2(e) loses
     |y log2(e)| ulp(1) of relative accuracy (63 ulp near 88 in float32, 8 in [1, 10)); this is within about an ulp.
@@ -246,7 +248,10 @@ def exp(math: VectorMath, fmt: FloatFormat, y: UOp) -> UOp:
     n = math.sub(shifted, magic)
     # y - n ln2, |.| <= ln2/2: n * ln2's high part is exact, so fused or not the first step rounds once
     reduced = math.mulacc(n, -fmt.ln2[1], math.mulacc(n, -fmt.ln2[0], y))
-    return scale_by_power(math, fmt, math.horner(math.mul(reduced, fmt.log2e[0]), fmt.exp2), shifted)
+    r = math.mul(reduced, fmt.log2e[0])
+    # a native exp2 (a GPU's) is within an ulp or two for |r| <= 1/2; of the rounded product y log2(e) it lost up to
+    # 54 ulp near |y| = 88: only the reduction is needed from here then
+    return scale_by_power(math, fmt, math.alu(Ops.EXP2, r) if native_exp2 else math.horner(r, fmt.exp2), shifted)
 
 
 def scale_by_power(math: VectorMath, fmt: FloatFormat, poly: UOp, shifted: UOp) -> UOp:
