@@ -150,3 +150,16 @@ class Plugin:
     @hookimpl
     def lazy_devices(self):
         return self.specs
+
+
+def test_all_names_the_devices_it_leaves_out():
+    """`--all` runs every usable device and prints each other registered one with its probe's reason (no NVIDIA
+    driver here, or an OpenCL compiler that cannot build for this processor), so a matrix says what it did not check."""
+    from lazy.conformance.matrix import unusable_devices, usable_devices
+    from lazy.plugins import Device
+
+    left_out = dict(unusable_devices())
+    assert sorted([*usable_devices(), *left_out]) == sorted(Device.specs())
+    assert "PYTHON" in usable_devices() and "PYTHON" not in left_out
+    for name, why in left_out.items():
+        assert why == Device.probe(name)[1] and why, name

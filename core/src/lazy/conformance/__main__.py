@@ -78,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m lazy.conformance: {e}", file=sys.stderr)
         return 2
     if args.all or args.devices or extra_rows:
-        from lazy.conformance.matrix import MatrixRow, run_matrix, usable_devices
+        from lazy.conformance.matrix import MatrixRow, run_matrix, unusable_devices, usable_devices
 
+        for name, why in unusable_devices() if args.all else []:
+            print(f"conformance: not run on {name}: {why}", flush=True)
         rows = [MatrixRow(name) for name in (devices if not args.all else usable_devices())]
         rows += [MatrixRow("PYTHON", emulate=name) for name in _names(args.emulate)]
         rows += [MatrixRow(name, compile_only=True) for name in _names(args.compile_only_for)]

@@ -24,6 +24,13 @@ def usable_devices() -> list[str]:
     return [name for name in sorted(Device.specs()) if Device.probe(name)[0]]
 
 
+def unusable_devices() -> list[tuple[str, str]]:
+    """(device, why) for every registered device `--all` leaves out, so that the run says what it did not check."""
+    from lazy.plugins import Device
+
+    return [(name, why) for name in sorted(Device.specs()) for ok, why in [Device.probe(name)] if not ok]
+
+
 @dataclass(frozen=True)
 class MatrixRow:
     """What one process of the matrix runs: the suite on `device`, with PYTHON emulating `emulate` when set, or the
