@@ -288,3 +288,81 @@ def test_invalid_reshapes_unsqueezes_gathers_and_castlikes_are_named() -> None:
     proto = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 19)])
     with pytest.raises((lazy.onnx.InvalidModelError, lazy.onnx.OnnxRunError), match="saturate=0 to a float8"):
         lazy.onnx.load(proto)(np.ones(12, np.float32))
+
+
+def test_fifth_round_of_importer_fixes() -> None:
+    """Found by fuzzing against onnxruntime: a float8 cast of an integer input or initializer (known on the host)
+    failed; Pad 'wrap' with one side cropping wrapped the uncropped axis; ReduceLogSumExp of halves overflowed (summed
+    in half); LpNormalization of an all-zero slice was NaN (0/0); Hardmax over an empty axis raised."""
+    ints = np.array([1, 3, -2], np.int64)
+    for fp8 in (TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2):
+        nodes = [helper.make_node("Cast", ["x"], ["f8"], to=fp8), helper.make_node("Cast", ["f8"], ["y"], to=FLOAT)]
+        assert_matches_onnxruntime(_pipeline(nodes, ints), {"x": ints}, rtol=0, atol=0)
+    x = np.arange(4, dtype=np.float32)
+    for pads in ([3, -2], [-1, 4], [-1, -1], [5, 0]):
+        pad, out = helper.make_node("Pad", ["x", "p"], ["y"], mode="wrap"), value("y", FLOAT, [4 + sum(pads)])
+        model = graph_model([pad], [value("x", FLOAT, [4])], [out], {"p": np.array(pads, np.int64)}, opset=19)
+        assert_matches_onnxruntime(model, {"x": x}, rtol=0, atol=0)
+    halves = np.random.default_rng(0).standard_normal(70000).astype(np.float16)
+    node = helper.make_node("ReduceLogSumExp", ["x"], ["y"], keepdims=0)
+    model = graph_model([node], [value("x", TensorProto.FLOAT16, [70000])], [value("y", TensorProto.FLOAT16, [])])
+    assert_matches_onnxruntime(model, {"x": halves}, rtol=1e-3, atol=1e-3)
+    rows = np.array([[0, 0, 0], [3, 0, 4], [-1, 0, 0]], np.float32)
+    for p in (1, 2):
+        node = helper.make_node("LpNormalization", ["x"], ["y"], axis=1, p=p)
+        model = graph_model([node], [value("x", FLOAT, [3, 3])], [value("y", FLOAT, [3, 3])], opset=13)
+        assert_matches_onnxruntime(model, {"x": rows}, rtol=1e-6, atol=1e-6)
+    node = helper.make_node("Hardmax", ["x"], ["y"], axis=1)
+    model = graph_model([node], [value("x", FLOAT, [2, 0])], [value("y", FLOAT, [2, 0])], opset=13)
+    assert lazy.onnx.load(model)(np.zeros((2, 0), np.float32))["y"].shape == (2, 0)
+
+
+def test_malformed_models_are_named_at_load() -> None:
+    """What onnxruntime refuses as malformed is refused at load, naming it: a graph output nothing makes, a value made
+    twice, a missing required attribute, an input of undefined element type."""
+
+    def model(nodes, inputs, outputs):
+        graph = helper.make_graph(nodes, "g", inputs, outputs)
+        return helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 18)])
+
+    x, y = value("x", FLOAT, [2]), value("y", FLOAT, None)
+    relu = helper.make_node("Relu", ["x"], ["t"])
+    cases = [
+        (model([relu], [x], [y]), "graph output 'y' is made by no node"),
+        (model([relu, helper.make_node("Neg", ["x"], ["t"]), helper.make_node("Relu", ["t"], ["y"])], [x], [y]),
+         "Neg node '#1' makes 't', which Relu node '#0' makes too"),
+        (model([helper.make_node("Relu", ["x"], ["x"])], [x], [value("x", FLOAT, [2])]), "also a graph input"),
+        (model([helper.make_node("Cast", ["x"], ["y"])], [x], [y]), "Cast node '#0': the required attribute to is"),
+        (model([helper.make_node("Einsum", ["x"], ["y"])], [x], [y]), "required attribute equation is missing"),
+        (model([helper.make_node("Relu", ["x"], ["y"])], [value("x", TensorProto.UNDEFINED, [2])], [y]),
+         "graph input 'x' has no element type"),
+    ]  # fmt: skip
+    for proto, message in cases:
+        with pytest.raises(lazy.onnx.UnsupportedModelError, match=message):
+            lazy.onnx.load(proto)
+
+
+def test_invalid_flattens_slices_one_hots_and_gather_elements_are_named() -> None:
+    def run(nodes, consts, shape=(2, 3)):
+        inits = [numpy_helper.from_array(np.asarray(v), n) for n, v in consts.items()]
+        graph = helper.make_graph(nodes, "g", [value("x", FLOAT, list(shape))], [value("y", FLOAT, None)], inits)
+        proto = helper.make_model(graph, ir_version=9, opset_imports=[helper.make_opsetid("", 18)])
+        return lazy.onnx.load(proto)(np.ones(shape, np.float32))
+
+    cases = [
+        ([helper.make_node("Flatten", ["x"], ["y"], axis=5)], {}, r"axis 5 is out of range .*Flatten takes \[-2, 2\]"),
+        ([helper.make_node("Flatten", ["x"], ["y"], axis=-4)], {}, "axis -4 is out of range"),
+        ([helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])],
+         {"s": np.array([0, 0]), "e": np.array([1, 1]), "a": np.array([1, -1])}, r"axes \[1, -1\] name an axis more"),
+        ([helper.make_node("Slice", ["x", "s", "e"], ["y"])], {"s": np.array([0, 0]), "e": np.array([1])},
+         "2 starts, 1 ends"),
+        ([helper.make_node("OneHot", ["i", "d", "v"], ["y"])],
+         {"i": np.array([0, 1]), "d": np.array(3), "v": np.array([0.0, 1.0, 2.0], np.float32)}, "values has 3"),
+        ([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1)], {"i": np.array([[5], [-4]])},
+         "index 5 is out of range for axis 1 of size 3"),
+    ]  # fmt: skip
+    for nodes, consts, message in cases:
+        with pytest.raises((lazy.onnx.InvalidModelError, lazy.onnx.OnnxRunError), match=message):
+            run(nodes, consts)
+    gathered = run([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1)], {"i": np.array([[2], [-3]])})
+    assert gathered["y"].numpy().tolist() == [[1.0], [1.0]]

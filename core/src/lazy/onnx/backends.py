@@ -45,8 +45,8 @@ class HostOps:
 
     def cast(self, x: Any, dtype: DType) -> Any:
         target = host_dtype(dtype)
-        if target is None:  # bfloat16 and fp8 exist only on the device
-            return Tensor(x).cast(dtype)
+        if target is None:  # bfloat16 and fp8 exist only on the device (`_to_fp8` hands over a Tensor already)
+            return (x if isinstance(x, Tensor) else Tensor(x)).cast(dtype)
         return x.astype(target)
 
     def permute(self, x: Any, perm: Sequence[int]) -> Any:

@@ -47,14 +47,17 @@ def load(model: Any, device: str | None = None) -> OnnxModel:
         proto = onnx.shape_inference.infer_shapes(proto)
     except Exception:  # (inference is only a help: dtypes of intermediate values; running does not need it)
         pass
-    problems += _unsupported_ops(onnx, proto) + _unsupported_dtypes(onnx, proto)
+    malformed = _malformed(proto)
+    problems += malformed + _unsupported_ops(onnx, proto) + _unsupported_dtypes(onnx, proto)
     if problems:
-        supported = ", ".join(SUPPORTED_OPS)
-        raise UnsupportedModelError(
-            f"lazy.onnx cannot run {origin}:\n" + "\n".join(f"  - {p}" for p in problems) + "\nlazy.onnx runs "
-            f"default-domain (ai.onnx) opsets {MIN_OPSET}-{MAX_OPSET} (older ones lifted by onnx.version_converter) "
-            f"and these operators (lazy.onnx.SUPPORTED_OPS): {supported}"
-        )
+        listed = f"lazy.onnx cannot run {origin}:\n" + "\n".join(f"  - {p}" for p in problems)
+        if len(problems) > len(malformed):  # (what it supports, where something was not)
+            supported = ", ".join(SUPPORTED_OPS)
+            listed += (
+                f"\nlazy.onnx runs default-domain (ai.onnx) opsets {MIN_OPSET}-{MAX_OPSET} (older ones "
+                f"lifted by onnx.version_converter) and these operators (lazy.onnx.SUPPORTED_OPS): {supported}"
+            )
+        raise UnsupportedModelError(listed)
     return OnnxModel(proto, base_dir, device)
 
 
@@ -146,6 +149,32 @@ def _names(names: list[str], limit: int = 5, quote: bool = True) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+def _malformed(proto: Any) -> list[str]:
+    """What breaks the graph's own rules (onnxruntime refuses these too): a value made twice (by two nodes, or by a
+    node and as an input or initializer), a graph output nothing makes, an input of undefined element type."""
+    graph, problems = proto.graph, []
+    made: dict[str, str] = {}
+    for v in graph.input:
+        made.setdefault(v.name, f"graph input {v.name!r}")
+        if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type == 0:
+            problems.append(f"graph input {v.name!r} has no element type (UNDEFINED)")
+    for init in graph.initializer:
+        made.setdefault(init.name, f"initializer {init.name!r}")
+    for i, node in enumerate(graph.node):
+        for out in node.output:
+            label = f"{node.op_type} node {node.name or f'#{i}'!r}"
+            if out and out in made and not made[out].startswith(("graph input", "initializer")):
+                problems.append(f"{label} makes {out!r}, which {made[out]} makes too (each value is made once)")
+            elif out and out in made and made[out].startswith("graph input"):
+                problems.append(f"{label} makes {out!r}, which is also a graph input")
+            elif out:
+                made[out] = label
+    for v in graph.output:
+        if v.name not in made:
+            problems.append(f"graph output {v.name!r} is made by no node, input or initializer")
+    return problems
+
+
 def _unsupported_ops(onnx: Any, proto: Any) -> list[str]:
     """Every operator without a handler (with its count and node names), every node whose attribute values a
     handler refuses, and operators that do not exist at the model's opset."""
@@ -159,9 +188,14 @@ def _unsupported_ops(onnx: Any, proto: Any) -> list[str]:
             missing[key].append(name)
             continue
         try:
-            onnx.defs.get_schema(node.op_type, opset, "")
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
         except Exception:
             problems.append(f"{key} node {name!r}: {key} does not exist at opset {opset}")
+            continue
+        given = {a.name for a in node.attribute}
+        if absent := [a for a, spec_attr in schema.attributes.items() if spec_attr.required and a not in given]:
+            problems.append(f"{key} node {name!r}: the required attribute{'s' * (len(absent) > 1)} "
+                            f"{', '.join(absent)} {'are' if len(absent) > 1 else 'is'} missing")  # fmt: skip
             continue
         try:
             reason = spec.check(node_context(onnx, node, i, opset, "")) if spec.check else None

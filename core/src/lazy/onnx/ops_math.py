@@ -164,7 +164,7 @@ REDUCTIONS: dict[str, Callable[[ArrayOps, Any, tuple[int, ...], bool], Any]] = {
     "ReduceL2": lambda xp, x, axes, keep: x._in_float32(lambda y: (y * y).sum(axes, keepdim=keep).sqrt()),
     "ReduceSumSquare": lambda xp, x, axes, keep: x._in_float32(lambda y: (y * y).sum(axes, keepdim=keep)),
     "ReduceLogSum": lambda xp, x, axes, keep: x._in_float32(lambda y: y.sum(axes, keepdim=keep).log()),
-    "ReduceLogSumExp": lambda xp, x, axes, keep: _logsumexp(x, axes, keep),
+    "ReduceLogSumExp": lambda xp, x, axes, keep: x._in_float32(lambda y: _logsumexp(y, axes, keep)),
 }
 HOST_REDUCTIONS = ("ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin")
 
@@ -212,6 +212,8 @@ def _softmax(kind: str) -> Callable[..., Tensor]:
         if kind == "log_softmax":
             return x.log_softmax(axis)
         n = int(x.shape[axis])  # hardmax: 1 at the first maximum
+        if n == 0:  # (nothing to mark; argmax of no element has no answer)
+            return x
         classes = Tensor.arange(n, device=x.device).reshape((n,) + (1,) * (x.ndim - axis - 1))
         return (x.argmax(axis, keepdim=True) == classes).cast(x.dtype)
 

@@ -224,7 +224,8 @@ def _lrn(node: Node, xp: ArrayOps, x: Tensor) -> Tensor:
 
 def _lp_norm(node: Node, xp: ArrayOps, x: Tensor) -> Tensor:
     axis = axis_of(node, int(node.attr("axis", -1)), x.ndim)
-    return x / x.norm(float(node.attr("p", 2)), axis, keepdim=True)
+    norm = x.norm(float(node.attr("p", 2)), axis, keepdim=True)
+    return (norm == 0).where(0, x / norm)  # an all-zero slice stays 0 (the ONNX reference's), not 0/0
 
 
 def _mean_variance_norm(node: Node, xp: ArrayOps, x: Tensor) -> Tensor:

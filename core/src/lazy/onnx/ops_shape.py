@@ -125,6 +125,8 @@ def _reshape(node: Node, xp: ArrayOps, x: Any, shape: Any) -> Any:
 
 def _flatten(node: Node, xp: ArrayOps, x: Any) -> Any:
     axis = int(node.attr("axis", 1))
+    if not -x.ndim <= axis <= x.ndim:  # (x.ndim itself is allowed: everything in the first dimension)
+        raise node.invalid(f"axis {axis} is out of range for a {x.ndim}-d input (Flatten takes [-{x.ndim}, {x.ndim}])")
     axis = axis + x.ndim if axis < 0 else axis
     return x.reshape((int(prod(x.shape[:axis])), int(prod(x.shape[axis:]))))
 
@@ -162,9 +164,17 @@ def _gather(node: Node, xp: ArrayOps, x: Any, indices: Any) -> Any:
     return xp.take(x, indices, axis_of(node, int(node.attr("axis", 0)), x.ndim))
 
 
-def _gather_elements(node: Node, xp: ArrayOps, x: Tensor, indices: Tensor) -> Tensor:
+def _gather_elements(node: Node, xp: ArrayOps, x: Tensor, indices: Any) -> Tensor:
     axis = axis_of(node, int(node.attr("axis", 0)), x.ndim)
-    return x.gather(axis, (indices < 0).where(indices + int(x.shape[axis]), indices))
+    n = int(x.shape[axis])
+    if not isinstance(indices, Tensor):  # known on the host: checked there, as Gather's (and onnxruntime's)
+        import numpy as np
+
+        if indices.size and not (-n <= indices.min() and indices.max() < n):
+            bad = indices[(indices < -n) | (indices >= n)].flat[0]
+            raise IndexError(f"GatherElements: index {bad} is out of range for axis {axis} of size {n}")
+        return x.gather(axis, Tensor(np.where(indices < 0, indices + n, indices), device=x.device))
+    return x.gather(axis, (indices < 0).where(indices + n, indices))
 
 
 def slice_key(node: Node, shape: Sequence[int], starts: list[int], ends: list[int], axes: list[int] | None,
@@ -185,8 +195,14 @@ def slice_key(node: Node, shape: Sequence[int], starts: list[int], ends: list[in
 
 
 def _slice(node: Node, xp: ArrayOps, x: Any, starts: Any, ends: Any, axes: Any = None, steps: Any = None) -> Any:
-    key = slice_key(node, x.shape, ints(starts), ints(ends), None if axes is None else ints(axes),
-                    None if steps is None else ints(steps))  # fmt: skip
+    lists = {"starts": ints(starts), "ends": ints(ends)}
+    lists |= {name: ints(v) for name, v in (("axes", axes), ("steps", steps)) if v is not None}
+    if len({len(v) for v in lists.values()}) > 1:
+        raise node.invalid("starts, ends, axes and steps of different lengths: "
+                           + ", ".join(f"{len(v)} {k}" for k, v in lists.items()))  # fmt: skip
+    if "axes" in lists and len({axis_of(node, a, x.ndim) for a in lists["axes"]}) < len(lists["axes"]):
+        raise node.invalid(f"axes {lists['axes']} name an axis more than once")
+    key = slice_key(node, x.shape, lists["starts"], lists["ends"], lists.get("axes"), lists.get("steps"))
     return x[key]
 
 
@@ -241,6 +257,9 @@ def _pad(node: Node, xp: ArrayOps, x: Tensor, pads: Any, value: Any = None, axes
     for i, axis in enumerate(chosen):
         pairs[axis] = (amounts[i], amounts[i + len(chosen)])
     if mode == "wrap":  # pads wider than the axis wrap around more than once: tile the input first
+        if any(min(p) < 0 for p in pairs):  # a negative side crops first; the other side wraps the axis that is left
+            x = x.shrink(tuple((-min(b, 0), int(n) + min(a, 0)) for (b, a), n in zip(pairs, x.shape)))
+            pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
         for axis, (before, after) in enumerate(pairs):
             n = int(x.shape[axis])
             if n and min(before, after) >= 0 and max(before, after) > n:
@@ -281,7 +300,9 @@ def _one_hot(node: Node, xp: ArrayOps, indices: Tensor, depth: Any, values: Any)
     axis = axis_of(node, int(node.attr("axis", -1)), indices.ndim + 1)
     indices = (indices < 0).where(indices + n, indices)
     classes = Tensor.arange(n, device=indices.device).reshape((n,) + (1,) * (indices.ndim - axis))
-    off, on = (v.item() for v in values.reshape(-1)[:2])
+    if values.size != 2:
+        raise node.invalid(f"values has {values.size} elements (OneHot takes 2: [off_value, on_value])")
+    off, on = (v.item() for v in values.reshape(-1))
     hot = indices.unsqueeze(axis) == classes
     return hot.where(on, off).cast(dtypes.from_np(values.dtype))
 
@@ -310,7 +331,7 @@ OPS: dict[str, OpSpec] = {
     "Transpose": OpSpec(_transpose, host=True),
     "Concat": OpSpec(_concat, host=True),
     "Gather": OpSpec(_gather, either=(1,), host=True),
-    "GatherElements": OpSpec(_gather_elements),
+    "GatherElements": OpSpec(_gather_elements, either=(1,)),
     "Slice": OpSpec(_slice, static=(1, 2, 3, 4), host=True),
     "Split": OpSpec(_split, static=(1,), host=True),
     "Expand": OpSpec(_expand, static=(1,), host=True),
