@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lazy.dtype import ConstType
 from lazy.engine.realize import capturing
 from lazy.helpers import ArgumentError, ShapeError, broadcast_shape
-from lazy.lazy import LazyBuffer, storable_view
+from lazy.lazy import LazyBuffer, pending_assigns, storable_view
 from lazy.multi import MultiLazyBuffer
 from lazy.ops import Ops
 from lazy.plugins import Device
@@ -80,6 +80,7 @@ class AssignMixin(TensorBase):
         if isinstance(self.lazydata, MultiLazyBuffer):
             self.lazydata = self.lazydata.assign(x.lazydata)
             return self
+        self._refresh_view()
         lb, target = self.lazydata, self.lazydata.base
         if target.realized is None and (
             target.op is Ops.ASSIGN or (lb is not target and target.op is not Ops.CONST and not target.shared)
@@ -121,15 +122,34 @@ class AssignMixin(TensorBase):
             self.lazydata = _unshared(x)
         elif lb is target:
             self.lazydata = target.assign(x.lazydata)
+            if (viewed := self._view_parent()) is not None and viewed[0].lazydata is lb:
+                viewed[0].lazydata = self.lazydata  # an index that selects all of it (`t[::-1]` of one element)
         elif storable_view(st := lb.st.simplify()):  # a view of a buffer (a KV cache's slice, a strided slice,
             # whose padding nothing reads): write those elements in place now, not lazily: the tensors holding the
-            # whole buffer read its memory and would not see a pending write
+            # whole buffer read its memory and would not see a pending write. Writes into that memory still pending
+            # (`t.assign(...)` after this view was taken) run first: they were made first
+            for pending in pending_assigns():
+                if len(pending.srcs) > 1 and pending.srcs[1].base is target:
+                    type(self)(pending).realize()
             self.lazydata = target.assign(x.lazydata, st)._view(st)
             self.realize()
+            # then named by the buffer's own node again, as the viewed tensor names it: a later write through either
+            # finds the other's readers (a realized assign drops its sources, and with them the link to the buffer)
+            self.lazydata = target._view(st)
         else:
             raise ArgumentError(f"assign: cannot write through this view of a {target.shape} buffer (it pads or "
                                 "repeats elements); assign to the whole tensor, or use __setitem__")  # fmt: skip
         return self
+
+    def _refresh_view(self) -> None:
+        """Before a write through a view made by indexing: when its tensor has moved to another node since (written,
+        given memory of its own, an assign pending), the view is taken again from it, so that the write starts from
+        the tensor's current value and lands where the tensor reads (it wrote stale values back over newer ones)."""
+        if (viewed := self._view_parent()) is None or not isinstance(lb := self.lazydata, LazyBuffer):
+            return
+        parent, index = viewed
+        if isinstance(parent.lazydata, LazyBuffer) and parent.lazydata.base is not lb.base:
+            self.lazydata = parent[index].lazydata
 
     def _view_parent(self) -> tuple[Self, Any] | None:
         """The tensor this one is a basic-indexing view of, and the index (`_viewed`), while it is alive."""

@@ -545,6 +545,7 @@ class IndexingMixin(TensorBase):
                 "a leaf tensor that requires grad cannot be assigned to in place; assign to a copy "
                 "(y = x.clone(); y[...] = v) or to x.detach()"
             )
+        self._refresh_view()  # (a view of a tensor written since: the write starts from its current value)
         # the value before assignment, as its own node: `self` is about to become the node after it
         this = type(self)(self.lazydata, device=self.device, requires_grad=self.requires_grad)
         this._ctx = self._ctx
