@@ -133,7 +133,12 @@ def test_setitem_errors():
     x = Tensor(A.copy())
     with pytest.raises(ValueError, match=r"shape \(3,\) cannot be assigned to a region of shape \(4, 5\)"):
         x[0] = Tensor([1.0, 2.0, 3.0])
+    # leading dimensions past the region's must be 1 (they were taken by a reshape, whose own error came out)
+    with pytest.raises(ValueError, match=r"shape \(2, 4, 5\) cannot be assigned to a region of shape \(4, 5\)"):
+        x[0] = Tensor.ones(2, 4, 5)
     np.testing.assert_array_equal(x.numpy(), A)  # a refused assignment leaves the tensor as it was
+    x[0] = Tensor.ones(1, 1, 4, 5)
+    assert (x[0].numpy() == 1).all()
 
 
 def test_gather_and_index_select():

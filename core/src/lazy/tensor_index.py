@@ -644,8 +644,11 @@ class IndexingMixin(TensorBase):
         copy_now(dest, data)  # through the engine, so a jit capturing now records it
 
     def _broadcast_value(self, v: Self, shape: tuple[sint, ...]) -> Self:
+        extra = v.shape[: max(v.ndim - len(shape), 0)]  # leading dimensions beyond the region's: only 1s can go
         try:
             broadcast_shape("setitem", v.shape, shape)
+            if any(d != 1 for d in extra):
+                raise ValueError
         except ValueError:
             raise ShapeError(f"setitem: a value of shape {v.shape} cannot be assigned to a region of shape {shape}") \
                 from None  # fmt: skip
