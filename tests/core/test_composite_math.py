@@ -196,3 +196,41 @@ def test_each_op_is_one_kernel(op):
     GlobalCounters.reset()
     getattr(x, op)().realize()
     assert GlobalCounters.kernel_count == 1
+
+
+def test_log1p_and_what_is_built_on_it_keep_small_terms():
+    """log(1 + e) rounded 1 + e first: softplus was 4e-4 off at -10 and 0 from -17 on (so logsigmoid of confident
+    predictions, BCE with logits, mish), logaddexp(-20, 0) was 0. Against float64."""
+    import torch
+
+    x = np.array([-30, -20, -17, -10, -1e-3, 0, 1e-3, 5, 25, 40], np.float32)
+    want = np.log1p(np.exp(x.astype(np.float64)))
+    np.testing.assert_allclose(Tensor(x).softplus().numpy(), want, rtol=2e-7)
+    np.testing.assert_allclose(Tensor(-x).logsigmoid().numpy(), -want, rtol=2e-7)
+    np.testing.assert_allclose(Tensor(x).softplus(beta=2).numpy(), np.log1p(np.exp(2 * x.astype(np.float64))) / 2,
+                               rtol=2e-7)  # fmt: skip
+    np.testing.assert_allclose(Tensor(x).logaddexp(0).numpy(), np.logaddexp(x.astype(np.float64), 0), rtol=2e-7)
+    edge = np.array([-np.inf, np.inf, -np.inf, 3], np.float32), np.array([-np.inf, 1, np.inf, -np.inf], np.float32)
+    np.testing.assert_array_equal(Tensor(edge[0]).logaddexp(Tensor(edge[1])).numpy(), np.logaddexp(*edge))
+    small = np.array([1e-10, 3e-8, -1e-7, 1e-6, 0.5, -0.5, -1, np.inf, -2, 1e30], np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        np.testing.assert_allclose(Tensor(small).log1p().numpy(), np.log1p(small.astype(np.float64)), rtol=2e-7)
+    # gradients: 1 / (1 + x) for log1p, sigmoid for softplus, as PyTorch's
+    t = Tensor(small[:6], requires_grad=True)
+    t.log1p().sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), 1 / (1 + small[:6].astype(np.float64)), rtol=1e-6)
+    s = Tensor(x, requires_grad=True)
+    s.softplus().sum().backward()
+    np.testing.assert_allclose(s.grad.numpy(), torch.sigmoid(torch.tensor(x, dtype=torch.float64)).numpy(), rtol=1e-6)
+
+
+def test_lerp_reaches_end_and_the_norms_hessian_sees_zeros():
+    """lerp from self alone lost `end` to cancellation (lerp(1e8, 1, 1) was 0); the 2-norm's second derivative was 0
+    at a zero element (abs's second derivative), 0.2 there for [0, 3, 4]."""
+    assert Tensor([1e8]).lerp(Tensor([1.0]), 1.0).item() == 1.0
+    got = Tensor([1e8, 1e8, 2.0]).lerp(Tensor([1.0, 1.0, 4.0]), Tensor([1.0, 0.25, 0.5])).numpy()
+    np.testing.assert_allclose(got, [1.0, 0.75e8 + 0.25, 3.0])
+    x = Tensor(np.array([0.0, 3.0, 4.0], np.float32), requires_grad=True)
+    (g,) = x.norm().gradient(x)
+    (h0,) = g[0].gradient(x)
+    np.testing.assert_allclose(h0.numpy(), [0.2, 0, 0], atol=1e-7)

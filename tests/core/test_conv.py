@@ -77,3 +77,21 @@ def test_conv_layers_and_bad_channels():
     assert nn.Conv1d(3, 2, 3)(Tensor.ones(2, 3, 7)).shape == (2, 2, 5)
     with pytest.raises(ValueError, match="channels"):
         x.conv2d(Tensor.ones(4, 2, 3, 3))
+
+
+def test_ceil_mode_pools_take_a_window_that_starts_inside_the_input():
+    """PyTorch's rule: with ceil_mode a window may reach past the (padded) input when it starts inside it, even where
+    the kernel is wider than the input; lazy refused those shapes. Without ceil_mode they stay refused."""
+    import torch
+
+    x = np.arange(6, dtype=np.float32).reshape(1, 1, 3, 2)
+    for kernel, stride in (((2, 3), 2), ((4, 1), 3), ((4, 2), (3, 1)), ((3, 2), (2, 2))):
+        xt = torch.tensor(x)
+        for ours, theirs in ((Tensor(x).max_pool2d, torch.nn.functional.max_pool2d),
+                             (Tensor(x).avg_pool2d, torch.nn.functional.avg_pool2d)):  # fmt: skip
+            want = theirs(xt, kernel, stride, ceil_mode=True).numpy()
+            np.testing.assert_allclose(ours(kernel, stride, ceil_mode=True).numpy(), want)
+    with pytest.raises(ValueError, match=r"does not fit the padded input .*ceil_mode=True takes"):
+        Tensor(x).max_pool2d((2, 3), 2)
+    with pytest.raises(ValueError, match=r"does not fit the padded input"):  # no window starts inside: as PyTorch
+        Tensor(x).max_pool2d((3, 3), (2, 1), ceil_mode=True)

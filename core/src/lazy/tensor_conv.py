@@ -352,16 +352,17 @@ class ConvMixin(TensorBase):
         for size, k, s, d, (before, after) in zip(self.shape[-nd:], kernel, stride, dilation, pads):
             assert isinstance(size, int), "pooling needs concrete sizes"
             span, total = d * (k - 1) + 1, size + before + after
-            if total < span:
-                raise ShapeError(
-                    f"pool: kernel {kernel} (dilation {dilation}) does not fit the padded input {self.shape}"
-                )
-            if ceil_mode:
+            if ceil_mode:  # (a window may reach past the padded input, if it starts inside it: PyTorch's rule)
                 out = -(-(total - span) // s) + 1
                 if s * (out - 1) >= size + before:  # the last window would start in the padding after the input
                     out -= 1
             else:
                 out = (total - span) // s + 1
+            if total < span and (not ceil_mode or out < 1):
+                raise ShapeError(
+                    f"pool: kernel {kernel} (dilation {dilation}) does not fit the padded input {self.shape}"
+                    + ("" if ceil_mode else " (ceil_mode=True takes a window that starts inside it)")
+                )
             extra.append(max(0, s * (out - 1) + span - total))
             outs.append(out)
         return pads, extra, outs

@@ -168,7 +168,12 @@ class MathMixin(TensorBase):
         except ValueError:
             raise ShapeError(f"lerp: self {shapes[0]}, end {shapes[1]} and weight {shapes[2]} cannot be broadcast "
                              "together") from None  # fmt: skip
-        return self + (end - self) * weight
+        # from the nearer end (PyTorch's form): from self alone, weight 1 gave 0 for lerp(1e8, 1) (the difference
+        # rounds away 1); and end itself comes out at weight 1
+        diff = end - self
+        if not isinstance(weight, TensorBase):
+            return self + diff * weight if weight < 0.5 else end - diff * (1 - weight)
+        return (weight < 0.5).where(self + diff * weight, end - diff * (1 - weight))
 
     def isnan(self) -> Self:
         """Whether each element is NaN (x != x), a bool tensor."""
@@ -251,7 +256,8 @@ class MathMixin(TensorBase):
         # branch reads 0 where it is not taken, so its gradient there is finite and the where passes none of it.
         up = scaled > 0
         above, below = up.where(scaled, 0), up.where(0, scaled)
-        stable = up.where(above + (1 + (-above).exp()).log(), (1 + below.exp()).log())
+        # (log1p: log(1 + exp(s)) rounded 1 + exp(s) first, and was 0 from s = -17 on, 4e-4 off at -10)
+        stable = up.where(above + (-above).exp().log1p(), below.exp().log1p())
         return (scaled > threshold).where(self, (1 / beta) * stable)
 
     def square(self) -> Self:
@@ -299,6 +305,19 @@ class MathMixin(TensorBase):
         """log(sigmoid(x)), computed as -softplus(-x) (no overflow for large |x|)."""
         return -(-self).softplus()
 
+    def log1p(self) -> Self:
+        """log(1 + x), exact for small |x| too (where 1 + x rounds): log(u) * x / (u - 1) with u = 1 + x, the second
+        factor correcting u's rounding, and x itself where u rounds to 1. Its gradient is 1 / (1 + x)."""
+        x = self._float()
+        u = 1 + x
+        one = u == 1
+        exact = one | (u == 0) | x.isinf()  # (log(u) needs no correction there: -inf, inf)
+        log = u.log()
+        # log(u) * correction in value, the correction x / (u - 1) being 1 up to u's rounding; log(u)'s gradient,
+        # 1/u (the correction's own would scale it by its error)
+        adjust = exact.where(0, log * (x / (u - 1) - 1)).detach()
+        return one.where(x, log + adjust)
+
     def softsign(self) -> Self:
         """x / (1 + |x|)."""
         return self / (1 + self.abs())
@@ -333,9 +352,12 @@ class MathMixin(TensorBase):
     def logaddexp(self, other: Self | ConstType) -> Self:
         """log(exp(self) + exp(other)) without overflow: the larger argument is factored out."""
         a, b = self._broadcasted(other, op="logaddexp")
-        top = a.maximum(b).detach()
-        top = top.isinf().where(0, top)  # both -inf (or inf): factor out nothing, the log gives the answer
-        return ((a - top).exp() + (b - top).exp()).log() + top
+        hi, lo = a.maximum(b), a.minimum(b)
+        # hi + log1p(exp(lo - hi)): exp(lo - hi) <= 1 never overflows, and log1p keeps it where 1 + it rounds to 1
+        # (logaddexp(-20, 0) was 0). An infinite hi is the answer itself (both -inf: -inf; an inf: inf), and its
+        # branch reads 0 so that no NaN reaches the gradient through the branch not taken
+        infinite = hi.isinf()
+        return infinite.where(hi, hi + infinite.where(0, lo - hi).exp().log1p())
 
     def copysign(self, other: Self | ConstType) -> Self:
         """|self| with the sign of `other`: its sign bit for floats (-0.0 and -NaN count as negative), exactly and

@@ -316,6 +316,8 @@ class ReduceMixin(TensorBase):
         and bfloat16 in float32, rounded once (the squares of a half norm of 300 overflow half)."""
         if self.dtype in NARROW_FLOATS:
             return self._in_float32(lambda x: x.norm(ord, axis, keepdim))
+        if ord == 2:  # (squared as it is: abs's second derivative is 0 at 0, and a Hessian through the norm needs it)
+            return self._float().square().sum(axis, keepdim).sqrt()
         x = self._float().abs()
         if ord == math.inf:
             return x.max(axis, keepdim)
@@ -325,8 +327,6 @@ class ReduceMixin(TensorBase):
             return (x != 0).cast(x.dtype).sum(axis, keepdim)
         if ord == 1:
             return x.sum(axis, keepdim)
-        if ord == 2:
-            return x.square().sum(axis, keepdim).sqrt()
         return x.pow(ord).sum(axis, keepdim).pow(1.0 / ord)
 
     def _cumulative(self, axis: int, reduce: str, identity: ConstType) -> Self:
