@@ -224,3 +224,17 @@ def test_hessian_vector_product_against_finite_differences(name: str, fn: Callab
     (g,) = fn(x).gradient(x)
     hvp = (g * Tensor(v, dtype=dtypes.float64)).sum().gradient(x)[0].numpy()
     np.testing.assert_allclose(hvp, (grad_at(a + eps * v) - grad_at(a - eps * v)) / (2 * eps), rtol=1e-5, atol=1e-6)
+
+
+def test_second_derivative_of_a_zeroth_power_at_zero():
+    """x ** 0's gradient is 0 (PyTorch's), and so is its second derivative: through the branch not taken it was
+    0 * (x^-1 at 0 = inf), NaN, for float and integer exponents and for a tensor exponent with zeros."""
+    x = Tensor(np.array([0.0, 2.0, -1.5], np.float32), requires_grad=True)
+    for exponent in (0.0, 0, Tensor([0.0, 0.0, 0.0])):
+        (g,) = (x**exponent).sum().gradient(x)
+        (g2,) = g.sum().gradient(x)
+        assert g.numpy().tolist() == [0, 0, 0] and g2.numpy().tolist() == [0, 0, 0], exponent
+    y = Tensor([0.0, 3.0, 2.0])  # where y != 0 the second derivative is still y (y - 1) x^(y-2)
+    (g,) = (x**y).sum().gradient(x)
+    (g2,) = g.sum().gradient(x)
+    np.testing.assert_allclose(g2.numpy(), [0, 6 * 2.0, 2], rtol=1e-6)

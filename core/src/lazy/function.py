@@ -430,8 +430,12 @@ class Pow(Function):
         zero = grad_output.const(0)
         dx = dy = None
         if self.needs_input_grad[0]:  # y x^(y-1), 0 where y == 0 (PyTorch's)
-            slope = y.e(Ops.MUL, _recorded(Pow, x, y.e(Ops.ADD, y.const(-1))))
-            dx = y.e(Ops.CMPNE, y.const(0)).e(Ops.WHERE, slope, zero).e(Ops.MUL, grad_output)
+            nonzero = y.e(Ops.CMPNE, y.const(0))
+            # the power taken of 1 where y == 0: x^-1 at x = 0 is inf there, and a second derivative through the
+            # branch not taken multiplied its 0 by that (NaN; PyTorch's is 0)
+            base = nonzero.e(Ops.WHERE, x, x.const(1))
+            slope = y.e(Ops.MUL, _recorded(Pow, base, y.e(Ops.ADD, y.const(-1))))
+            dx = nonzero.e(Ops.WHERE, slope, zero).e(Ops.MUL, grad_output)
         if self.needs_input_grad[1]:  # x^y ln x, 0 where x == 0 and y >= 0 (NaN for a negative x, as PyTorch)
             slope = ret.e(Ops.MUL, x.e(Ops.LOG2).e(Ops.MUL, x.const(math.log(2))))
             y_nonnegative = y.const(0).e(Ops.CMPLT, y).e(Ops.OR, _equals(y, 0.0))  # (False for NaN)
