@@ -234,3 +234,22 @@ def test_lerp_reaches_end_and_the_norms_hessian_sees_zeros():
     (g,) = x.norm().gradient(x)
     (h0,) = g[0].gradient(x)
     np.testing.assert_allclose(h0.numpy(), [0.2, 0, 0], atol=1e-7)
+
+
+def test_clamping_activations_take_pytorchs_gradient_at_their_kinks():
+    """hardtanh, relu6, hardsigmoid and hardswish: 0 at the kinks (hardtanh's bounds, relu6's 0 and 6, hardsigmoid's
+    +-3; hardswish 0 at -3, 1 at 3), as PyTorch; clip itself keeps clamp's 1 at its bounds."""
+    import torch
+
+    x = np.array([-3, 3, -1, 1, 0, 6, 2, -7, 8], np.float32)
+    for name in ("hardtanh", "relu6", "hardsigmoid", "hardswish"):
+        t, tt = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        out = getattr(t, name)()
+        out.sum().backward()
+        want = getattr(torch.nn.functional, name)(tt)
+        want.sum().backward()
+        np.testing.assert_allclose(out.numpy(), want.detach().numpy(), rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-6, err_msg=name)
+    t = Tensor(x, requires_grad=True)
+    t.clip(-1, 1).sum().backward()
+    assert t.grad.numpy().tolist() == [0, 0, 1, 1, 1, 0, 0, 0, 0]

@@ -265,8 +265,8 @@ class MathMixin(TensorBase):
         return self * self
 
     def relu6(self) -> Self:
-        """min(max(x, 0), 6)."""
-        return self.relu().minimum(6)  # (not relu(x) - relu(x - 6): inf - inf, and rounding for large x)
+        """min(max(x, 0), 6), with PyTorch's gradient: 1 strictly between, 0 at both kinks."""
+        return self.hardtanh(0, 6)  # (not relu(x) - relu(x - 6): inf - inf, and rounding for large x)
 
     def hardswish(self) -> Self:
         """x * relu6(x + 3) / 6 (the relu6 scaled first: x * 6 overflowed float16 from 10923 on)."""
@@ -274,11 +274,13 @@ class MathMixin(TensorBase):
 
     def hardsigmoid(self, alpha: PyFloat = 1 / 6, beta: PyFloat = 0.5) -> Self:
         """min(max(alpha * x + beta, 0), 1); the defaults are PyTorch's (1/6, 0.5)."""
-        return (alpha * self + beta).relu().minimum(1)
+        return (alpha * self + beta).hardtanh(0, 1)  # (its gradient 0 at the kinks, as PyTorch's)
 
     def hardtanh(self, min_val: PyFloat = -1, max_val: PyFloat = 1) -> Self:
-        """x clipped to [min_val, max_val]."""
-        return self.clip(min_val, max_val)
+        """x clipped to [min_val, max_val]; the gradient is PyTorch's, 1 strictly inside and 0 at the bounds (clip's
+        is 1 there, as clamp's)."""
+        inside = (self > min_val) & (self < max_val)
+        return inside.where(self, self.clip(min_val, max_val).detach())
 
     def quick_gelu(self) -> Self:
         """x * sigmoid(1.702 * x), a cheaper approximation of GELU."""
