@@ -226,3 +226,55 @@ def test_safe_save_of_a_sharded_tensor_writes_its_whole_value(tmp_path, axis: in
     path = tmp_path / "sharded.safetensors"
     safe_save({"t": Tensor(a).shard(TWO, axis).realize()}, path)
     np.testing.assert_array_equal(safe_load(path)["t"].to("CPU").numpy(), a)
+
+
+def test_sharding_fixes_from_fuzzing():
+    """Found by fuzzing sharded programs against the same program on one device: random numbers (and so dropout in
+    training) on sharded tensors failed; `load_state_dict` dropped a sharded model's split; a split axis of size 0
+    (or a 0-size axis after it) crashed in gathers and reshapes; a 0-d tensor split on an axis, and a cat across
+    devices, gave messages naming other things."""
+    from lazy.helpers import ArgumentError
+    from lazy.nn import Linear
+    from lazy.nn.state import load_state_dict
+
+    d = ("CPU", "CPU:1")  # (as the device tuple reads back: CPU:0 is CPU)
+    x = Tensor(np.ones((5, 6), np.float32)).shard(d, axis=0)
+    for made in (x.rand_like(), x.randn_like()):
+        assert made.device == d and made.lazydata.axis == 0 and made.shape == (5, 6)
+    r = x.rand_like().numpy()
+    assert ((r >= 0) & (r < 1)).all() and len(np.unique(r)) == r.size
+    assert Tensor.rand(3, 4, device=d).device == d and Tensor.randn(3, device=d).lazydata.axis is None
+    with Tensor.train():
+        dropped = x.dropout(0.5)
+    kept = dropped.numpy()
+    assert dropped.lazydata.axis == 0 and set(np.unique(kept)) <= {0.0, 2.0} and 0 < (kept > 0).sum() < kept.size
+    m = Linear(5, 4)
+    m.weight.shard_(d, axis=0)
+    m.bias.shard_(d, axis=0)
+    load_state_dict(m, {"weight": Tensor(np.ones((4, 5), np.float32)), "bias": Tensor(np.zeros(4, np.float32))},
+                    verbose=False)  # fmt: skip
+    assert m.weight.lazydata.axis == 0 and m.bias.lazydata.axis == 0 and m.weight.numpy().sum() == 20
+    empty = Tensor(np.ones((4, 6), np.float32)).shard(d, axis=1)[:, 3:3]
+    assert empty.to("CPU:1").shape == (4, 0) and empty.shard(d, axis=0).shape == (4, 0)
+    z = Tensor(np.ones((4, 0), np.float32)).shard(d, axis=0)
+    assert z.reshape(4, 0, 1).shape == (4, 0, 1) and z.unsqueeze(-1).shape == (4, 0, 1)
+    assert (z @ Tensor(np.ones((0, 3), np.float32)).to(d)).numpy().tolist() == [[0.0] * 3] * 4
+    with pytest.raises(ArgumentError, match="a 0-d tensor has no axis 0 to split"):
+        Tensor(3.0).shard(d, axis=0)
+    with pytest.raises(ValueError, match=r"cat: tensors are on different devices"):
+        x.cat(Tensor.ones(5, 6))
+
+
+def test_to_another_device_passes_the_gradient_back():
+    """`.to` of a tensor that requires a gradient is part of the graph (PyTorch's): the gradient was None."""
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x.to("CPU:1")
+    (y * y).sum().backward()
+    assert x.grad.device == "CPU" and x.grad.numpy().tolist() == [2, 4, 6] and y.grad.numpy().tolist() == [2, 4, 6]
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    (g,) = (x.to("PYTHON") ** 3).sum().gradient(x)
+    (g2,) = g.sum().gradient(x)  # through the copy twice
+    assert g.device == "CPU" and g2.numpy().tolist() == [6, 12]
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    w.to_("CPU:1")  # moved in place: still a leaf
+    assert w.device == "CPU:1" and w._ctx is None and w.requires_grad

@@ -144,6 +144,9 @@ class TracedBuffer:
     def contiguous(self) -> TracedBuffer:
         return TracedBuffer(Contiguous.apply(self.tensor))
 
+    def copy_to_device(self, device: str) -> TracedBuffer:
+        return TracedBuffer(ToDevice.apply(self.tensor, device=device))
+
     def reshape(self, shape: tuple[sint, ...]) -> TracedBuffer:
         return TracedBuffer(Reshape.apply(self.tensor, shape=shape))
 
@@ -173,6 +176,17 @@ class Contiguous(Function):
 
     def backward(self, grad_output: B, ret: B, x: B) -> B:
         return grad_output
+
+
+class ToDevice(Function):
+    """A copy to another device, part of the graph: its gradient is copied back to the source's device (PyTorch's
+    `.to`; a copy that dropped the history left the source without a gradient, silently)."""
+
+    def forward(self, x: LazyBuffer, device: str) -> LazyBuffer:
+        return x.copy_to_device(device)
+
+    def backward(self, grad_output: B, ret: B, x: B) -> B:
+        return grad_output.copy_to_device(self.device)
 
 
 class ContiguousBackward(Function):

@@ -55,7 +55,8 @@ def _concat(pieces: list[LazyBuffer], axis: int, bounds: Bounds, size: int) -> L
         if end > start:
             padded = _pad_on(piece, axis, start, size - end)
             out = padded if out is None else out.e(join, padded)
-    assert out is not None, "a concatenation of nothing"
+    if out is None:  # every piece empty (a split axis of size 0): the empty result, as the first piece is
+        return _pad_on(pieces[0], axis, 0, size - int(pieces[0].shape[axis]))
     return out
 
 
@@ -303,6 +304,8 @@ class MultiLazyBuffer:
     def reshape(self, shape: tuple[sint, ...]) -> MultiLazyBuffer:
         if self.axis is None:
             return self._new([lb.reshape(shape) for lb in self.lbs])
+        if 0 in self.shape and shape != self.shape:  # no elements: no layout to keep (and positions in units of a
+            return self.resharded(None).reshape(shape)  # 0-size inner part mean nothing)
         if self.shape[self.axis] == 1 and shape != self.shape:
             # a split axis sliced (or indexed) down to one element: replicated, then reshaped (no axis need hold the
             # split: `x[4]` of a split vector drops it, and with other size-1 axes where it went was a guess)

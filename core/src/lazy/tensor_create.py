@@ -228,13 +228,18 @@ class CreationMixin(TensorBase):
         """Uniform numbers in [0, 1) of self's shape on its device, in its dtype when that is a float (else the default
         float); keywords as `rand`'s."""
         dt = kwargs.pop("dtype", self.dtype if dtypes.is_float(self.dtype) else None)
-        return self.rand(*self.shape, device=kwargs.pop("device", self.device), dtype=dt, **kwargs)
+        return self._split_like(self.rand(*self.shape, device=kwargs.pop("device", self.device), dtype=dt, **kwargs))
 
     def randn_like(self, dtype: DType | str | None = None, **kwargs: Any) -> Self:
         """Standard normal numbers of self's shape on its device, in its dtype when that is a float (else the default
         float); keywords as `randn`'s."""
         dt = dtype or (self.dtype if dtypes.is_float(self.dtype) else None)
-        return self.randn(*self.shape, device=kwargs.pop("device", self.device), dtype=dt, **kwargs)
+        return self._split_like(self.randn(*self.shape, device=kwargs.pop("device", self.device), dtype=dt, **kwargs))
+
+    def _split_like(self, x: Self) -> Self:
+        """`x` (made replicated on self's devices) split as self is, where self is sharded on an axis."""
+        axis, devices = getattr(self.lazydata, "axis", None), self.device
+        return x.shard(devices, axis) if axis is not None and isinstance(devices, tuple) and x.device == devices else x
 
     def const_like(self, b: ConstType, dtype: DType | None = None) -> Self:
         """A tensor of self's shape and device filled with `b`, in `dtype` (default: self's)."""
@@ -437,6 +442,9 @@ class CreationMixin(TensorBase):
         if not dtypes.is_float(dt):
             raise ValueError(f"rand makes floats in [0, 1), not {dt}; use randint for integers, or cast the result")
         shape = _check_sizes(argfix(*shape), "rand")
+        if isinstance(device, (tuple, list)):  # made on the first device, replicated (a replica's numbers are the same)
+            made = cls.rand(*shape, device=device[0], dtype=dt, contiguous=contiguous)
+            return made.to(tuple(device)).requires_grad_(requires_grad)
         n = prod(shape)
         bits = cls._random_bits(-(-n * dt.itemsize // 4), device)
         out = _bits_to_unit_float(bits, n, dt).reshape(shape)

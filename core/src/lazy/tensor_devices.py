@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from lazy import function as F
 from lazy.helpers import ArgumentError
+from lazy.lazy import LazyBuffer
 from lazy.multi import MultiLazyBuffer
 from lazy.plugins import Device
 from lazy.tensor_base import TensorBase
@@ -38,14 +39,18 @@ class PlacementMixin(TensorBase):
 
     def to(self, device: str | tuple[str, ...] | list[str] | None) -> Self:
         """The tensor on `device` (the default device for None): self when it is already there, else a copy that keeps
-        requires_grad and a copy of `.grad`. A tuple or list of devices replicates it on each; a sharded tensor
-        moved to one device is gathered there."""
+        requires_grad and a copy of `.grad`. The copy of a tensor that requires a gradient is part of the graph: the
+        gradient flows back through it to self (PyTorch's `.to`). A tuple or list of devices replicates it on each;
+        a sharded tensor moved to one device is gathered there (a new leaf)."""
         if isinstance(device, (tuple, list)):
             return self.shard(device) if check_devices(device) != self.device else self
         device = Device.canonicalize(device) if device is not None else Device.DEFAULT
         if device == self.device:
             return self
-        ret = type(self)(self.lazydata.copy_to_device(device), device, requires_grad=self.requires_grad)
+        if self.requires_grad and isinstance(self.lazydata, LazyBuffer):
+            ret = self._apply(F.ToDevice, device=device)
+        else:
+            ret = type(self)(self.lazydata.copy_to_device(device), device, requires_grad=self.requires_grad)
         if self.grad is not None:
             ret.grad = self.grad.to(device)
         return ret
@@ -56,6 +61,8 @@ class PlacementMixin(TensorBase):
         axis combines the shards' partial results by a ring allreduce. A sharded tensor is resharded by copies.
         The result is a new leaf (gradients do not flow back through `shard`) that keeps requires_grad."""
         names = check_devices(devices)
+        if axis is not None and self.ndim == 0:
+            raise ArgumentError(f"shard: a 0-d tensor has no axis {axis} to split; replicate it with axis=None")
         ax = None if axis is None else self._resolve_axis(axis)
         if isinstance(self.lazydata, MultiLazyBuffer):
             if names != self.device:  # other devices: gathered on the first of them, split from there

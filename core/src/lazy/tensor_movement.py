@@ -258,6 +258,9 @@ class MovementMixin(TensorBase):
         dim = self._resolve_axis(dim)
         tensors = (self,) + others
         for t in others:
+            if t.device != self.device:  # (named here: the join would name its own op, a where)
+                raise ValueError(f"cat: tensors are on different devices ({self.device} and {t.device}); move them to "
+                                 "one with .to() first")  # fmt: skip
             if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != dim):
                 raise ShapeError(f"cat: shapes {self.shape} and {t.shape} differ outside dimension {dim}")
         dtype = least_upper_dtype(*(t.dtype for t in tensors))

@@ -409,7 +409,7 @@ class NNOpsMixin(TensorBase):
             return self
         if p == 1:
             return self.zeros_like()
-        keep = type(self).rand(*self.shape, device=self.device) >= p
+        keep = self.rand_like(dtype=dtypes.float32) >= p  # (split as self is, when self is sharded)
         return keep.where(self, 0) / (1.0 - p)
 
     def one_hot(self, num_classes: PyInt = -1) -> Self:

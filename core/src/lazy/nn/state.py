@@ -90,7 +90,10 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
                     raise ShapeError(f"Shape mismatch in layer `{key}`: Expected shape {target.shape}, but found "
                                      f"{value.shape} in state dict.")  # fmt: skip
                 value = value.reshape(target.shape)
-            target.replace(value.to(target.device).cast(target.dtype))
+            # on the model's devices, split as the model's tensor is (a plain `to` of a device tuple replicates)
+            axis = getattr(target.lazydata, "axis", None)
+            placed = value.shard(target.device, axis) if isinstance(target.device, tuple) else value.to(target.device)
+            target.replace(placed.cast(target.dtype))
             if realize:
                 target.realize()
                 bar.update(value.nbytes())
