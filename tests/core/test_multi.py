@@ -278,3 +278,23 @@ def test_to_another_device_passes_the_gradient_back():
     w = Tensor([1.0, 2.0], requires_grad=True)
     w.to_("CPU:1")  # moved in place: still a leaf
     assert w.device == "CPU:1" and w._ctx is None and w.requires_grad
+
+
+def test_a_resharded_tensor_has_memory_of_its_own():
+    """Resharded shards were views of the gathered value (a write through them was refused: an optimizer's step on a
+    resharded parameter failed), or, for the same layout, the very shards (a write changed the tensor they came
+    from). They are copies now, as a first split's."""
+    d = ("CPU", "CPU:1")
+    w = Tensor(np.ones((4, 6), np.float32)).shard(d, axis=0).realize().shard(d, axis=1).realize()
+    w += 1
+    assert w.numpy().tolist() == [[2.0] * 6] * 4 and w.lazydata.axis == 1
+    w = Tensor(np.ones((4, 6), np.float32)).to(d).realize().shard(d, axis=0).realize().requires_grad_()
+    opt = optim.SGD([w], lr=0.1)
+    with Tensor.train():
+        (w * w).sum().backward()
+        opt.step()
+    np.testing.assert_allclose(w.numpy(), np.full((4, 6), 0.8, np.float32))
+    s = Tensor(np.zeros(4, np.float32)).shard(d, axis=0).realize()
+    t = s.shard(d, axis=0)
+    t += 1
+    assert s.numpy().tolist() == [0, 0, 0, 0] and t.numpy().tolist() == [1, 1, 1, 1]

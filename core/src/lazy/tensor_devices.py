@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from lazy import function as F
 from lazy.helpers import ArgumentError
 from lazy.lazy import LazyBuffer
-from lazy.multi import MultiLazyBuffer
+from lazy.multi import MultiLazyBuffer, _own_copy
 from lazy.plugins import Device
 from lazy.tensor_base import TensorBase
 
@@ -67,7 +67,11 @@ class PlacementMixin(TensorBase):
         if isinstance(self.lazydata, MultiLazyBuffer):
             if names != self.device:  # other devices: gathered on the first of them, split from there
                 return self.to(names[0]).shard(names, axis)
-            multi = self.lazydata.resharded(ax)
+            # in memory of their own, as a first split's shards are: resharded ones are views of the gathered value
+            # (or the very shards, for the same layout), and a write into them (an optimizer's step) was refused or
+            # went into the tensor they were split from
+            moved = self.lazydata.resharded(ax)
+            multi = MultiLazyBuffer([_own_copy(lb, lb.device) for lb in moved.lbs], moved.axis, moved.bounds)
         else:
             multi = MultiLazyBuffer.from_lazybuffer(self.lazydata, names, ax)
         return type(self)(multi, requires_grad=self.requires_grad)
