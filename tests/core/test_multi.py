@@ -298,3 +298,32 @@ def test_a_resharded_tensor_has_memory_of_its_own():
     t = s.shard(d, axis=0)
     t += 1
     assert s.numpy().tolist() == [0, 0, 0, 0] and t.numpy().tolist() == [1, 1, 1, 1]
+
+
+def test_backward_where_a_gradient_meets_another_layout():
+    """A gradient summed from operands split differently took their layout, and the op's backward then refused it
+    (the forward had run): a row-parallel matmul times a column-split tensor, a reshape of a replicated value times a
+    split one, a max or std over the split axis times a tensor split on another. Against one device."""
+    d = ("CPU", "CPU:1")
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((5, 9), (9, 8), (5, 8)))
+    x9 = np.arange(54, dtype=np.float32).reshape(9, 6) * 0.37 % 5
+
+    def cases(split: bool):
+        def place(v, axis):
+            t = Tensor(v)
+            return (t.shard(d, axis) if axis is not None else t.to(d)) if split else t
+
+        x, w = place(a, None).requires_grad_(), place(b, 0).requires_grad_()
+        ((x @ w) * place(c, 1)).sum().backward()
+        yield from (x.grad, w.grad)
+        x = place(a[:, :3].copy(), None).requires_grad_()
+        (x.reshape(15) * place(np.arange(15, dtype=np.float32), 0)).sum().backward()
+        yield x.grad
+        for reduce in ("max", "std"):
+            x = place(x9, 0).requires_grad_()
+            (getattr(x, reduce)(0, keepdim=True) * place(np.ones((1, 6), np.float32) * 3, 1)).sum().backward()
+            yield x.grad
+
+    for got, want in zip(cases(True), cases(False)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)

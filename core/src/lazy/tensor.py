@@ -334,7 +334,12 @@ class Tensor(
             if id(t0) not in grads:
                 continue
             assert t0._ctx is not None
-            out = t0._ctx.input_gradients(grads[id(t0)][1], t0, record)
+            grad = grads[id(t0)][1]
+            if isinstance(t0.lazydata, MultiLazyBuffer) and isinstance(grad.lazydata, MultiLazyBuffer):
+                # in the layout of the value it is the gradient of: a sum of gradients takes its operands' (a
+                # replicated value's gradient split as a sharded operand it met was), which the op's backward refused
+                grad = grad._laid_out_like(t0.lazydata)
+            out = t0._ctx.input_gradients(grad, t0, record)
             for parent, g in zip(t0._ctx.parents, out):
                 if g is None or (parent.requires_grad is False and parent._ctx is None):
                     continue  # (a recorded op that is not differentiable still passes its zeros on)
