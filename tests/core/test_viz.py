@@ -235,9 +235,13 @@ print((a @ a).relu().sum().numpy(), flush=True)
 """
 
 
-def run_program(tmp_path, viz: str, stdin: int | None = None) -> subprocess.Popen:
+def run_program(tmp_path, viz: str, stdin: int | None = None, sigint: bool = True) -> subprocess.Popen:
+    """PROGRAM in a subprocess with `LAZY_VIZ=viz`. `sigint`: with Ctrl-C's default handler whatever this process has
+    (a shell's background job ignores SIGINT, and its children inherit that), else ignoring it."""
     env = {**os.environ, "LAZY_VIZ": viz, "TMPDIR": str(tmp_path)}
-    return subprocess.Popen([sys.executable, "-c", PROGRAM], env=env, stdin=stdin, stdout=subprocess.PIPE,
+    handler = "signal.default_int_handler" if sigint else "signal.SIG_IGN"
+    program = f"import signal; signal.signal(signal.SIGINT, {handler})\n{PROGRAM}"
+    return subprocess.Popen([sys.executable, "-c", program], env=env, stdin=stdin, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
@@ -276,3 +280,18 @@ def test_lazy_viz_1_serves_at_exit_until_ctrl_c(tmp_path):
         os.close(terminal)
         os.close(keyboard)
     assert proc.returncode == 0 and "lazy viz: stopped" in err and "Traceback" not in err, err
+
+
+def test_lazy_viz_1_does_not_serve_where_ctrl_c_is_ignored(tmp_path):
+    """A process that ignores SIGINT (a shell's background job) could never stop the server: the trace is written and
+    the run ends, saying why."""
+    terminal, keyboard = pty.openpty()
+    proc = run_program(tmp_path, "1", stdin=keyboard, sigint=False)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        os.close(terminal)
+        os.close(keyboard)
+    assert proc.returncode == 0 and out.strip() == "512.0", err
+    assert "ignores Ctrl-C (SIGINT)" in err and "serving the trace at" not in err and "trace written to" in err

@@ -398,6 +398,12 @@ def _at_exit(trace: Trace, mode: int) -> None:
     if not (sys.stdin is not None and sys.stdin.isatty()):  # nobody could press Ctrl-C: serving would hang the run
         print("LAZY_VIZ: not serving the viewer: standard input is not a terminal", file=sys.stderr)
         return
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # (a shell's background job): Ctrl-C could not stop it
+        print("LAZY_VIZ: not serving the viewer: this process ignores Ctrl-C (SIGINT), which would stop it",
+              file=sys.stderr)  # fmt: skip
+        return
     from lazy.viz.server import serve
 
     serve(data, open_browser=True, stream=sys.stderr)
