@@ -180,3 +180,23 @@ def test_writes_through_views_meet_the_viewed_tensors_other_writes_in_order(devi
     t = f(np.zeros((4, 1))).realize()
     t[:, ::2].assign(f(np.ones((4, 1))))
     assert t.numpy().ravel().tolist() == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_views_read_what_their_tensor_holds_after_it_moves(device):
+    """A view made by indexing follows its tensor when a write moves the tensor to another node (PyTorch's views
+    alias their tensor): it read the node it was taken from, which the write no longer reached."""
+    t = Tensor.arange(3, device=device).float()
+    v, row = t[0], t[1:]
+    t[0:1] = -48
+    assert v.item() == -48 and row.numpy().tolist() == [1, 2]
+    t = Tensor(np.arange(3, dtype=np.float32), device=device).realize()
+    v = t[1]
+    t.assign(Tensor([29.0, 10.0, -44.0], device=device))
+    assert v.item() == 10  # before the assign ran: it read the old memory, 1, until then
+    t.realize()
+    assert v.item() == 10
+    t = Tensor.zeros(2, 3, device=device)
+    w = t[1][::2]  # a view of a view
+    t += 5
+    assert w.numpy().tolist() == [5, 5]

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 
+def _refs_three_frames_down(x: object) -> int:
+    return _refs_two_frames_down(x)
+
+
 def _refs_two_frames_down(x: object) -> int:
     return _refs_here(x)
 
@@ -28,9 +32,9 @@ def _refs_here(x: object) -> int:
     return sys.getrefcount(x)
 
 
-# the references `_unshared` counts on a temporary passed to `Tensor.assign` (its local, `_unshared`'s, the count's
-# argument): measured as `lazy.lazy._OWN_REFS` is, not assumed; one more means someone else holds it
-_ASSIGN_REFS = _refs_two_frames_down(object())
+# the references `_unshared` counts on a temporary passed to `Tensor.assign` (its local, `_write`'s, `_unshared`'s,
+# the count's argument): measured as `lazy.lazy._OWN_REFS` is, not assumed; one more means someone else holds it
+_ASSIGN_REFS = _refs_three_frames_down(object())
 
 
 def _unshared(x: TensorBase) -> LazyBuffer:
@@ -74,12 +78,32 @@ class AssignMixin(TensorBase):
         if isinstance(self.device, str) and Device[self.device].kernel_refusal is not None:
             self._assign_by_copy(x)
             return self
+        self._write(x)
+        self._refresh_views()
+        return self
+
+    def _refresh_views(self) -> None:
+        """The views indexing took of this tensor, taken again where this tensor has moved to another node (a write
+        gave it memory of its own, or left an assign pending): they read what it holds, as PyTorch's views do (they
+        read the node they were taken from, which the write no longer reaches)."""
+        views = getattr(self, "_views", None)
+        if not views or not isinstance(lb := self.lazydata, LazyBuffer):
+            return
+        for ref in list(views):
+            if (view := ref()) is None or (viewed := view._view_parent()) is None or viewed[0] is not self:
+                continue
+            if isinstance(view.lazydata, LazyBuffer) and view.lazydata.base is not lb.base:
+                view.lazydata = self[viewed[1]].lazydata
+                view._refresh_views()
+
+    def _write(self, x: Self) -> None:
+        """`assign`'s write of `x` (a tensor of this shape, on a device that runs kernels)."""
         if x.device != self.device:
             x = x.to(self.device)
         x = x.cast(self.dtype) if x.dtype != self.dtype else x
         if isinstance(self.lazydata, MultiLazyBuffer):
             self.lazydata = self.lazydata.assign(x.lazydata)
-            return self
+            return
         self._refresh_view()
         lb, target = self.lazydata, self.lazydata.base
         if target.realized is None and (
@@ -103,7 +127,8 @@ class AssignMixin(TensorBase):
                 parent, index = viewed
                 parent._own_memory()
                 self.lazydata = parent[index].lazydata
-                return self.assign(x)
+                self._write(x)
+                return
             if capturing and lb is target and target.realized is None and target.op is not Ops.CONST \
                     and not target.shared:  # fmt: skip
                 # a jit is capturing: a tensor that became the value would leave a replay nothing to write (its state
@@ -116,7 +141,8 @@ class AssignMixin(TensorBase):
                     type(self)(target).realize()
                 finally:
                     capturing.extend(held)
-                return self.assign(x)
+                self._write(x)
+                return
             # no memory of its own yet, or memory other tensors hold too (two identical expressions made one node):
             # the tensor becomes the value, in memory it does not share with `x` (`_unshared`)
             self.lazydata = _unshared(x)
@@ -124,6 +150,7 @@ class AssignMixin(TensorBase):
             self.lazydata = target.assign(x.lazydata)
             if (viewed := self._view_parent()) is not None and viewed[0].lazydata is lb:
                 viewed[0].lazydata = self.lazydata  # an index that selects all of it (`t[::-1]` of one element)
+                viewed[0]._refresh_views()
         elif storable_view(st := lb.st.simplify()):  # a view of a buffer (a KV cache's slice, a strided slice,
             # whose padding nothing reads): write those elements in place now, not lazily: the tensors holding the
             # whole buffer read its memory and would not see a pending write. Writes into that memory still pending
@@ -139,7 +166,6 @@ class AssignMixin(TensorBase):
         else:
             raise ArgumentError(f"assign: cannot write through this view of a {target.shape} buffer (it pads or "
                                 "repeats elements); assign to the whole tensor, or use __setitem__")  # fmt: skip
-        return self
 
     def _refresh_view(self) -> None:
         """Before a write through a view made by indexing: when its tensor has moved to another node since (written,
@@ -175,3 +201,4 @@ class AssignMixin(TensorBase):
             return
         self.lazydata = lb.clone()
         self.realize()
+        self._refresh_views()

@@ -42,6 +42,8 @@ class TensorBase:
         "_ctx": "The Function that made this tensor, when it was recorded for autograd.",
         "_viewed": "For a view made by basic indexing (`x[1:3]`): a weak reference to the indexed tensor and the "
         "index, so that a write through the view reaches it (`Tensor.assign`). Unset on other tensors.",
+        "_views": "For a tensor basic indexing took views of: weak references to them, so that they follow the "
+        "tensor when a write moves it to another node (`Tensor.assign`). Unset on other tensors.",
         "__weakref__": None,
     }
     lazydata: LazyBuffer
@@ -49,6 +51,7 @@ class TensorBase:
     grad: Self | None
     _ctx: F.Function | None
     _viewed: tuple[weakref.ReferenceType[Any], Any]
+    _views: list[weakref.ReferenceType[Any]]
 
     if TYPE_CHECKING:  # declarations for mypy: the implementations are Tensor's (lazy.tensor) and the mixins'
         training: ClassVar[PyBool]
@@ -70,6 +73,7 @@ class TensorBase:
         def realize(self, *others: Self, do_update_stats: PyBool = True) -> Self: ...
         def assign(self, x: Self | ConstType) -> Self: ...
         def _refresh_view(self) -> None: ...
+        def _refresh_views(self) -> None: ...
         def detach(self) -> Self: ...
         def numpy(self, copy: PyBool | None = True) -> np.ndarray: ...
         def item(self) -> ConstType: ...

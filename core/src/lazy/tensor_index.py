@@ -517,6 +517,12 @@ class IndexingMixin(TensorBase):
         if not plan.tensors:
             if x is not self and isinstance(x.lazydata, LazyBuffer):
                 x._viewed = (weakref.ref(self), indices)
+                views = getattr(self, "_views", None)
+                if views is None:
+                    self._views = views = []
+                elif len(views) >= 8 and len(views) & (len(views) - 1) == 0:  # (the dead dropped now and then)
+                    views[:] = [ref for ref in views if ref() is not None]
+                views.append(weakref.ref(x))
             return x
         if len(plan.tensors) == 1 and (picked := x._gather_along(*plan.tensors[0])) is not None:
             return picked
