@@ -39,3 +39,25 @@ def test_ties_and_nans_share_the_gradient_as_pytorch() -> None:
         assert ta.grad is not None and tb.grad is not None and pa.grad is not None and pb.grad is not None
         np.testing.assert_array_equal(ta.grad.numpy(), pa.grad.numpy())
         np.testing.assert_array_equal(tb.grad.numpy(), pb.grad.numpy())
+
+
+def test_a_nan_or_inf_gradient_stays_off_the_inputs_not_taken():
+    """maximum, max and max-pooling select their gradient instead of multiplying it by a 0/1 share: the inputs not
+    taken get 0 even where the incoming gradient is NaN or inf (0 * NaN was NaN everywhere; PyTorch's is 0)."""
+    import torch
+
+    a = np.array([0.5, -1.0, 2.0, 0.3], np.float32)
+    nan = np.full(4, np.nan, np.float32)
+    x, xt = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    x.maximum(Tensor(np.ones(4, np.float32))).backward(Tensor(nan))
+    xt.maximum(torch.ones(4)).backward(torch.tensor(nan))
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    x = Tensor(a, requires_grad=True)
+    x.max().backward(Tensor(np.float32(np.nan)))
+    np.testing.assert_array_equal(x.grad.numpy(), [0, 0, np.nan, 0])
+    img = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    x, xt = Tensor(img, requires_grad=True), torch.tensor(img, requires_grad=True)
+    inf = np.full((1, 1, 2, 2), np.inf, np.float32)
+    x.max_pool2d(2).backward(Tensor(inf))
+    torch.nn.functional.max_pool2d(xt, 2).backward(torch.tensor(inf))
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())

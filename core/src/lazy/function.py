@@ -411,13 +411,15 @@ class Maximum(Function):
         # get it, as in PyTorch. Decided by comparing the inputs with each other, not with `ret`: an input recomputed
         # for the backward (a reduction in another kernel, summed in another order) may differ from the forward's by
         # an ulp, and a test against the stored result then matched neither input (0/0: a NaN gradient)
-        zero, half, one = grad_output.const(0, x.shape), grad_output.const(0.5, x.shape), grad_output.const(1, x.shape)
+        # Selected, not multiplied by a 0/1 share: the input not taken gets 0 even where the gradient is NaN or inf
+        # (0 * NaN was NaN; PyTorch's is 0)
+        zero, half = grad_output.const(0, x.shape), grad_output.const(0.5, x.shape)
         nan = x.e(Ops.CMPNE, x).e(Ops.OR, y.e(Ops.CMPNE, y))
         x_less, y_less = x.e(Ops.CMPLT, y), y.e(Ops.CMPLT, x)
-        x_share = nan.e(Ops.WHERE, one, y_less.e(Ops.WHERE, one, x_less.e(Ops.WHERE, zero, half)))
-        y_share = nan.e(Ops.WHERE, one, x_less.e(Ops.WHERE, one, y_less.e(Ops.WHERE, zero, half)))
-        return (x_share.e(Ops.MUL, grad_output) if self.needs_input_grad[0] else None,
-                y_share.e(Ops.MUL, grad_output) if self.needs_input_grad[1] else None)  # fmt: skip
+        halved = grad_output.e(Ops.MUL, half)
+        x_grad = nan.e(Ops.WHERE, grad_output, y_less.e(Ops.WHERE, grad_output, x_less.e(Ops.WHERE, zero, halved)))
+        y_grad = nan.e(Ops.WHERE, grad_output, x_less.e(Ops.WHERE, grad_output, y_less.e(Ops.WHERE, zero, halved)))
+        return (x_grad if self.needs_input_grad[0] else None, y_grad if self.needs_input_grad[1] else None)
 
 
 class Where(Function):
@@ -587,7 +589,9 @@ class Max(_Reduce):
         # 1.0 / 0.0 by a select rather than a cast of the bool: it vectorizes (pooling backward kernels)
         hit_f = hit.e(Ops.WHERE, grad_output.const(1, x.shape), grad_output.const(0, x.shape))
         count = hit_f.r(Ops.SUM, self.axis).expand(x.shape)
-        return hit_f.e(Ops.MUL, count.e(Ops.RECIP)).e(Ops.MUL, self._kept(grad_output).expand(x.shape))
+        # the elements not hit selected to 0, not multiplied by it: a NaN or inf gradient stays off them (PyTorch's)
+        share = count.e(Ops.RECIP).e(Ops.MUL, self._kept(grad_output).expand(x.shape))
+        return hit.e(Ops.WHERE, share, grad_output.const(0, x.shape))
 
 
 # -- movement ---------------------------------------------------------------------------------------------------------
