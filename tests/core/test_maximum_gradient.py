@@ -44,8 +44,6 @@ def test_ties_and_nans_share_the_gradient_as_pytorch() -> None:
 def test_a_nan_or_inf_gradient_stays_off_the_inputs_not_taken():
     """maximum, max and max-pooling select their gradient instead of multiplying it by a 0/1 share: the inputs not
     taken get 0 even where the incoming gradient is NaN or inf (0 * NaN was NaN everywhere; PyTorch's is 0)."""
-    import torch
-
     a = np.array([0.5, -1.0, 2.0, 0.3], np.float32)
     nan = np.full(4, np.nan, np.float32)
     x, xt = Tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
