@@ -105,10 +105,11 @@ def test_split_and_chunk_refuse_zero():
 
 
 def test_split_and_chunk_of_an_empty_axis():
-    """An empty axis splits into one empty piece (it raised IndexError), as PyTorch does."""
+    """An empty axis splits into one empty piece (it raised IndexError) and chunks into `chunks` empty ones, as
+    PyTorch does."""
     assert [p.shape for p in Tensor.ones(0, 2).split(2)] == [(0, 2)]
     assert [p.shape for p in Tensor.ones(0, 2).split(0)] == [(0, 2)]
-    assert [p.shape for p in Tensor.ones(0).chunk(3)] == [(0,)]
+    assert [p.shape for p in Tensor.ones(0).chunk(3)] == [(0,)] * 3
     assert [p.shape for p in Tensor.ones(5).split(2)] == [(2,), (2,), (1,)]
 
 

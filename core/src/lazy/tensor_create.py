@@ -27,6 +27,11 @@ class ValueRangeError(OverflowError, ValueError):
     tinygrad raises, and a ValueError, what Python code expects of a bad argument."""
 
 
+def _device_has(device: str | tuple[str, ...], dtype: DType) -> bool:
+    """Whether `device` (every device of a tuple) computes in `dtype`."""
+    return all(Device[d].renderer.caps.supports(dtype) for d in ((device,) if isinstance(device, str) else device))
+
+
 def _check_sizes(shape: tuple[Any, ...], what: str, keep: tuple[Any, ...] = ()) -> tuple[Any, ...]:
     """`shape` with numpy ints as ints; refuses, naming `what`, a size that is not an int >= 0 (or symbolic), except
     the markers in `keep` (-1 or None: reshape and expand infer or keep those sizes)."""
@@ -274,6 +279,8 @@ class CreationMixin(TensorBase):
             dt = dtypes.default_float
         else:
             dt = dtypes.default_int if holds(dtypes.default_int) else dtypes.int64
+        if count == 0:  # an empty range holds no value a dtype must fit
+            return cls.zeros((0,), dtype=dt, device=device).requires_grad_(requires_grad)
         if not holds(dt):
             raise ValueRangeError(f"arange({start}, {stop}, {step}) does not fit in {dt}; pick a wider dtype")
         idx = cls._index_ramp(count, device).cast(dt)
@@ -536,7 +543,13 @@ class CreationMixin(TensorBase):
             raise ValueError("linspace cannot make a bool tensor; pick a numeric dtype")
         if steps == 1:
             return cls.full((1,), start, device=device, dtype=dt, requires_grad=requires_grad)
-        ramp = cls.arange(steps, device=device, dtype=dtypes.default_float)
+        # computed in float64 for float64 and for ints (as numpy: exact to 2**53) where the device has it, else in
+        # float32 (half types rounded once, from float32)
+        work = dtypes.float64 if dt == dtypes.float64 or dtypes.is_int(dt) else dtypes.default_float
+        ramp = cls.arange(steps, device=device, dtype=dtypes.int32 if steps <= 2**31 else dtypes.int64)
+        if work == dtypes.float64 and dt != dtypes.float64 and not _device_has(ramp.device, work):
+            work = dtypes.default_float
+        ramp = ramp.cast(work)
         step = (stop - start) / (steps - 1)
         # the first half counted up from start, the rest down from stop (PyTorch's way): both ends exact
         values = (ramp < steps // 2).where(start + ramp * step, stop - (steps - 1 - ramp) * step)

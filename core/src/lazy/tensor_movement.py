@@ -97,6 +97,8 @@ class MovementMixin(TensorBase):
         """A view with axes `dim0` and `dim1` swapped (by default the first two)."""
         order = list(range(self.ndim))
         a, b = self._resolve_axis(dim0), self._resolve_axis(dim1)
+        if self.ndim == 0:  # (axes 0 and -1 name a 0-d tensor itself, as in PyTorch)
+            return self
         order[a], order[b] = order[b], order[a]
         return self.permute(tuple(order))
 
@@ -116,7 +118,14 @@ class MovementMixin(TensorBase):
     def unflatten(self, dim: int, sizes: tuple[int, ...]) -> Self:
         """Axis `dim` split into axes of `sizes`."""
         dim = self._resolve_axis(dim)
-        return self.reshape(self.shape[:dim] + tuple(sizes) + self.shape[dim + 1 :])
+        sizes = tuple(sizes)
+        n = self.shape[dim]
+        if sizes.count(-1) == 1 and isinstance(n, int):  # the -1 worked out from this axis alone (a 0 elsewhere in
+            # the shape would leave reshape nothing to divide)
+            known = prod(s for s in sizes if s != -1)
+            if known and n % known == 0:
+                sizes = tuple(n // known if s == -1 else s for s in sizes)
+        return self.reshape(self.shape[:dim] + sizes + self.shape[dim + 1 :])
 
     def squeeze(self, dim: int | None = None) -> Self:
         """Every axis of size 1 removed, or with `dim` only that axis (self when its size is not 1)."""
@@ -140,6 +149,11 @@ class MovementMixin(TensorBase):
         if mode != "constant" and value != 0:
             raise ArgumentError(f"pad: a fill value ({value}) goes only with mode='constant'; {mode!r} pads with the "
                                 "tensor's own elements")  # fmt: skip
+        if not isinstance(padding, Sequence) or isinstance(padding, str):
+            raise ArgumentError(f"pad: padding must be a sequence of amounts, flat (torch-style) or a (before, after) "
+                                f"pair per axis, got {padding!r}")  # fmt: skip
+        if len(padding) == 0:  # nothing to pad (PyTorch's and tinygrad's no-op)
+            return self
         if padding and not isinstance(padding[0], (tuple, list)) and padding[0] is not None:
             flat = list(padding)
             if len(flat) % 2:
@@ -154,9 +168,13 @@ class MovementMixin(TensorBase):
             raise ArgumentError(f"pad: padding {padding} must be whole numbers of elements, (before, after) per axis")
         arg = [tuple(v if hasattr(v, "vars") else int(v) for v in pair) for pair in arg]  # (numpy integers too)
         for axis, ((b, a), size) in enumerate(zip(arg, self.shape)):
-            if isinstance(size, int) and isinstance(b, int) and isinstance(a, int) and -min(b, 0) - min(a, 0) > size:
+            if not (isinstance(size, int) and isinstance(b, int) and isinstance(a, int)):
+                continue
+            # reflect and replicate crop after growing the axis (below): the growth counts
+            grown = size if mode in ("constant", "circular") else size + max(b, 0) + max(a, 0)
+            if -min(b, 0) - min(a, 0) > grown:
                 raise ShapeError(f"pad: padding {(b, a)} crops {-min(b, 0) - min(a, 0)} elements from axis {axis}, "
-                                 f"which has {size} (shape {self.shape})")  # fmt: skip
+                                 f"which has {grown} (shape {self.shape})")  # fmt: skip
         if not any(b < 0 or a < 0 for b, a in arg):
             return self._pad_grown(tuple(arg), mode, value)
         grow = tuple((max(b, 0), max(a, 0)) for b, a in arg)
@@ -251,7 +269,14 @@ class MovementMixin(TensorBase):
 
     def cat(self, *others: Self, dim: int = 0) -> Self:
         """self and `others` joined along the existing axis `dim` (shapes equal elsewhere; the dtype is their common
-        one). Called on the first tensor, `a.cat(b, c, dim=1)`, where PyTorch takes a list."""
+        one). Called on the first tensor, `a.cat(b, c, dim=1)`, or PyTorch's way, `Tensor.cat([a, b, c], dim=1)`."""
+        if isinstance(self, (list, tuple)):
+            if others:
+                raise ArgumentError("cat: pass the tensors either as one list, Tensor.cat([a, b]), or as a.cat(b), "
+                                    "not both")  # fmt: skip
+            if not self:
+                raise ArgumentError("cat: no tensors to join; pass at least one")
+            return self[0].cat(*self[1:], dim=dim)
         others = tuple(self._operand(t, "cat", "each tensor") for t in others)
         if any(t.ndim == 0 for t in (self, *others)):
             raise ShapeError("cat: a 0-d tensor has no axis to join along; use stack, or reshape it to (1,) first")
@@ -329,6 +354,8 @@ class MovementMixin(TensorBase):
         n = concrete(n, "chunk")
         if type(chunks) is not int or chunks <= 0:
             raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+        if n == 0:  # `chunks` empty pieces (PyTorch's and tinygrad's): `a, b = x.chunk(2)` of an empty batch
+            return self.split([0] * chunks, dim)
         return self.split(math.ceil(n / chunks), dim)
 
     def repeat_interleave(self, repeats: int, dim: int | None = None) -> Self:
@@ -347,7 +374,11 @@ class MovementMixin(TensorBase):
         if dims is None:
             return self.flatten().roll(shifts, 0).reshape(self.shape)
         axes = tuple(self._resolve_axis(d) for d in ((dims,) if isinstance(dims, int) else dims))
-        amounts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        amounts = (shifts,) if hasattr(shifts, "__index__") else tuple(shifts) if isinstance(shifts, Sequence) else ()
+        if not amounts or not all(hasattr(a, "__index__") for a in amounts):
+            raise ArgumentError(f"roll: shifts must be whole numbers of elements (an int or a tuple of them), got "
+                                f"{shifts!r}")  # fmt: skip
+        amounts = tuple(int(a) for a in amounts)
         if len(axes) != len(amounts):
             raise ArgumentError(f"roll: {len(amounts)} shifts for {len(axes)} dims; give one shift per dim")
         if 0 in self.shape:

@@ -267,9 +267,9 @@ class ReduceMixin(TensorBase):
         x = self.cast(dtype) if dtype is not None else self
         if x.dtype in NARROW_FLOATS:  # in float32, rounded once: half pairwise partials over- or underflow
             return x._in_float32(lambda y: y.prod(axis, keepdim))
+        axes = x._reduce_axes(axis)  # (checked for a 0-d tensor too)
         if x.ndim == 0:
             return x
-        axes = x._reduce_axes(axis)
         kept = tuple(i for i in range(x.ndim) if i not in axes)
         kept_shape = tuple(x.shape[i] for i in kept)
         count = prod(x.shape[i] for i in axes)
@@ -333,8 +333,9 @@ class ReduceMixin(TensorBase):
         """out[i] = reduce(x[0..i]) along `axis` (reduce: "sum", "prod" or "max"): each output of a block of
         `CUMULATIVE_BLOCK` sees the whole block, masked to its prefix; longer axes scan in blocks (`_blocked_scan`)."""
         axis = self._resolve_axis(axis)
-        if self.ndim == 0 or 0 in self.shape:
-            return self
+        if self.ndim == 0 or 0 in self.shape:  # nothing to scan; the dtype a scan would give (a bool or int8 running
+            # sum is int32, whatever the shape)
+            return self.cast(sum_acc_dtype(self.dtype)) if reduce == "sum" and not dtypes.is_float(self.dtype) else self
         x = self.transpose(axis, -1)  # (..., n)
         n = x.shape[-1]
         n = concrete(n, "a running sum, product or max (cumsum, cumprod, cummax)")
@@ -391,9 +392,9 @@ class ReduceMixin(TensorBase):
 
     def cummax(self, axis: int = 0) -> tuple[Self, Self]:
         """The running maximum along `axis` and the index where it was first reached."""
+        axis = self._resolve_axis(axis)
         if self.ndim == 0:
             return self, type(self).zeros((), dtype=dtypes.int32, device=self.device)
-        axis = self._resolve_axis(axis)
         values = self._cumulative(axis, "max", dtypes.min(self.dtype))
         n = self.shape[axis]
         n = concrete(n, "cummax")
@@ -418,10 +419,8 @@ class ReduceMixin(TensorBase):
     def logcumsumexp(self, axis: int = 0) -> Self:
         """log(cumsum(exp(x))) without overflow: every prefix is shifted by its own running max; in blocks of
         `CUMULATIVE_BLOCK` along a longer axis, joined by log-add-exp (`_blocked_scan`)."""
-        if self.ndim == 0:
-            return self
         axis = self._resolve_axis(axis)
-        if 0 in self.shape:
+        if self.ndim == 0 or 0 in self.shape:
             return self._float()
         if self.dtype in NARROW_FLOATS:  # in float32, rounded once (each exp, sum and log in half: 3 ulp)
             return self._in_float32(lambda x: x.logcumsumexp(axis))
