@@ -3,6 +3,7 @@ only the primitive ops; nothing runs until `.realize()` (or `.numpy()`, `.item()
 
 from __future__ import annotations
 
+import math
 import sys
 from contextlib import ContextDecorator
 from typing import TYPE_CHECKING, Any, ClassVar, Union
@@ -641,6 +642,16 @@ class Tensor(
 
     clamp = clip
 
+    def _inexact_scalar(self, y: TensorLike) -> PyBool:
+        """Whether `y` is a Python number that a half-type `self` cannot hold exactly. A product or quotient with it
+        then runs in float32, rounded once to self's dtype, as PyTorch's (`h * 1e-8` and `h / 1e5` were 0: the
+        scalar was rounded to half first); sums keep the rounded scalar, as PyTorch's do."""
+        if not isinstance(y, (float, int)) or type(y) is bool or self.dtype not in NARROW_FLOATS:
+            return False
+        if not math.isfinite(y):
+            return False
+        return dtypes.as_const(y, self.dtype) != y
+
     def add(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         """self + y, broadcast, in the promoted dtype; `reverse=True` gives y + self."""
         return F.Add.apply(*self._broadcasted(y, reverse, "add"))
@@ -655,6 +666,8 @@ class Tensor(
 
     def mul(self, y: TensorLike, reverse: PyBool = False) -> Tensor:
         """self * y, broadcast, in the promoted dtype; `reverse=True` gives y * self."""
+        if self._inexact_scalar(y):
+            return self.float().mul(y, reverse).cast(self.dtype)
         return F.Mul.apply(*self._broadcasted(y, reverse, "mul"))
 
     def pow(self, y: TensorLike, reverse: PyBool = False) -> Tensor:

@@ -31,9 +31,19 @@ class DivisionMixin(TensorBase):
             # a true division is a float op: a Python int divides (or is divided by) the float of an integer tensor,
             # never first made a constant of the tensor's dtype (uint8 / 256 wrapped 256 to 0 and gave inf)
             return self._float().div(float(y), reverse)
+        if rounding_mode is None and self._inexact_scalar(y):
+            # y / self as PyTorch's: the reciprocal in self's dtype, times y
+            return self.reciprocal().mul(y) if reverse else self.float().div(y).cast(self.dtype)
         x, y2 = self._broadcasted(y, reverse, "div")
+        if x.dtype == dtypes.bool and rounding_mode is not None:
+            raise TypeError(f'div(rounding_mode="{rounding_mode}") of bool tensors is not defined (as in PyTorch); '
+                            "cast them to an integer dtype first")  # fmt: skip
         if rounding_mode == "trunc":
-            return x.idiv(y2) if dtypes.is_int(x.dtype) else (x / y2).trunc()
+            if dtypes.is_int(x.dtype):
+                return x.idiv(y2)
+            # half types: the quotient in float32, rounded to the type, then truncated (PyTorch's: 33312 / -48
+            # rounds to -694 in half); float32 and float64 from the exact remainder (41 / 41 is 0.99999994)
+            return (x / y2).trunc() if x.dtype in NARROW_FLOATS else x._rounded_quotient(y2, floor=False)
         if rounding_mode == "floor":
             return x._floordiv(y2)
         x, y2 = x._float(), y2._float()
@@ -62,17 +72,23 @@ class DivisionMixin(TensorBase):
         x, y2 = self._broadcasted(y, reverse, "idiv")
         return x._apply(F.IDiv, y2)
 
+    def _rounded_quotient(self, y: Self, floor: bool) -> Self:
+        """x / y rounded toward -inf (`floor`) or toward zero, for float tensors of one shape and dtype: (x - fmod(x,
+        y)) / y, an integer up to the division's rounding, taken to the nearest integer (floor(x / y) or trunc(x / y)
+        round the quotient first: 1 // 0.1 was 10, not 9, and 41 // 41 was 0), one less for floor where the remainder's
+        sign differs from y's. Python's and PyTorch's float //, and PyTorch's div(rounding_mode="trunc")."""
+        r = self._float_remainder(y)
+        div = (self - r) / y
+        if floor:
+            div = ((r != 0) & ((r < 0) != (y < 0))).where(div - 1, div)
+        whole = div.floor()
+        whole = (div - whole > 0.5).where(whole + 1, whole)
+        whole = (div == 0).where((self / y) * 0, whole)  # a zero quotient has the sign of x / y
+        return (y == 0).where(self / y, whole)
+
     def _floordiv(self, y: Self) -> Self:
         if not dtypes.is_int(self.dtype):
-            # Python's and PyTorch's float //: (x - fmod(x, y)) / y, one less where the remainder's sign differs from
-            # y's, to the nearest integer (floor(x / y) rounds the quotient first: 1 // 0.1 was 10, not 9)
-            r = self._float_remainder(y)
-            div = (self - r) / y
-            div = ((r != 0) & ((r < 0) != (y < 0))).where(div - 1, div)
-            whole = div.floor()
-            whole = (div - whole > 0.5).where(whole + 1, whole)
-            whole = (div == 0).where((self / y) * 0, whole)  # a zero quotient has the sign of x / y
-            return (y == 0).where(self / y, whole)
+            return self._rounded_quotient(y, floor=True)
         q = self._apply(F.IDiv, y)
         # truncation differs from floor when the signs differ and there is a remainder
         fix = ((self < 0) != (y < 0)) & (self._apply(F.Mod, y) != 0)
@@ -82,11 +98,17 @@ class DivisionMixin(TensorBase):
         """floor(self / y), Python's `//`: integers stay integers, rounded toward -inf (an integer divisor of 0 gives 0,
         as numpy); `reverse=True` gives y // self."""
         x, y2 = self._broadcasted(y, reverse, "floordiv")
+        x._no_bool_division("//")
         return x._floordiv(y2)
+
+    def _no_bool_division(self, op: str) -> None:
+        if self.dtype == dtypes.bool:
+            raise TypeError(f"{op} of bool tensors is not defined (as in PyTorch); cast them to an integer dtype first")
 
     def mod(self, y: Self | ConstType, reverse: PyBool = False) -> Self:
         """Python/PyTorch modulo: the result has the sign of the divisor (an integer divisor of 0 gives 0, as numpy)."""
         x, y2 = self._broadcasted(y, reverse, "mod")
+        x._no_bool_division("%")
         if not dtypes.is_int(x.dtype):  # C's exact remainder, moved onto the divisor's side (-1 % inf is inf)
             r = x._float_remainder(y2)
             return ((r != 0) & ((r < 0) != (y2 < 0))).where(r + y2, r)
@@ -99,6 +121,7 @@ class DivisionMixin(TensorBase):
         x over an infinite divisor is x, as C's fmod, and an integer divisor of 0 gives 0, as numpy's. Floats are
         exact while the quotient is below 2^22 (`_float_remainder`)."""
         a, b = self._broadcasted(other, op="fmod")
+        a._no_bool_division("fmod")
         if not dtypes.is_float(a.dtype):
             return (b == 0).where(0, a - a.div(b, rounding_mode="trunc") * b)
         return a._float_remainder(b)
@@ -125,7 +148,10 @@ class DivisionMixin(TensorBase):
         e = ((qh * yh - p) + qh * yl + ql * yh) + ql * yl  # q y - p, exactly
         r = (x - p) - e
         size = y.maximum(-y)
-        r = ((x > 0) & (r < 0)).where(r + size, ((x < 0) & (r > 0)).where(r - size, r))  # one step back
+        # one step back where the quotient rounded up to the next integer (1 % 0.1), one forward where it rounded
+        # down below one (41 % 41: 41 * (1 / 41) is 0.99999994)
+        r = ((x > 0) & (r < 0)).where(r + size, ((x < 0) & (r > 0)).where(r - size, r))
+        r = ((x > 0) & (r >= size)).where(r - size, ((x < 0) & (r <= -size)).where(r + size, r))
         exact = (q.maximum(-q) < 2.0**22) & (size < limit)
         r = exact.where(r, x - p)
         r = (r == 0).where(x * 0, r)  # a zero remainder has the dividend's sign (C's fmod(-6, 3) is -0.0)
