@@ -214,6 +214,19 @@ class Neg(Function):
         return grad_output.e(Ops.NEG)
 
 
+class Div(Function):
+    """x / y for floats, rounded once (`Ops.FDIV`)."""
+
+    def forward(self, x: LazyBuffer, y: LazyBuffer) -> LazyBuffer:
+        return x.e(Ops.FDIV, y)
+
+    def backward(self, grad_output: B, ret: B, x: B, y: B) -> tuple[B | None, B | None]:
+        # d(x/y)/dx = 1/y, d(x/y)/dy = -x/y^2 = -(x/y)/y (no y*y to underflow)
+        dx = grad_output.e(Ops.FDIV, y) if self.needs_input_grad[0] else None
+        dy = grad_output.e(Ops.MUL, ret).e(Ops.NEG).e(Ops.FDIV, y) if self.needs_input_grad[1] else None
+        return dx, dy
+
+
 class Reciprocal(Function):
     def forward(self, x: LazyBuffer) -> LazyBuffer:
         return x.e(Ops.RECIP)
@@ -666,7 +679,8 @@ class Flip(Function):
 _ALU_FUNCTIONS: dict[Ops, tuple[type[Function], dict[str, Any]]] = {
     Ops.NEG: (Neg, {}), Ops.RECIP: (Reciprocal, {}), Ops.SIN: (Sin, {}), Ops.SQRT: (Sqrt, {}),
     Ops.EXP2: (Exp2, {}), Ops.LOG2: (Log2, {}),
-    Ops.ADD: (Add, {}), Ops.MUL: (Mul, {}), Ops.MAX: (Maximum, {}), Ops.IDIV: (IDiv, {}), Ops.MOD: (Mod, {}),
+    Ops.ADD: (Add, {}), Ops.MUL: (Mul, {}), Ops.FDIV: (Div, {}), Ops.MAX: (Maximum, {}), Ops.IDIV: (IDiv, {}),
+    Ops.MOD: (Mod, {}),
     Ops.CMPLT: (Less, {}), Ops.CMPNE: (Neq, {}), Ops.WHERE: (Where, {}),
     **{op: (BitwiseBinary, {"op": op}) for op in (Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR)},
 }  # fmt: skip

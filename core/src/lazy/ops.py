@@ -77,6 +77,10 @@ class Ops(Enum):
     # out[..., i, ...] = x[..., index[..., i, ...], ...] along axis `arg` (srcs: x, index; 0 outside [0, n)): read in
     # a kernel as a load whose address along that axis is the index's value (`MemBuffer.gather`), not a one-hot sum
     GATHER = auto()
+    # binary, after the rest so that no other member's value moves: x / y rounded once (IEEE division). Renderers
+    # whose division is exact render it (`Capabilities.exact_division`); for the others the lowerer makes it
+    # x * (1 / y), within about an ulp and a half (`lazy.codegen.transcendental.division`)
+    FDIV = auto()
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
@@ -88,7 +92,7 @@ class Ops(Enum):
 
 class GroupOp:
     Unary = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG})
-    Binary = frozenset({Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE,
+    Binary = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE,
                         Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})  # fmt: skip
     Ternary = frozenset({Ops.WHERE, Ops.MULACC})
     ALU = Unary | Binary | Ternary
@@ -103,7 +107,7 @@ class GroupOp:
     # bases computed where they are read, never kept in memory unless realized: a constant, the index ramp
     Computed = frozenset({Ops.CONST, Ops.RAMP})
     # ops where f(0, ...) may be non-zero: a padded (masked) input to them is not zero after the op
-    UnsafePad = frozenset({Ops.RECIP, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.CMPNE, Ops.CMPLT, Ops.THREEFRY})
+    UnsafePad = frozenset({Ops.RECIP, Ops.FDIV, Ops.LOG2, Ops.EXP2, Ops.IDIV, Ops.CMPNE, Ops.CMPLT, Ops.THREEFRY})
 
 
 # the reduction's identity and its ALU op
@@ -344,6 +348,19 @@ def _recip(x: float) -> float:
     return 1.0 / x
 
 
+def _fdiv(x: float, y: float) -> float:
+    """IEEE x / y (Python's float division, rounded once; the caller rounds float32 and narrower: a quotient of two
+    float32 rounded to float64 and then to float32 is still the correctly rounded one)."""
+    if y == 0:
+        if x == 0 or x != x:
+            return math.nan
+        return math.copysign(math.inf, x) * math.copysign(1.0, y)
+    try:
+        return x / y
+    except OverflowError:
+        return math.copysign(math.inf, x) * math.copysign(1.0, y)
+
+
 PYTHON_ALU: dict[Ops, Callable[..., Any]] = {
     Ops.EXP2: _exp2,
     Ops.LOG2: _log2,
@@ -353,6 +370,7 @@ PYTHON_ALU: dict[Ops, Callable[..., Any]] = {
     Ops.NEG: lambda x: (not x) if isinstance(x, bool) else -x,
     Ops.ADD: lambda x, y: x + y,
     Ops.MUL: lambda x, y: x * y,
+    Ops.FDIV: _fdiv,
     Ops.IDIV: _idiv,
     Ops.MOD: _mod,
     Ops.MAX: lambda x, y: x if x >= y or x != x else y,  # NaN propagates from either side

@@ -161,8 +161,10 @@ class PythonAllocator(Allocator):
 # `PythonRenderer(threads=False)` is the loop-style variant (RANGE over the global axes), like a CPU plugin.
 EXACT_MATH = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN})  # the reference computes them with Python's math module
 THREAD_CAPS = Capabilities(has_threads=True, has_local=True, local_max=(1024, 1024, 64), local_size_max=1024,
-                           shared_max=1 << 16, vector_widths=(2, 4), native_math=EXACT_MATH)  # fmt: skip
-LOOP_CAPS = Capabilities(has_threads=False, has_local=False, vector_widths=(2, 4), native_math=EXACT_MATH)
+                           shared_max=1 << 16, vector_widths=(2, 4), native_math=EXACT_MATH,
+                           exact_division=True)  # fmt: skip
+LOOP_CAPS = Capabilities(has_threads=False, has_local=False, vector_widths=(2, 4), native_math=EXACT_MATH,
+                         exact_division=True)  # fmt: skip
 EMULATES = "# emulates: "  # the header line naming the target a kernel was generated for
 
 

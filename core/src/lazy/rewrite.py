@@ -76,6 +76,8 @@ RULES: tuple[Rule, ...] = (
     Rule(Ops.MUL, ("x", Const(1)), "x"),
     # x * 0 -> 0 for ints and bools only: a float x may be NaN or inf (x * 0 is NaN) or negative (x * 0 is -0.0)
     Rule(Ops.MUL, ("x", Const(0)), Const(0), is_int_or_bool),
+    # x / 1 -> x: exact for every float (NaN, inf and -0.0 included)
+    Rule(Ops.FDIV, ("x", Const(1)), "x"),
     # x // 1 -> x for ints only: a float's IDIV truncates (2.5 // 1 is 2.0)
     Rule(Ops.IDIV, ("x", Const(1)), "x", is_int),
     # where(True, x, y) -> x and where(False, x, y) -> y (the condition is a bool, so True means exactly 1)

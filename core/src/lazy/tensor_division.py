@@ -52,19 +52,10 @@ class DivisionMixin(TensorBase):
         return x._quotient(y2)
 
     def _quotient(self, y: Self) -> Self:
-        """self * (1 / y) for float tensors of one dtype and shape. A divisor so small that its reciprocal overflows
-        (a float32 below 2^-128: 0 / 1e-40 would be 0 * inf = NaN, 1e-39 / 1e-40 inf) is scaled up by 2^k first and
-        the quotient scaled back: exact, since both scalings are powers of two."""
-        k = {dtypes.float32: 64, dtypes.float64: 512}.get(self.dtype)
-        lb = y.lazydata
-        if k is None or (lb.is_unrealized_unmasked_const() and not abs(lb.const_value()) < 2.0**-k):
-            return self._apply(F.Mul, y._apply(F.Reciprocal))  # (a constant divisor that is not tiny needs no test)
-        # s = 2^k where |y| < 2^-k, else 1 (exact either way); 0 counts as tiny: 0 * 2^k is 0, so x / 0 stays inf or
-        # NaN. Tested as y * y < 2^-2k: two ops with vector forms (an AND of two compares has none, and a kernel with
-        # one is not vectorized: a softmax's last kernel ran 4x slower)
-        s = (y._apply(F.Mul, y) < 2.0 ** (-2 * k)).where(y.full_like(2.0**k), 1.0)  # (2^512: a float64 constant)
-        scaled = y._apply(F.Mul, s)._apply(F.Reciprocal)
-        return self._apply(F.Mul, scaled)._apply(F.Mul, s)
+        """self / y for float tensors of one dtype and shape, rounded once (`Ops.FDIV`) where the device's division
+        is exact (CPU, LLVM, CUDA, PYTHON), else within about 1.5 ulp (the lowerer's x * (1 / y), which scales a divisor
+        whose reciprocal would overflow: `lazy.codegen.transcendental.division`)."""
+        return self._apply(F.Div, y)
 
     def idiv(self, y: Self | ConstType, reverse: PyBool = False) -> Self:
         """Integer division truncating toward zero (C semantics); a divisor of 0 gives 0 (as numpy; C leaves it

@@ -77,7 +77,7 @@ class Opt:
 # instruction for one compute it lane by lane). Not SIN: its exact range reduction (wide integer products) has no
 # vector form in C, and sixteen lanes of it are megabytes of source; the compiler vectorizes its scalar loop itself
 VECTOR_OPS = frozenset({Ops.LOAD, Ops.CONST, Ops.ADD, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SUM, Ops.RMAX, Ops.MAX,
-                        Ops.STORE, Ops.SINK, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.RECIP, Ops.SQRT, Ops.EXP2,
+                        Ops.STORE, Ops.SINK, Ops.CMPLT, Ops.CMPNE, Ops.WHERE, Ops.RECIP, Ops.FDIV, Ops.SQRT, Ops.EXP2,
                         Ops.LOG2})  # fmt: skip
 # what a vectorized kernel's inputs may hold, data or constants: float32 and int32 (labels, indices: compared, never
 # converted, as CAST has no vector form) and bool (a mask: a bool vector is a compare's result, int lanes of 0 or 1,

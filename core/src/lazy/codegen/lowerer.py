@@ -20,6 +20,7 @@ from typing import Any
 from lazy.codegen.kernel import Axis, Kernel, PackPlan, alu_ops
 from lazy.codegen.threefry import lower_threefry
 from lazy.codegen.transcendental import POLYNOMIAL_OPS, lower_transcendental
+from lazy.codegen.transcendental import division as lower_division
 from lazy.codegen.uops import UOp, UOpBuilder, UOps
 from lazy.dtype import DType, dtypes
 from lazy.helpers import all_int, prod
@@ -676,6 +677,8 @@ class Lowerer:
             y = self.values.get((id(natural), lane)) if natural is not None else None
             if not native or y is not None:  # (a native exp2 still takes exp's own reduction: `transcendental.exp`)
                 return lower_transcendental(self.b, node.op, srcs[0], natural=y, native_exp2=native)
+        if node.op is Ops.FDIV and not self.k.caps.exact_division:
+            return lower_division(self.b, srcs[0], srcs[1])
         if node.op is Ops.THREEFRY:
             return lower_threefry(self.b, srcs, node.arg)
         if node.op in GroupOp.ALU:

@@ -199,6 +199,27 @@ class VectorMath:
         return acc
 
 
+def division(builder: UOpBuilder, x: UOp, y: UOp) -> UOp:
+    """x / y (`Ops.FDIV`) for a renderer whose division is not exact (`Capabilities.exact_division`): x * (1 / y),
+    within about 1.5 ulp. A divisor so small that its reciprocal overflows (a float32 below 2^-128: 0 / 1e-40 would be
+    0 * inf = NaN, 1e-39 / 1e-40 inf) is scaled up by 2^k first and the quotient scaled back: exact, both scalings
+    powers of two. Tested as y * y < 2^-2k: two ops with vector forms. Half types compute in float32, rounded once."""
+    assert x.dtype is not None and y.dtype is not None
+    dtype, count = x.dtype.scalar(), x.dtype.count
+    math = VectorMath(builder, count)
+    if dtype not in FORMATS:
+        if not dtypes.is_float(dtype):  # (not reached: Tensor code divides floats only)
+            return math.mul(x, math.alu(Ops.RECIP, y))
+        wide = FLOAT32.dtype
+        return math.cast(division(builder, math.cast(x, wide), math.cast(y, wide)), dtype)
+    k = 64 if dtype == FLOAT32.dtype else 512
+    c = y.arg if y.op is UOps.CONST and isinstance(y.arg, (int, float)) else None
+    if c is not None and not (c != 0 and abs(c) < 2.0**-k):  # a constant whose reciprocal does not overflow
+        return math.mul(x, math.alu(Ops.RECIP, y))
+    s = math.where(math.lt(math.mul(y, y), 2.0 ** (-2 * k)), math.const(2.0**k, dtype), 1.0)
+    return math.mul(math.mul(x, math.alu(Ops.RECIP, math.mul(y, s))), s)
+
+
 def lower_transcendental(builder: UOpBuilder, op: Ops, x: UOp, natural: UOp | None = None,
                          native_exp2: bool = False) -> UOp:  # fmt: skip
     """`op` (one of `POLYNOMIAL_OPS`) of `x` as polynomial code appended to `builder`. `x` is a float scalar or

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lazy.codegen.transcendental import division
 from lazy.codegen.uops import UOp, UOpBuilder, UOps
 from lazy.dtype import ALL_DTYPES, DType, dtypes
 from lazy.ops import GroupOp, Ops
@@ -25,7 +26,7 @@ FLOATS = [d for d in ALL_DTYPES if dtypes.is_float(d)]
 INTS = [d for d in ALL_DTYPES if dtypes.is_int(d)]
 
 FLOAT_OPS = (Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP,
-             Ops.WHERE, Ops.MULACC)  # fmt: skip
+             Ops.WHERE, Ops.MULACC, Ops.FDIV)  # fmt: skip
 INT_OPS = (Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL,
            Ops.SHR, Ops.NEG, Ops.WHERE, Ops.MULACC)  # fmt: skip
 BOOL_OPS = (Ops.AND, Ops.OR, Ops.XOR, Ops.CMPNE, Ops.CMPLT, Ops.MAX, Ops.WHERE)
@@ -195,7 +196,11 @@ def alu(caps: Capabilities, op: Ops, dtype: DType) -> SuiteKernel:
     out = k.buffer(alu_output_dtype(op, dtype), True)
     params = [k.buffer(d) for d in alu_input_dtypes(op, dtype)]
     idx = k.global_index(N)
-    k.store(out, idx, k.alu(op, *(k.load(p, idx) for p in params)))
+    srcs = [k.load(p, idx) for p in params]
+    if op is Ops.FDIV and not caps.exact_division:  # (as the lowerer does: such a renderer never sees FDIV)
+        k.store(out, idx, division(k.b, *srcs))
+    else:
+        k.store(out, idx, k.alu(op, *srcs))
     return k.kernel()
 
 

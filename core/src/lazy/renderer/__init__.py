@@ -127,6 +127,10 @@ class Capabilities:
     # GPU's exp2, OpenCL's exp2 on PoCL's vector math); the others are lowered to polynomial code
     # (`lazy.codegen.transcendental`), which vectorizes where a libm call would not
     native_math: frozenset[Ops] = frozenset()
+    # whether the language's float division `x / y` is IEEE's, rounded once (C, LLVM IR, CUDA with -prec-div): then
+    # `Ops.FDIV` reaches the renderer; otherwise the lowerer makes it x * (1 / y) (about 1.5 ulp), so a renderer that
+    # does not know the op never sees it
+    exact_division: bool = False
     unsupported: tuple[tuple[str, str], ...] = ()  # (conformance feature, reason) a device declares it lacks
     # warp-wide matrix multiply-accumulate instructions (`TensorCore`); the optimiser maps a matmul's tile onto one
     # when the kernel's dtypes and sizes fit (WMMA UOps), on a device with threads and local ids

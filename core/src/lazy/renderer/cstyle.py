@@ -16,7 +16,7 @@ from lazy.ops import GroupOp, Ops, truncate
 from lazy.renderer import Renderer, TensorCore
 from lazy.renderer.emulate import emulate_fp8
 
-HALF_IN_FLOAT = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.MULACC})
+HALF_IN_FLOAT = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.MULACC, Ops.FDIV})
 POSITIVE_INT = re.compile(r"[1-9][0-9]*[uUlL]*")  # a divisor literal that needs no zero check
 
 
@@ -83,6 +83,7 @@ BASE_CODE_FOR_OP: dict[Ops, Callable[..., str]] = {
     Ops.RECIP: lambda x, dtype: f"(1/{x})",
     Ops.NEG: lambda x, dtype: f"(!{x})" if dtype == dtypes.bool else f"(-{x})",
     Ops.ADD: lambda a, b, dtype: f"({a}+{b})", Ops.MUL: lambda a, b, dtype: f"({a}*{b})",
+    Ops.FDIV: lambda a, b, dtype: f"({a}/{b})",
     Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MAX: _max,
     Ops.CMPLT: lambda a, b, dtype: f"({a}<{b})", Ops.CMPNE: lambda a, b, dtype: f"({a}!={b})",
     Ops.AND: lambda a, b, dtype: f"({a}&{b})", Ops.OR: lambda a, b, dtype: f"({a}|{b})",

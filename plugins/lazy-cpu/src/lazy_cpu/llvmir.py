@@ -27,7 +27,7 @@ MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt"}
 # one instruction per (op, kind); kind: f float, s signed, u unsigned, b bool
 BINARY: dict[Ops, dict[str, str]] = {
     Ops.ADD: {"f": "fadd", "s": "add", "u": "add", "b": "or"},
-    Ops.MUL: {"f": "fmul", "s": "mul", "u": "mul", "b": "and"},
+    Ops.MUL: {"f": "fmul", "s": "mul", "u": "mul", "b": "and"}, Ops.FDIV: {"f": "fdiv"},
     Ops.AND: {"s": "and", "u": "and", "b": "and"}, Ops.OR: {"s": "or", "u": "or", "b": "or"},
     Ops.XOR: {"s": "xor", "u": "xor", "b": "xor"},
     Ops.SHL: {"s": "shl", "u": "shl"}, Ops.SHR: {"s": "ashr", "u": "lshr"},
@@ -84,7 +84,7 @@ class LLVMRenderer(Renderer):
     # extension of a non-`nsw` sum, and LLVM's scalar evolution (indvars, loop-idiom, loop-load-elim) spent seconds
     # on the CNN step's convolution kernels proving things about them (cold first step 10.7 -> 4.1 s, steady
     # 633 -> 530 ms; matmul 1024 94 -> 117 GFLOP/s, conv forward 82 -> 106, see docs/benchmarks.md)
-    caps = replace(host_capabilities(), wide_index=True)
+    caps = replace(host_capabilities(), wide_index=True, exact_division=True)
 
     def render(self, name: str, uops: list[UOp]) -> str:
         return _IRWriter(emulate_fp8(uops)).write(name)  # fp8 as bits in memory, float32 in registers

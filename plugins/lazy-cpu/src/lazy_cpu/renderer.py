@@ -240,7 +240,7 @@ class ClangRenderer(CStyleLanguage):
     device = "CPU"
     # gcc with -fwrapv: see `Capabilities.wide_index`; gcc keeps a padded tile's gated rows cheap (`padded_tiles`);
     # gcc -O1 emits a reduce step's updates in the order given (`interleave_reduce`)
-    caps = replace(HOST_CAPS, wide_index=True, padded_tiles=True, interleave_reduce=True)
+    caps = replace(HOST_CAPS, wide_index=True, padded_tiles=True, interleave_reduce=True, exact_division=True)
     buffer_suffix = " restrict"
     type_map = {**CStyleLanguage.type_map, dtypes.bool: "_Bool", dtypes.float16: "lazy_half",
                 dtypes.bfloat16: "unsigned short"}  # fmt: skip
@@ -251,8 +251,8 @@ class ClangRenderer(CStyleLanguage):
     nan = '__builtin_nanf("")'
     code_for_op = {**BASE_CODE_FOR_OP, Ops.EXP2: _builtin("exp2"), Ops.LOG2: _builtin("log2"), Ops.SIN: _builtin("sin"),
                    Ops.SQRT: _builtin("sqrt"), Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.MULACC: _mulacc}  # fmt: skip
-    native_vector_ops = frozenset({Ops.ADD, Ops.MUL, Ops.NEG, Ops.RECIP, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR,
-                                   Ops.MULACC})  # fmt: skip
+    native_vector_ops = frozenset({Ops.ADD, Ops.MUL, Ops.NEG, Ops.RECIP, Ops.FDIV, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL,
+                                   Ops.SHR, Ops.MULACC})  # fmt: skip
     native_vector_dtypes = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64,
                                       dtypes.uint64})  # fmt: skip
 

@@ -66,6 +66,7 @@ class Arch:
                             vector_widths=(2, 4),  # float2/float4: 64- and 128-bit loads
                             vector_registers=32,  # float4 tiles in 128 of a thread's 255 registers
                             dtypes=frozenset(ALL_DTYPES), native_math=frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN}),
+                            exact_division=True,  # (NVRTC with --prec-div=true: `compiler.OPTIONS`)
                             tensor_cores=tensor_cores)  # fmt: skip
 
 
