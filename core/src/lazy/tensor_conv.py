@@ -245,6 +245,9 @@ class ConvMixin(TensorBase):
             return tuple((t // 2, t - t // 2) for t in totals)
         if isinstance(padding, int):
             return ((padding, padding),) * nd
+        if not isinstance(padding, (tuple, list)) or not all(hasattr(p, "__index__") for p in padding):
+            raise ValueError(f"conv: padding={padding!r} is not valid; padding is an int, a sequence of ints (one per "
+                             'spatial axis, or a (before, after) pair each), "same" or "valid"')  # fmt: skip
         padding = tuple(padding)
         if len(padding) == nd:
             return tuple((int(p), int(p)) for p in padding)
@@ -476,11 +479,13 @@ class ConvMixin(TensorBase):
             output_size = tuple(output_size)[-nd:]
         total = concrete(prod(output_size), "max_unpool2d")
         indices._check_index("max_unpool2d", 0, total, f"an unpooled size of {tuple(output_size)}")
-        hit = indices.reshape(n, c, -1, 1) == type(self).arange(total, device=self.device)  # (n, c, pooled, total)
+        pooled_size = prod(indices.shape[2:])  # (written out: -1 cannot be worked out of an empty batch)
+        # (n, c, pooled, total)
+        hit = indices.reshape(n, c, pooled_size, 1) == type(self).arange(total, device=self.device)
         # overlapping windows (stride < kernel) can pick one element twice: it is written once, by the last of them
         # (as PyTorch's), not summed
         pooled = concrete(hit.shape[2], "max_unpool2d")
         order = (type(self).arange(pooled, device=self.device) + 1).reshape(1, 1, pooled, 1)
         chosen = hit & (order == hit.where(order, 0).max(2, keepdim=True))
-        out = chosen.where(self.reshape(n, c, -1, 1), 0).sum(2, dtype=self.dtype)
+        out = chosen.where(self.reshape(n, c, pooled_size, 1), 0).sum(2, dtype=self.dtype)
         return out.reshape(n, c, *output_size)

@@ -250,6 +250,9 @@ class MathMixin(TensorBase):
 
     def softplus(self, beta: PyFloat = 1.0, threshold: PyFloat = 20.0) -> Self:
         """log(1 + exp(beta*x)) / beta, and x itself where beta*x > threshold (as torch: no overflow to inf)."""
+        if beta == 0:
+            raise ArgumentError("softplus: beta must not be 0: the result, log(1 + exp(beta x)) / beta, divides by it; "
+                                "pass a positive beta")  # fmt: skip
         scaled = self * beta
         # s + log(1 + exp(-s)) above 0, log(1 + exp(s)) elsewhere: no exp overflows, in the value or its gradient
         # (sigmoid(s), 0.5 at 0: max(s, 0) + log(1 + exp(-|s|)) had 0 there, relu's and abs's gradients at 0). Each

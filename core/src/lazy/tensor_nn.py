@@ -451,12 +451,12 @@ class NNOpsMixin(TensorBase):
         picked = (y if keep is None else y & keep.unsqueeze(-1)).where(log_probs, 0).sum(-1)
         loss = -picked
         if label_smoothing:
-            smooth = log_probs.mean(-1) if keep is None else log_probs.mean(-1) * keep
+            smooth = log_probs.mean(-1) if keep is None else keep.where(log_probs.mean(-1), 0)
             loss = -((1 - label_smoothing) * picked + label_smoothing * smooth)
         if reduction != "mean":
             return loss._do_reduction(reduction)
         if keep is not None:
-            return loss.sum() / keep.sum()
+            return loss.sum()._mean_of(keep.sum())
         count = Y.numel()
         return loss.sum() / count if isinstance(count, int) and count else loss.sum() / Y.ones_like().sum()
 
@@ -480,10 +480,10 @@ class NNOpsMixin(TensorBase):
             hot = hot if hot.ndim <= 2 else hot.permute((0, hot.ndim - 1, *range(1, hot.ndim - 1)))
             picked = hot.where(logp, 0).sum(axis)
             loss = -(1 - label_smoothing) * picked
-            if label_smoothing:
+            if label_smoothing and n:
                 loss = loss - label_smoothing / n * logp.sum(axis)
             return loss._do_reduction(reduction)
-        y = (1 - label_smoothing) * Y.cast(self.dtype) + label_smoothing / n
+        y = (1 - label_smoothing) * Y.cast(self.dtype) + (label_smoothing / n if n else 0.0)  # (no classes: no share)
         return (-(logp * y).sum(axis))._do_reduction(reduction)
 
     def nll_loss(self, Y: Self, weight: Self | None = None, ignore_index: PyInt | None = None,
@@ -506,22 +506,31 @@ class NNOpsMixin(TensorBase):
         picked = self._gather(axis, Y.unsqueeze(axis) if self.ndim > 1 else Y.reshape(1)).squeeze(axis)
         loss = -picked * w
         if reduction == "mean":
-            return loss.sum() / w.sum()
+            return loss.sum()._mean_of(w.sum())
         return loss._do_reduction(reduction)
 
+    def _mean_of(self, count: Self) -> Self:
+        """self / count for a loss summed over the labels that count: NaN when none does (0 / 0, as PyTorch), with
+        zero gradients then (1 / 0 times the ignored labels' zero weights was NaN: one batch of padding labels made
+        every weight NaN)."""
+        none = count == 0
+        return none.where(math.nan, self / none.where(1, count))
+
     def binary_crossentropy(self, Y: Self, reduction: str = "mean") -> Self:
-        """BCE of probabilities against targets; logs are clamped at -100 like PyTorch's, and so is their gradient: a
-        probability of exactly 0 or 1 (a saturated sigmoid) gets PyTorch's finite gradient, not NaN (the clamp's
-        flat side still multiplied 0 by the log's infinite slope)."""
+        """BCE of probabilities against targets; logs are clamped at -100 like PyTorch's, and so is their slope, at
+        1e12: a probability of exactly 0 or 1 (a saturated sigmoid) that is wrong gets PyTorch's gradient of -+1e12,
+        not NaN (the clamp's flat side multiplied 0 by the log's infinite slope) and not 0 (no signal to learn from)."""
         return (-(Y * self._clamped_log() + (1 - Y) * (1 - self)._clamped_log()))._do_reduction(reduction)
 
     def _clamped_log(self) -> Self:
-        """max(log(x), -100), whose gradient is 0 below the smallest normal float (at 0, where the clamp holds, the
-        log's slope 1/x is infinite) and 1/x above it (finite there)."""
-        exponent_bits, _ = dtypes.finfo(self.dtype)
-        normal = 2.0 ** (2 - 2 ** (exponent_bits - 1))  # the smallest normal value (2^-126 for float32)
-        below = self.detach().log().maximum(-100)
-        return (self < normal).where(below, self.maximum(normal).log())
+        """max(log(x), -100), whose slope is 1 / max(x, 1e-12) (PyTorch's BCE gradient divides by max(x (1 - x),
+        1e-12)): below 1e-12 the value is the clamped log and the slope the constant 1e12 (at 0 the log's own slope
+        is infinite), above it the log's own."""
+        eps = 1e-12
+        slope = min(1.0 / eps, float(dtypes.max(self.dtype)))  # (half types: their largest value)
+        x = self.detach()
+        below = x.log().maximum(-100) + (self - x) * slope  # (self - x is 0, its gradient 1)
+        return (self < eps).where(below, self.maximum(eps).log())
 
     def binary_crossentropy_logits(self, Y: Self, reduction: str = "mean",
                                    pos_weight: Self | None = None) -> Self:  # fmt: skip

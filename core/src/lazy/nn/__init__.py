@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from lazy.dtype import dtypes
-from lazy.helpers import ArgumentError, ShapeError
+from lazy.helpers import ArgumentError, ShapeError, prod
 from lazy.nn import optim  # noqa: F401
 from lazy.tensor import Tensor
 
@@ -144,7 +144,8 @@ class GroupNorm:
         return x._in_float32(self._normalize)
 
     def _normalize(self, x: Tensor) -> Tensor:
-        grouped = x.reshape(x.shape[0], self.num_groups, -1)
+        # (each group's size written out: -1 cannot be worked out of an empty batch)
+        grouped = x.reshape(x.shape[0], self.num_groups, prod(x.shape[1:]) // self.num_groups)
         y = grouped - grouped.mean(-1, keepdim=True)
         y = (y * (y.square().mean(-1, keepdim=True) + self.eps).rsqrt()).reshape(x.shape)
         return _affine(y, self.weight, self.bias, (1, -1) + (1,) * (x.ndim - 2))
