@@ -120,3 +120,21 @@ def test_division_gradients():
     np.testing.assert_allclose(a.grad.numpy(), [0.5, -0.25, 1e20], rtol=1e-6)
     # -x / y^2, as -(x / y) / y: 1e40 would overflow float32 as y * y (1e-40 is subnormal), not as a quotient
     np.testing.assert_allclose(b.grad.numpy(), [-0.75, -0.3125, np.inf], rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["mod", "fmod"])
+def test_remainder_gradients_where_the_remainder_is_zero(op):
+    # 1 for x and -q for y everywhere (PyTorch's); a zero remainder (any integer-valued x over 1) had 0 and 0
+    x = Tensor([3.0, 2.5, -3.0, -6.0], requires_grad=True)
+    y = Tensor([1.0, 1.0, 1.5, 3.0], requires_grad=True)
+    out = x % y if op == "mod" else x.fmod(y)
+    gx, gy = out.sum().gradient(x, y)
+    np.testing.assert_array_equal(gx.numpy(), [1.0, 1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(gy.numpy(), [-3.0, -2.0, 2.0, 2.0])
+    assert np.signbit(out.numpy()).tolist() == [False, False, True, True]  # (the dividend's sign, as PyTorch's)
+
+
+def test_truncating_division_of_infinities():
+    inf = float("inf")
+    got = Tensor([inf, -inf, 5.0]).div(Tensor([-4.0, 2.0, 2.0]), rounding_mode="trunc").numpy()
+    np.testing.assert_array_equal(got, [-inf, -inf, 2.0])

@@ -68,3 +68,14 @@ def test_argument_mistakes_are_named():
         Tensor.randn(3).softplus(beta=0.0)
     # no classes: no smoothing share to divide out (it raised ZeroDivisionError)
     assert Tensor.randn(2, 0).cross_entropy(Tensor.randn(2, 0), label_smoothing=0.1).item() == 0.0
+
+
+@pytest.mark.parametrize("ord", [2, 3])
+def test_norm_of_zeros_has_zero_gradients(ord):
+    # the root's infinite slope at 0 times the powers' 0 was NaN: clipping all-zero gradients by their norm
+    w = Tensor([[0.0, 0.0], [3.0, 4.0]], requires_grad=True)
+    w.norm(ord=ord, axis=1).sum().backward()
+    grad = w.grad.numpy()
+    np.testing.assert_array_equal(grad[0], [0.0, 0.0])
+    want = np.array([3.0, 4.0]) ** (ord - 1) / np.sum(np.array([3.0, 4.0]) ** ord) ** (1 - 1 / ord)
+    np.testing.assert_allclose(grad[1], want, rtol=1e-5)

@@ -42,8 +42,11 @@ class DivisionMixin(TensorBase):
             if dtypes.is_int(x.dtype):
                 return x.idiv(y2)
             # half types: the quotient in float32, rounded to the type, then truncated (PyTorch's: 33312 / -48
-            # rounds to -694 in half); float32 and float64 from the exact remainder (41 / 41 is 0.99999994)
-            return (x / y2).trunc() if x.dtype in NARROW_FLOATS else x._rounded_quotient(y2, floor=False)
+            # rounds to -694 in half); float32 and float64 from the exact remainder (an infinite x: inf / y, where
+            # the remainder is NaN)
+            if x.dtype in NARROW_FLOATS:
+                return (x / y2).trunc()
+            return x.isinf().where(x / y2, x._rounded_quotient(y2, floor=False))
         if rounding_mode == "floor":
             return x._floordiv(y2)
         x, y2 = x._float(), y2._float()
@@ -145,7 +148,9 @@ class DivisionMixin(TensorBase):
         r = ((x > 0) & (r >= size)).where(r - size, ((x < 0) & (r <= -size)).where(r + size, r))
         exact = (q.maximum(-q) < 2.0**22) & (size < limit)
         r = exact.where(r, x - p)
-        r = (r == 0).where(x * 0, r)  # a zero remainder has the dividend's sign (C's fmod(-6, 3) is -0.0)
+        # a zero remainder has the dividend's sign (C's fmod(-6, 3) is -0.0), and r's gradient (1 for x, -q for y, as
+        # PyTorch's; x * 0 alone had 0: every integer-valued x): the signed zero minus (r - r), which is +0
+        r = (r == 0).where((x * 0).detach() - (r.detach() - r), r)
         return (y.isinf() & x.isfinite()).where(x, r)
 
     def trunc(self) -> Self:

@@ -317,7 +317,7 @@ class ReduceMixin(TensorBase):
         if self.dtype in NARROW_FLOATS:
             return self._in_float32(lambda x: x.norm(ord, axis, keepdim))
         if ord == 2:  # (squared as it is: abs's second derivative is 0 at 0, and a Hessian through the norm needs it)
-            return self._float().square().sum(axis, keepdim).sqrt()
+            return self._float().square().sum(axis, keepdim)._root_at_zero(lambda s: s.sqrt())
         x = self._float().abs()
         if ord == math.inf:
             return x.max(axis, keepdim)
@@ -327,7 +327,13 @@ class ReduceMixin(TensorBase):
             return (x != 0).cast(x.dtype).sum(axis, keepdim)
         if ord == 1:
             return x.sum(axis, keepdim)
-        return x.pow(ord).sum(axis, keepdim).pow(1.0 / ord)
+        return x.pow(ord).sum(axis, keepdim)._root_at_zero(lambda s: s.pow(1.0 / ord))
+
+    def _root_at_zero(self, root: Callable[[Self], Self]) -> Self:
+        """root(self) of a sum of powers, 0 with gradient 0 where the sum is 0 (PyTorch's norm: a root's slope at 0
+        is infinite, times the powers' 0 was NaN: the gradient norm of all-zero gradients)."""
+        zero = self == 0
+        return zero.where(0.0, root(zero.where(1.0, self)))
 
     def _cumulative(self, axis: int, reduce: str, identity: ConstType) -> Self:
         """out[i] = reduce(x[0..i]) along `axis` (reduce: "sum", "prod" or "max"): each output of a block of
