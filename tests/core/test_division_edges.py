@@ -138,3 +138,21 @@ def test_truncating_division_of_infinities():
     inf = float("inf")
     got = Tensor([inf, -inf, 5.0]).div(Tensor([-4.0, 2.0, 2.0]), rounding_mode="trunc").numpy()
     np.testing.assert_array_equal(got, [-inf, -inf, 2.0])
+
+
+def test_in_place_operators_refuse_a_result_of_another_kind():
+    # int += 1.7 truncated silently; PyTorch refuses it, and so does lazy now (same-kind narrowing still casts)
+    a = Tensor([1, 2], dtype=dtypes.int32).contiguous().realize()
+    for op in ("a += 1.7", "a /= 2", "a *= Tensor([1.5, 2.0])"):
+        with pytest.raises(TypeError, match="cannot hold"):
+            exec(op)
+    a += 3
+    assert a.numpy().tolist() == [4, 5] and a.dtype == dtypes.int32
+    b = Tensor([1.0, 2.0]).contiguous().realize()
+    b += Tensor([1.0, 1.0], dtype=dtypes.float64)
+    assert b.dtype == dtypes.float32 and b.numpy().tolist() == [2.0, 3.0]
+    c = Tensor([True, False]).contiguous().realize()
+    with pytest.raises(TypeError, match="bool tensor"):
+        c += 1
+    c |= Tensor([False, True])
+    assert c.numpy().tolist() == [True, True]

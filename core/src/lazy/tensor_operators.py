@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lazy.dtype import ConstType, dtypes
+from lazy.dtype import ConstType, DType, dtypes
 from lazy.helpers import ArgumentError
 from lazy.tensor_base import TensorBase
 
@@ -128,41 +128,57 @@ class OperatorsMixin(TensorBase):
     def __rmatmul__(self, y: Self) -> Self:
         return y.matmul(self)
 
+    def _in_place(self, result: Self, op: str) -> Self:
+        """`self op= y`: the result assigned into self, refused where self's dtype cannot hold the result's kind of
+        value (a float result into an integer or bool tensor, an integer one into bool), as PyTorch refuses it;
+        `int_tensor += 1.7` silently truncated before. Narrower types of the same kind are cast (float64 into
+        float32, int64 into uint8), as PyTorch does."""
+        have, got = self.dtype, result.dtype
+
+        def kind(dt: DType) -> int:
+            return 2 if dtypes.is_float(dt) else 1 if dtypes.is_int(dt) else 0
+
+        if kind(got) > kind(have):
+            raise TypeError(f"{op}=: the result is {got.name}, which this {have.name} tensor cannot hold (as in "
+                            f"PyTorch); write x = x {op} y for a new tensor, or x.assign((x {op} y).cast(x.dtype)) to "
+                            "convert on purpose")  # fmt: skip
+        return self.assign(result)
+
     def __iadd__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.add(y))
+        return self._in_place(self.add(y), "+")
 
     def __isub__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.sub(y))
+        return self._in_place(self.sub(y), "-")
 
     def __imul__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.mul(y))
+        return self._in_place(self.mul(y), "*")
 
     def __itruediv__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.div(y))
+        return self._in_place(self.div(y), "/")
 
     def __ifloordiv__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.floordiv(y))
+        return self._in_place(self.floordiv(y), "//")
 
     def __imod__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.mod(y))
+        return self._in_place(self.mod(y), "%")
 
     def __ipow__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.pow(y))
+        return self._in_place(self.pow(y), "**")
 
     def __imatmul__(self, y: Self) -> Self:
-        return self.assign(self.matmul(y))
+        return self._in_place(self.matmul(y), "@")
 
     def __iand__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.bitwise_and(y))
+        return self._in_place(self.bitwise_and(y), "&")
 
     def __ior__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.bitwise_or(y))
+        return self._in_place(self.bitwise_or(y), "|")
 
     def __ixor__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.xor(y))
+        return self._in_place(self.xor(y), "^")
 
     def __ilshift__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.lshift(y))
+        return self._in_place(self.lshift(y), "<<")
 
     def __irshift__(self, y: Self | ConstType) -> Self:
-        return self.assign(self.rshift(y))
+        return self._in_place(self.rshift(y), ">>")
