@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lazy import function as F
-from lazy.dtype import NARROW_FLOATS, ConstType, dtypes, to_dtype
+from lazy.dtype import NARROW_FLOATS, ConstType, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 from lazy.helpers import ArgumentError, ShapeError, all_int, prod
 from lazy.record import record
 from lazy.symbolic import concrete
@@ -181,6 +181,13 @@ class ConvMixin(TensorBase):
         win = win.reshape(n, groups, 1, cin_g, *outs, *kernel)
         w = weight.reshape(1, groups, cout // groups, cin_g, *([1] * nd), *kernel)
         reduce_axes = (3, *range(4 + nd, 4 + 2 * nd))
+        out = least_upper_dtype(win.dtype, w.dtype) if dtype is None else to_dtype(dtype)
+        acc = sum_acc_dtype(out)
+        if dtypes.is_float(acc) and (win.dtype != acc or w.dtype != acc):
+            # half types: the products in float32, rounded once at the end (as dot's and PyTorch's); half products
+            # summed in float32 were 1.5x PyTorch's error, and dtype=float32 did not help
+            win, w = win.cast(acc), w.cast(acc)
+            return (win * w).sum(reduce_axes, acc_dtype=acc).cast(out).reshape(n, cout, *outs)
         return (win * w).sum(reduce_axes, dtype=dtype).reshape(n, cout, *outs)
 
     @staticmethod
