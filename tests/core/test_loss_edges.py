@@ -97,3 +97,17 @@ def test_half_convolution_rounds_once():
     half = Tensor(xh).conv2d(Tensor(wh))
     assert half.dtype == dtypes.float16
     np.testing.assert_array_equal(half.numpy(), ref.astype(np.float32).astype(np.float16))
+
+
+def test_logsumexp_with_an_infinite_term():
+    # +inf: the result is inf and the finite terms get no gradient (exp(100) overflowed unshifted: inf / inf NaN)
+    x = Tensor([100.0, math.inf, 5.0], requires_grad=True)
+    out = x.logsumexp(0)
+    out.backward()
+    assert out.item() == math.inf
+    np.testing.assert_array_equal(x.grad.numpy()[[0, 2]], [0.0, 0.0])
+    y = Tensor([[1.0, 2.0, 3.0], [0.0, -math.inf, -math.inf]], requires_grad=True)
+    row = y.logsumexp(1)
+    row.sum().backward()
+    np.testing.assert_allclose(row.numpy(), [3.4076059, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(y.grad.numpy(), [[0.09003057, 0.24472847, 0.66524096], [1.0, 0.0, 0.0]], rtol=1e-5)

@@ -217,7 +217,12 @@ class ReduceMixin(TensorBase):
         if x.dtype in NARROW_FLOATS:  # in float32, rounded once
             return x._in_float32(lambda y: y.logsumexp(axis, keepdim))
         m = x._max(axis, keepdim=True).detach()
-        m = m.isinf().where(0, m)  # all -inf (or an inf): shift by nothing, the log gives -inf (or inf)
+        # all -inf: shift by nothing, the log gives -inf. A +inf: shift by the largest finite value, so that the
+        # finite terms' exp is 0 (unshifted, exp(100) overflowed float32, and inf / inf made their gradient NaN) and
+        # the inf term's inf gives the result inf
+        exponent_bits, mantissa_bits = dtypes.finfo(x.dtype)
+        largest = (2 - 2.0**-mantissa_bits) * 2.0 ** (2 ** (exponent_bits - 1) - 1)
+        m = (m == math.inf).where(largest, m.isinf().where(0, m))
         return x._exp_sum(axis, m, broadcast=False)[1].log().add(m).squeeze_axes(axis, keepdim, self.ndim)
 
     def squeeze_axes(self, axis: Axis, keepdim: bool, ndim: int) -> Self:
