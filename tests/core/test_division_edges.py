@@ -156,3 +156,11 @@ def test_in_place_operators_refuse_a_result_of_another_kind():
         c += 1
     c |= Tensor([False, True])
     assert c.numpy().tolist() == [True, True]
+
+
+def test_python_ints_beyond_64_bits():
+    # they wrapped silently into integer tensors (int64 + 2**64 gave the tensor unchanged); PyTorch refuses them
+    with pytest.raises(OverflowError, match="64 bits"):
+        Tensor([1], dtype=dtypes.int64) + 2**64
+    assert (Tensor([1.0]) * 2**70).item() == float(2**70)  # (a float tensor takes it as a float)
+    assert (Tensor([3], dtype=dtypes.uint8) + 300).item() == 47  # (within 64 bits: wraps to the dtype, as PyTorch)

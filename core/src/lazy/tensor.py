@@ -412,6 +412,9 @@ class Tensor(
         x: Tensor = self
         kind = type(y)
         lb = x.lazydata
+        if kind is int and not -(2**63) <= y < 2**64 and not dtypes.is_float(lb.dtype):
+            raise OverflowError(f"{op}: the Python int {y} does not fit in 64 bits, the widest integer a tensor holds "
+                                "(PyTorch refuses it too); use a float, or reduce it first")  # fmt: skip
         if (kind is float and dtypes.is_float(lb.dtype)) or (kind is int and lb.dtype.name != "bool"):
             # the common case, `x + 1` or `1 - x`: a number of x's dtype, made in x's shape directly (no reshape or
             # expand ops; constants of recent ops are kept, see `LazyBuffer.const_like`)
