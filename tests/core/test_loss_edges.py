@@ -111,3 +111,9 @@ def test_logsumexp_with_an_infinite_term():
     row.sum().backward()
     np.testing.assert_allclose(row.numpy(), [3.4076059, 0.0], rtol=1e-6)
     np.testing.assert_allclose(y.grad.numpy(), [[0.09003057, 0.24472847, 0.66524096], [1.0, 0.0, 0.0]], rtol=1e-5)
+
+
+def test_relu_gradient_passes_at_nan_as_pytorch():
+    x = Tensor([math.nan, -1.0, 0.0, 2.0, -0.0], requires_grad=True)
+    x.relu().sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 0.0, 0.0, 1.0, 0.0])

@@ -251,9 +251,10 @@ class Relu(Function):
         return x.e(Ops.MAX, x.const(0))
 
     def backward(self, grad_output: B, ret: B, x: B) -> B:
-        # a select, as PyTorch's (a NaN or inf gradient where the input was not positive gives 0, not NaN), and one
-        # that vectorizes where a bool-to-float cast would not
-        return ret.const(0).e(Ops.CMPLT, ret).e(Ops.WHERE, grad_output, grad_output.const(0))
+        # a select, as PyTorch's threshold_backward (a NaN or inf gradient where the input was not positive gives 0,
+        # not NaN), and one that vectorizes where a bool-to-float cast would not. Its test, as PyTorch's, is "not
+        # ret <= 0": ret = max(x, 0) is 0 there, and a NaN input (ret NaN) passes the gradient
+        return ret.e(Ops.CMPNE, ret.const(0)).e(Ops.WHERE, grad_output, grad_output.const(0))
 
 
 class Log(Function):
