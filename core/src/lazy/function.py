@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from lazy.dtype import DType, dtypes
+from lazy.dtype import NARROW_FLOATS, DType, dtypes, sum_acc_dtype
 from lazy.helpers import argsort
 from lazy.lazy import LazyBuffer
 from lazy.ops import Ops
@@ -617,7 +617,11 @@ class Expand(Function):
         return x.expand(shape)
 
     def backward(self, grad_output: B, ret: B, x: B) -> B:
-        return grad_output.r(Ops.SUM, self.expanded_axis)
+        # half types summed in float32 and rounded once (a bias's gradient over 512 rows was 37 half ulp off)
+        acc = sum_acc_dtype(grad_output.dtype) if grad_output.dtype in NARROW_FLOATS else None
+        if acc is None:
+            return grad_output.r(Ops.SUM, self.expanded_axis)
+        return grad_output.cast(acc).r(Ops.SUM, self.expanded_axis).cast(grad_output.dtype)
 
 
 class Reshape(Function):

@@ -565,8 +565,8 @@ class Tensor(
         return self._in_float32(F.Sqrt.apply)
 
     def rsqrt(self) -> Tensor:
-        """1 / sqrt(x)."""
-        return self.sqrt().reciprocal()
+        """1 / sqrt(x) (half types in float32, rounded once)."""
+        return self._in_float32(lambda x: x.sqrt().reciprocal())
 
     def exp(self) -> Tensor:
         """e**x in a float dtype (integers compute in the default float; half and bfloat16 in float32, rounded once)."""

@@ -31,7 +31,9 @@ class DivisionMixin(TensorBase):
             # a true division is a float op: a Python int divides (or is divided by) the float of an integer tensor,
             # never first made a constant of the tensor's dtype (uint8 / 256 wrapped 256 to 0 and gave inf)
             return self._float().div(float(y), reverse)
-        if rounding_mode is None and self._inexact_scalar(y):
+        if self._inexact_scalar(y):
+            if rounding_mode is not None:  # in float32 with the scalar as it is (PyTorch's), rounded once
+                return self.float().div(y, reverse, rounding_mode).cast(self.dtype)
             # y / self as PyTorch's: the reciprocal in self's dtype, times y
             return self.reciprocal().mul(y) if reverse else self.float().div(y).cast(self.dtype)
         x, y2 = self._broadcasted(y, reverse, "div")
@@ -41,12 +43,9 @@ class DivisionMixin(TensorBase):
         if rounding_mode == "trunc":
             if dtypes.is_int(x.dtype):
                 return x.idiv(y2)
-            # half types: the quotient in float32, rounded to the type, then truncated (PyTorch's: 33312 / -48
-            # rounds to -694 in half); float32 and float64 from the exact remainder (an infinite x: inf / y, where
-            # the remainder is NaN)
-            if x.dtype in NARROW_FLOATS:
-                return (x / y2).trunc()
-            return x.isinf().where(x / y2, x._rounded_quotient(y2, floor=False))
+            # PyTorch's: the quotient rounded to the dtype, then truncated (33312 / -48 rounds to -694 in half; 41 / 41
+            # is 1 where division is exact, `Ops.FDIV`)
+            return (x / y2).trunc()
         if rounding_mode == "floor":
             return x._floordiv(y2)
         x, y2 = x._float(), y2._float()
@@ -66,15 +65,13 @@ class DivisionMixin(TensorBase):
         x, y2 = self._broadcasted(y, reverse, "idiv")
         return x._apply(F.IDiv, y2)
 
-    def _rounded_quotient(self, y: Self, floor: bool) -> Self:
-        """x / y rounded toward -inf (`floor`) or toward zero, for float tensors of one shape and dtype: (x - fmod(x,
-        y)) / y, an integer up to the division's rounding, taken to the nearest integer (floor(x / y) or trunc(x / y)
-        round the quotient first: 1 // 0.1 was 10, not 9, and 41 // 41 was 0), one less for floor where the remainder's
-        sign differs from y's. Python's and PyTorch's float //, and PyTorch's div(rounding_mode="trunc")."""
+    def _floor_quotient(self, y: Self) -> Self:
+        """x / y rounded toward -inf, for float tensors of one shape and dtype, Python's and PyTorch's float //: (x -
+        fmod(x, y)) / y, an integer up to the division's rounding, taken to the nearest integer (floor(x / y) rounds
+        the quotient first: 1 // 0.1 was 10, not 9), one less where the remainder's sign differs from y's."""
         r = self._float_remainder(y)
         div = (self - r) / y
-        if floor:
-            div = ((r != 0) & ((r < 0) != (y < 0))).where(div - 1, div)
+        div = ((r != 0) & ((r < 0) != (y < 0))).where(div - 1, div)
         whole = div.floor()
         whole = (div - whole > 0.5).where(whole + 1, whole)
         whole = (div == 0).where((self / y) * 0, whole)  # a zero quotient has the sign of x / y
@@ -82,7 +79,7 @@ class DivisionMixin(TensorBase):
 
     def _floordiv(self, y: Self) -> Self:
         if not dtypes.is_int(self.dtype):
-            return self._rounded_quotient(y, floor=True)
+            return self._floor_quotient(y)
         q = self._apply(F.IDiv, y)
         # truncation differs from floor when the signs differ and there is a remainder
         fix = ((self < 0) != (y < 0)) & (self._apply(F.Mod, y) != 0)
@@ -91,6 +88,8 @@ class DivisionMixin(TensorBase):
     def floordiv(self, y: Self | ConstType, reverse: PyBool = False) -> Self:
         """floor(self / y), Python's `//`: integers stay integers, rounded toward -inf (an integer divisor of 0 gives 0,
         as numpy); `reverse=True` gives y // self."""
+        if self._inexact_scalar(y):  # in float32 with the scalar as it is (PyTorch's), rounded once
+            return self.float().floordiv(y, reverse).cast(self.dtype)
         x, y2 = self._broadcasted(y, reverse, "floordiv")
         x._no_bool_division("//")
         return x._floordiv(y2)

@@ -4,14 +4,15 @@ activations built from others (tanh, gelu, silu, elu, softplus and the rest of t
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lazy import function as F
 from lazy.dtype import NARROW_FLOATS, ConstType, DType, dtypes, least_upper_float, to_np_dtype
 from lazy.helpers import ArgumentError, ShapeError, broadcast_shape
-from lazy.tensor_base import PyBool, PyFloat, TensorBase
+from lazy.tensor_base import PyBool, PyFloat, TensorBase, TensorT
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -118,6 +119,19 @@ _ERF_F64 = _ErfFit(
 )
 
 
+def _half_in_float32(method: Callable[..., TensorT]) -> Callable[..., TensorT]:
+    """The method on half types computed in float32 and rounded once (`Tensor._in_float32`), as PyTorch computes
+    them: in half, exp(x) - 1 near 0 was 14% off (elu), x * sigmoid(x) rounded twice (silu), asinh 34 ulp."""
+
+    @functools.wraps(method)
+    def wrapper(self: TensorT, *args: Any, **kwargs: Any) -> TensorT:
+        if self.dtype in NARROW_FLOATS:
+            return self._in_float32(lambda x: method(x, *args, **kwargs))
+        return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 def _sqrt_eps(dtype: DType) -> float:
     """sqrt(eps) of a float dtype: below it x^2 is lost next to 1, above its inverse 1 next to x^2."""
     return 2.0 ** (-dtypes.finfo(dtype)[1] / 2)
@@ -157,6 +171,7 @@ class MathMixin(TensorBase):
         """asin(s) for |s| <= 1/2: its Taylor series, whose terms shrink by 4 or more each."""
         return self._odd_series(_ASIN_TAYLOR[: _series_terms(self.dtype, 10, 24)])
 
+    @_half_in_float32
     def asin(self) -> Self:
         """arcsin(x) in [-pi/2, pi/2], NaN outside [-1, 1]: the series where |x| <= 1/2, and pi/2 - 2 asin(s) with
         s = sqrt((1 - |x|) / 2) <= 1/2 above (the series again), so the relative error stays a few ulp for every x
@@ -167,6 +182,7 @@ class MathMixin(TensorBase):
         core = big.where(((1 - a) * 0.5).sqrt(), a)._arcsine_series()  # (NaN above 1: the sqrt of a negative)
         return x._near_zero(1.0, x.sign() * big.where(math.pi / 2 - 2 * core, core))
 
+    @_half_in_float32
     def acos(self) -> Self:
         """arccos(x) in [0, pi]: pi/2 - asin(x) where |x| <= 1/2, else 2 asin(sqrt((1 - |x|) / 2)) (pi minus that
         below -1/2), which keeps the relative error small near x = 1, where pi/2 - asin(x) cancels."""
@@ -176,6 +192,7 @@ class MathMixin(TensorBase):
         core = big.where(((1 - a) * 0.5).sqrt(), x)._arcsine_series()
         return big.where((x < 0).where(math.pi - 2 * core, 2 * core), math.pi / 2 - core)
 
+    @_half_in_float32
     def atan(self) -> Self:
         """arctan(x) in (-pi/2, pi/2), through asin (of 1/x where |x| > 1, so that nothing overflows), with its
         accuracy (x itself for tiny x)."""
@@ -209,6 +226,7 @@ class MathMixin(TensorBase):
         up, down = moderate.exp(), (-moderate).exp()
         return big.where(self.sign() * far if odd else far, (up - down if odd else up + down) / 2)
 
+    @_half_in_float32
     def asinh(self) -> Self:
         """sign(x) log(|x| + sqrt(x^2 + 1)); sign(x) log(2|x|) above 1/sqrt(eps), where the dropped 1/(4x^2) is below
         rounding (and x^2 could overflow); x itself below sqrt(eps) (between that and 1, log(1 + small) costs up to
@@ -222,6 +240,7 @@ class MathMixin(TensorBase):
             1.0, x.sign() * big.where(large.log() + math.log(2), (small + (small.square() + 1).sqrt()).log())
         )
 
+    @_half_in_float32
     def acosh(self) -> Self:
         """log(x + sqrt(x - 1) sqrt(x + 1)), NaN below 1 (sqrt(x - 1) is), and log(2x) above 1/sqrt(eps), where the
         dropped -1/(4x^2) is below rounding. Near 1, log(1 + small) costs up to about ulp(1) / acosh(x) relative
@@ -233,6 +252,7 @@ class MathMixin(TensorBase):
         # (not sqrt(x^2 - 1), which rounds to |x| for large negative x: log(x + |x|) = log(0) gave -inf, not NaN)
         return big.where(x.log() + math.log(2), (small + (small - 1).sqrt() * (small + 1).sqrt()).log())
 
+    @_half_in_float32
     def atanh(self) -> Self:
         """log((1 + x) / (1 - x)) / 2: +-inf at +-1, NaN outside [-1, 1], x itself below sqrt(eps) (between that and
         1, log(1 + small) costs up to about ulp(1) / |x| relative error)."""
@@ -323,6 +343,7 @@ class MathMixin(TensorBase):
             raise ValueError(f'gelu: approximate must be "tanh" or "none", not {approximate!r}')
         return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self**3)).tanh())
 
+    @_half_in_float32
     def silu(self) -> Self:
         """x * sigmoid(x) (also called swish)."""
         return self * self.sigmoid()
@@ -335,6 +356,7 @@ class MathMixin(TensorBase):
 
     leakyrelu = leaky_relu  # (older tinygrad's name)
 
+    @_half_in_float32
     def elu(self, alpha: PyFloat = 1.0) -> Self:
         """x where x > 0 (NaN stays NaN), else alpha * (exp(x) - 1) (see `_exp_below_zero` for its accuracy)."""
         return self._exp_below_zero(alpha, 1.0)
@@ -386,6 +408,7 @@ class MathMixin(TensorBase):
         inside = (self > min_val) & (self < max_val)
         return inside.where(self, self.clip(min_val, max_val).detach())
 
+    @_half_in_float32
     def quick_gelu(self) -> Self:
         """x * sigmoid(1.702 * x), a cheaper approximation of GELU."""
         return self * (self * 1.702).sigmoid()
@@ -394,23 +417,28 @@ class MathMixin(TensorBase):
         """min(x, 0) whose gradient is exactly 1 below zero and 0 above: exp() of it never overflows into a NaN."""
         return (self < 0).where(self, 0)
 
+    @_half_in_float32
     def celu(self, alpha: PyFloat = 1.0) -> Self:
         """x where x >= 0 (NaN stays NaN), else alpha * (exp(x / alpha) - 1) (see `_exp_below_zero`)."""
         return self._exp_below_zero(alpha, alpha)
 
+    @_half_in_float32
     def selu(self, alpha: PyFloat = 1.67326, gamma: PyFloat = 1.0507) -> Self:
         """gamma * (x where x >= 0, else alpha * (exp(x) - 1)), NaN staying NaN (see `_exp_below_zero`); the default
         constants are tinygrad's, rounded (PyTorch's have more digits)."""
         return gamma * self._exp_below_zero(alpha, 1.0)
 
+    @_half_in_float32
     def mish(self) -> Self:
         """x * tanh(softplus(x))."""
         return self * self.softplus().tanh()
 
+    @_half_in_float32
     def logsigmoid(self) -> Self:
         """log(sigmoid(x)), computed as -softplus(-x) (no overflow for large |x|)."""
         return -(-self).softplus()
 
+    @_half_in_float32
     def log1p(self) -> Self:
         """log(1 + x), exact for small |x| too (where 1 + x rounds): log(u) * x / (u - 1) with u = 1 + x, the second
         factor correcting u's rounding, and x itself where u rounds to 1. Its gradient is 1 / (1 + x)."""

@@ -96,6 +96,11 @@ class NNOpsMixin(TensorBase):
     def linear(self, weight: Self, bias: Self | None = None, dtype: Any = None) -> Self:
         """self @ weight + bias with weight (in, out), the transpose of PyTorch's (out, in) layout; a 1-d weight
         multiplies elementwise."""
+        if bias is not None and weight.ndim > 1:
+            out = least_upper_dtype(self.dtype, weight.dtype, bias.dtype) if dtype is None else to_dtype(dtype)
+            if out in NARROW_FLOATS:  # half types: the bias added to the float32 product, rounded once (as addmm)
+                acc = sum_acc_dtype(out)
+                return self.dot(weight, acc).add(bias.cast(acc)).cast(out)
         x = self.mul(weight) if weight.ndim == 1 else self.dot(weight, dtype)
         return x.add(bias) if bias is not None else x
 
@@ -150,6 +155,11 @@ class NNOpsMixin(TensorBase):
                     sizes[c] = n
             aligned.append((term, t))
         letters = sorted(sizes)
+        out_dtype = least_upper_dtype(*(t.dtype for _, t in aligned)) if dtype is None else to_dtype(dtype)
+        acc = sum_acc_dtype(out_dtype)
+        widen = dtypes.is_float(acc) and any(t.dtype != acc for _, t in aligned)
+        if widen:  # half types: products in float32, rounded once (as dot's and PyTorch's)
+            aligned = [(term, t.cast(acc)) for term, t in aligned]
         product: TensorT | None = None
         for term, t in aligned:
             t = t.permute(tuple(term.index(c) for c in sorted(term)))
@@ -159,7 +169,12 @@ class NNOpsMixin(TensorBase):
         product = product._broadcast_to(tuple(sizes[c] for c in letters))
         summed = tuple(i for i, c in enumerate(letters) if c not in output)
         kept = [c for c in letters if c in output]
-        out = product.sum(summed, dtype=dtype) if summed else (product.cast(dtype) if dtype is not None else product)
+        if widen:
+            out = (product.sum(summed, acc_dtype=acc) if summed else product).cast(out_dtype)
+        elif summed:
+            out = product.sum(summed, dtype=dtype)
+        else:
+            out = product.cast(dtype) if dtype is not None else product
         return out.permute(tuple(kept.index(c) for c in output)) if output else out
 
     def qr(self) -> tuple[Self, Self]:
@@ -561,7 +576,10 @@ class NNOpsMixin(TensorBase):
 
     def batchnorm(self, weight: Self | None, bias: Self | None, mean: Self, invstd: Self,
                   axis: PyInt | tuple[PyInt, ...] = 1) -> Self:  # fmt: skip
-        """(self - mean) * invstd * weight + bias, the statistics shaped like the axes in `axis`."""
+        """(self - mean) * invstd * weight + bias, the statistics shaped like the axes in `axis` (half types in float32,
+        rounded once: (x - mean) * weight overflowed half before invstd scaled it)."""
+        if self.dtype in NARROW_FLOATS:
+            return self._in_float32(lambda x: x.batchnorm(weight, bias, mean, invstd, axis))
         axes = tuple(self._resolve_axis(a) for a in ((axis,) if isinstance(axis, int) else axis))
         shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
         x = self - mean.reshape(shape)
