@@ -59,3 +59,20 @@ def test_half_floor_division_by_python_numbers():
         np.testing.assert_array_equal((Tensor(h) // s).numpy(), np.floor_divide(wide, scalar).astype(np.float16))
         got = Tensor(h).div(s, rounding_mode="trunc").numpy()
         np.testing.assert_array_equal(got, np.trunc(wide / scalar).astype(np.float16))
+
+
+def test_half_convolution_weight_gradient_rounds_once():
+    rng = np.random.default_rng(3)
+    xh, wh = (
+        rng.standard_normal((4, 8, 10, 10)).astype(np.float16),
+        (rng.standard_normal((6, 8, 3, 3)) / 8).astype(np.float16),
+    )
+    x, w = Tensor(xh, requires_grad=True), Tensor(wh, requires_grad=True)
+    x.conv2d(w, padding=1).square().sum().backward()
+    exact_x, exact_w = torch.from_numpy(xh).double().requires_grad_(), torch.from_numpy(wh).double().requires_grad_()
+    torch.nn.functional.conv2d(exact_x, exact_w, padding=1).square().sum().backward()
+    half_x, half_w = torch.from_numpy(xh).requires_grad_(), torch.from_numpy(wh).requires_grad_()
+    torch.nn.functional.conv2d(half_x, half_w, padding=1).square().sum().backward()
+    ours = np.abs(w.grad.numpy().astype(np.float64) - exact_w.grad.numpy()).max()
+    theirs = np.abs(half_w.grad.double().numpy() - exact_w.grad.numpy()).max()
+    assert w.grad.dtype == dtypes.float16 and ours <= theirs * 1.01

@@ -118,6 +118,9 @@ def _conv_weight_grad(g: Tensor, x: Tensor, w: Tensor, groups: PyInt, stride: tu
     # the output channels innermost (a copy of the gradient's size): the register tile's vector lanes run along them
     gt = g.permute(0, *range(2, 2 + nd), 1).contiguous().permute(0, 1 + nd, *range(1, 1 + nd))
     gg = gt.reshape(n // b, b, groups, cout // groups, 1, *outs, *([1] * nd))
+    if w.dtype in NARROW_FLOATS:  # products and partial sums in float32, rounded once (as the forward's)
+        acc = sum_acc_dtype(w.dtype)
+        return (win.cast(acc) * gg.cast(acc)).sum((1, *range(5, 5 + nd))).sum(0).reshape(w.shape).cast(w.dtype)
     return (win * gg).sum((1, *range(5, 5 + nd))).sum(0).reshape(w.shape)
 
 
