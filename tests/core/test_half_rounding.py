@@ -76,3 +76,15 @@ def test_half_convolution_weight_gradient_rounds_once():
     ours = np.abs(w.grad.numpy().astype(np.float64) - exact_w.grad.numpy()).max()
     theirs = np.abs(half_w.grad.double().numpy() - exact_w.grad.numpy()).max()
     assert w.grad.dtype == dtypes.float16 and ours <= theirs * 1.01
+
+
+def test_half_attention_rounds_once():
+    rng = np.random.default_rng(0)
+    q, k, v = [rng.standard_normal((2, 4, 16, 32)).astype(np.float16) for _ in range(3)]
+    exact = torch.nn.functional.scaled_dot_product_attention(*[torch.from_numpy(a).double() for a in (q, k, v)],
+                                                            is_causal=True).numpy()  # fmt: skip
+    out = Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), is_causal=True)
+    # (the scores were rounded to half before the softmax: 10x PyTorch's error)
+    assert out.dtype == dtypes.float16 and np.abs(out.numpy().astype(np.float64) - exact).max() < 1.5e-3
+    with pytest.raises(Exception, match="multiple of the 2 key/value heads"):
+        Tensor(q[:, :3]).scaled_dot_product_attention(Tensor(k[:, :2]), Tensor(v[:, :2]), enable_gqa=True)

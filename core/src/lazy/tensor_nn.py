@@ -223,17 +223,22 @@ class NNOpsMixin(TensorBase):
         if enable_gqa:  # grouped-query attention: each key/value head serves a group of query heads
             heads, kv_heads = self.shape[-3], key.shape[-3]
             assert isinstance(heads, int) and isinstance(kv_heads, int)
+            if kv_heads == 0 or heads % kv_heads:
+                raise ShapeError(f"scaled_dot_product_attention: enable_gqa needs the {heads} query heads (axis -3 of "
+                                 f"{self.shape}) to be a multiple of the {kv_heads} key/value heads "
+                                 f"({key.shape})")  # fmt: skip
             key = key.repeat_interleave(heads // kv_heads, dim=-3)
             value = value.repeat_interleave(heads // kv_heads, dim=-3)
         q = self._float()
         e = q.shape[-1]
         e = concrete(e, "scaled_dot_product_attention")
         k = key._float()
-        if q.dtype in NARROW_FLOATS:  # scaled before the product, by E^-1/4 each (PyTorch's math backend): the
-            # product of half vectors of ~100 overflows half (1.4e5) where the scaled score fits
-            qk = (q * e**-0.25).matmul((k * e**-0.25).transpose(-2, -1))
-        else:
-            qk = q.matmul(k.transpose(-2, -1)) / math.sqrt(e)
+        if q.dtype in NARROW_FLOATS:  # the scores, softmax and weighted sum in float32, rounded once at the end
+            # (as PyTorch's CPU kernel): half scores of vectors of ~100 overflowed (1.4e5), and scores rounded to
+            # half before the softmax were 10x PyTorch's error
+            out = q.float().scaled_dot_product_attention(k.float(), value.float(), attn_mask, dropout_p, is_causal)
+            return out.cast(least_upper_dtype(q.dtype, value._float().dtype))
+        qk = q.matmul(k.transpose(-2, -1)) / math.sqrt(e)
         if is_causal:
             if attn_mask is not None:
                 raise ArgumentError("scaled_dot_product_attention: attn_mask cannot be given with is_causal=True")
