@@ -19,13 +19,23 @@ C_DTYPES = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtyp
 CAPS = Capabilities(has_threads=False, has_local=False, vector_widths=(), dtypes=C_DTYPES)
 
 
+def _c_math(name: str, dtype: DType) -> str:
+    """`<math.h>`'s function for the dtype: `sqrtf` for float, `sqrt` for double. C's `sqrt` of a float is a double,
+    and inside an expression it stayed one: the next operations ran in double, never rounded to float32."""
+    return f"{name}f" if dtype.scalar() == dtypes.float32 else name
+
+
 def _idiv(a: str, b: str, dtype: DType) -> str:
     # integer division must not trap: x/0 is 0 and INT_MIN/-1 wraps, as `lazy.ops` says (checked_div writes that)
-    return f"trunc({a}/{b})" if dtypes.is_float(dtype) else checked_div("/")(a, b, dtype)
+    return f"{_c_math('trunc', dtype)}({a}/{b})" if dtypes.is_float(dtype) else checked_div("/")(a, b, dtype)
 
 
 def _mod(a: str, b: str, dtype: DType) -> str:
-    return f"fmod({a},{b})" if dtypes.is_float(dtype) else checked_div("%")(a, b, dtype)
+    return f"{_c_math('fmod', dtype)}({a},{b})" if dtypes.is_float(dtype) else checked_div("%")(a, b, dtype)
+
+
+def _sqrt(x: str, dtype: DType) -> str:
+    return f"{_c_math('sqrt', dtype)}({x})"
 
 
 class TemplateRenderer(CStyleLanguage):
@@ -35,7 +45,7 @@ class TemplateRenderer(CStyleLanguage):
     device = "TMPL"
     caps = CAPS
     type_map = {**CStyleLanguage.type_map, dtypes.bool: "_Bool"}
-    code_for_op = {**BASE_CODE_FOR_OP, Ops.IDIV: _idiv, Ops.MOD: _mod}
+    code_for_op = {**BASE_CODE_FOR_OP, Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.SQRT: _sqrt}
 
     def render_prelude(self, uops: list[UOp]) -> list[str]:
         return ["#include <math.h>"]
