@@ -98,12 +98,17 @@ def test_division_is_rounded_once(device, dtype):
 
 
 def test_division_without_exact_hardware_division_stays_within_two_ulp():
-    # the template device renders no FDIV: the lowerer's x * (1 / y), tiny divisors scaled first
+    # the template device renders no FDIV: the lowerer's x * (1 / y), tiny and huge divisors scaled first (3e38 /
+    # 3e38 was 4 ulp off: its reciprocal subnormal)
     from lazy.plugins import Device
 
     if "TMPL" not in Device.specs():
         pytest.skip("the template plugin (TMPL) is not installed")
     x, y = _division_operands(np.float32)
+    rng = np.random.default_rng(5)
+    big = np.finfo(np.float32).max
+    x = np.concatenate([x, (rng.random(3000) * big).astype(np.float32)])
+    y = np.concatenate([y, (rng.random(3000) * big).astype(np.float32)])
     with np.errstate(all="ignore"):
         want = x / y
     got = (Tensor(x, device="TMPL") / Tensor(y, device="TMPL")).numpy()

@@ -202,8 +202,9 @@ class VectorMath:
 def division(builder: UOpBuilder, x: UOp, y: UOp) -> UOp:
     """x / y (`Ops.FDIV`) for a renderer whose division is not exact (`Capabilities.exact_division`): x * (1 / y),
     within about 1.5 ulp. A divisor so small that its reciprocal overflows (a float32 below 2^-128: 0 / 1e-40 would be
-    0 * inf = NaN, 1e-39 / 1e-40 inf) is scaled up by 2^k first and the quotient scaled back: exact, both scalings
-    powers of two. Tested as y * y < 2^-2k: two ops with vector forms. Half types compute in float32, rounded once."""
+    0 * inf = NaN, 1e-39 / 1e-40 inf) is scaled up by 2^k first and the quotient scaled back, one so large that its
+    reciprocal is subnormal scaled down: exact, the scalings powers of two. Tested as y * y < 2^-2k and max(y, -y) <
+    2^(emax - 2): ops with vector forms. Half types compute in float32, rounded once."""
     assert x.dtype is not None and y.dtype is not None
     dtype, count = x.dtype.scalar(), x.dtype.count
     math = VectorMath(builder, count)
@@ -212,11 +213,13 @@ def division(builder: UOpBuilder, x: UOp, y: UOp) -> UOp:
             return math.mul(x, math.alu(Ops.RECIP, y))
         wide = FLOAT32.dtype
         return math.cast(division(builder, math.cast(x, wide), math.cast(y, wide)), dtype)
-    k = 64 if dtype == FLOAT32.dtype else 512
+    k, huge = (64, 2.0**125) if dtype == FLOAT32.dtype else (512, 2.0**1021)
     c = y.arg if y.op is UOps.CONST and isinstance(y.arg, (int, float)) else None
-    if c is not None and not (c != 0 and abs(c) < 2.0**-k):  # a constant whose reciprocal does not overflow
+    if c is not None and not (c != 0 and abs(c) < 2.0**-k) and not abs(c) > huge:  # a reciprocal that is normal
         return math.mul(x, math.alu(Ops.RECIP, y))
-    s = math.where(math.lt(math.mul(y, y), 2.0 ** (-2 * k)), math.const(2.0**k, dtype), 1.0)
+    # and a divisor so large that its reciprocal is subnormal (3e38 / 3e38 was 4 ulp off) scaled down by 2^k
+    s = math.where(math.lt(math.max(y, math.alu(Ops.NEG, y)), huge), 1.0, math.const(2.0**-k, dtype))
+    s = math.where(math.lt(math.mul(y, y), 2.0 ** (-2 * k)), math.const(2.0**k, dtype), s)
     return math.mul(math.mul(x, math.alu(Ops.RECIP, math.mul(y, s))), s)
 
 

@@ -5,6 +5,7 @@ kernel void conf_alu_fdiv_half(device half* data0 [[buffer(0)]], device const ha
   half val0 = data1[gidx0];
   half val1 = data2[gidx0];
   float cast0 = ((float)val1);
-  float alu0 = (((cast0*cast0)<2.938735877055719e-39f)?1.8446744073709552e+19f:1.0f);
-  data0[gidx0] = ((half)((((float)val0)*(1/(cast0*alu0)))*alu0));
+  float alu0 = (-cast0);
+  float alu1 = (((cast0*cast0)<2.938735877055719e-39f)?1.8446744073709552e+19f:(((((cast0>=alu0)||(cast0!=cast0))?cast0:alu0)<4.253529586511731e+37f)?1.0f:5.421010862427522e-20f));
+  data0[gidx0] = ((half)((((float)val0)*(1/(cast0*alu1)))*alu1));
 }

@@ -18,6 +18,7 @@ kernel void E_64_64(device float* data0 [[buffer(0)]], device const float* data1
   float val2 = data3[alu9];
   float val3 = data3[(alu9+1)];
   float alu10 = (val2+val3);
-  float alu11 = (((alu10*alu10)<2.938735877055719e-39f)?1.8446744073709552e+19f:1.0f);
-  data0[alu0] = ((((precise::exp2((fma(alu6,(-1.428606765330187e-06f),fma(alu6,(-0.693145751953125f),alu4))*1.4426950216293335f))*as_type<float>(((alu8+4294967295u)<<23u)))*as_type<float>((((alu7+(-alu8))+4294967295u)<<23u)))*(1/(alu10*alu11)))*alu11);
+  float alu11 = (-alu10);
+  float alu12 = (((alu10*alu10)<2.938735877055719e-39f)?1.8446744073709552e+19f:(((((alu10>=alu11)||(alu10!=alu10))?alu10:alu11)<4.253529586511731e+37f)?1.0f:5.421010862427522e-20f));
+  data0[alu0] = ((((precise::exp2((fma(alu6,(-1.428606765330187e-06f),fma(alu6,(-0.693145751953125f),alu4))*1.4426950216293335f))*as_type<float>(((alu8+4294967295u)<<23u)))*as_type<float>((((alu7+(-alu8))+4294967295u)<<23u)))*(1/(alu10*alu12)))*alu12);
 }
