@@ -169,3 +169,15 @@ def test_python_ints_beyond_64_bits():
         Tensor([1], dtype=dtypes.int64) + 2**64
     assert (Tensor([1.0]) * 2**70).item() == float(2**70)  # (a float tensor takes it as a float)
     assert (Tensor([3], dtype=dtypes.uint8) + 300).item() == 47  # (within 64 bits: wraps to the dtype, as PyTorch)
+
+
+def test_floor_division_gradient_is_zero():
+    # 0 everywhere (PyTorch's // has none); a zero divisor's 1 / 0 and a zero quotient under an infinite upstream
+    # gradient made it NaN
+    x, y = Tensor([1.0, 0.0, -2.0, 7.0], requires_grad=True), Tensor([0.0, 0.0, 0.0, 2.0], requires_grad=True)
+    (x // y).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0] * 4)
+    np.testing.assert_array_equal(y.grad.numpy(), [0.0] * 4)
+    z = Tensor([0.5, 3.0], requires_grad=True)
+    (z // 2).sqrt().sum().backward()
+    np.testing.assert_array_equal(z.grad.numpy(), [0.0, 0.0])

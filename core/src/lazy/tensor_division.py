@@ -69,13 +69,18 @@ class DivisionMixin(TensorBase):
         """x / y rounded toward -inf, for float tensors of one shape and dtype, Python's and PyTorch's float //: (x -
         fmod(x, y)) / y, an integer up to the division's rounding, taken to the nearest integer (floor(x / y) rounds
         the quotient first: 1 // 0.1 was 10, not 9), one less where the remainder's sign differs from y's."""
-        r = self._float_remainder(y)
-        div = (self - r) / y
-        div = ((r != 0) & ((r < 0) != (y < 0))).where(div - 1, div)
+        # a zero divisor gives x / y (inf or NaN), below: the rest divides by 1 there, so that no 1 / 0 reaches the
+        # gradient, which is 0 everywhere (PyTorch's)
+        zero = y == 0
+        ys = zero.where(1.0, y)
+        r = self._float_remainder(ys)
+        div = (self - r) / ys
+        div = ((r != 0) & ((r < 0) != (ys < 0))).where(div - 1, div)
         whole = div.floor()
         whole = (div - whole > 0.5).where(whole + 1, whole)
-        whole = (div == 0).where((self / y) * 0, whole)  # a zero quotient has the sign of x / y
-        return (y == 0).where(self / y, whole)
+        quotient = (self / y).detach()
+        whole = (div == 0).where(quotient * 0, whole)  # a zero quotient has the sign of x / y
+        return zero.where(quotient, whole)
 
     def _floordiv(self, y: Self) -> Self:
         if not dtypes.is_int(self.dtype):
